@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent: the observe -> plan -> act pipeline of vpackd on one libuv
+ * loop. It owns the domain table, the policy state and the libvirt
+ * adapter; the control socket and the metrics endpoint read it through the
+ * functions below.
+ */
+#ifndef VPACK_AGENT_H
+#define VPACK_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+#include <uv.h>
+
+#include "vpack/config.h"
+#include "vpack/policy.h"
+
+struct vpack_agent;
+
+/*
+ * Creates the agent on loop with a copy of cfg: loads the topology, starts
+ * the libvirt connection, the sampling timer and the hotplug watcher.
+ * Returns 0, or a negative errno with *errmsg (caller frees).
+ */
+int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent **out,
+                      char **errmsg);
+
+/*
+ * Applies a new configuration (SIGHUP). Paths and the libvirt URI take
+ * effect at the next start; policy knobs, interval, topology and reserved
+ * CPUs now. Returns 0 or -errno with *errmsg.
+ */
+int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, char **errmsg);
+
+/*
+ * Stops: unless keep_placement, gives every thread vpack restricted its
+ * guest-requested or full mask back; then closes the agent's handles and
+ * frees it once they are closed. The loop then runs out.
+ */
+void vpack_agent_stop(struct vpack_agent *a);
+
+/* Runs one observe/plan/act cycle now; dry_run plans without pinning. */
+struct vpack_move {
+    char *domain;
+    char *threads;   /* "vcpu 0", "vcpus 0-3", "emulator", "iothread 1" */
+    char *from, *to; /* CPU sets */
+    char *reason;
+};
+int vpack_agent_rebalance(struct vpack_agent *a, bool dry_run, struct vpack_move **moves,
+                          unsigned *nmoves);
+void vpack_moves_free(struct vpack_move *moves, unsigned n);
+
+/*
+ * The hook's hand-over (control socket ops "register" and "forget"): req is
+ * the whole request object. register keeps the domain record (what the
+ * guest asked for, as the hook saw it at start) under state_dir/domains/ so
+ * that a restarted agent still knows it; it is the record of transient
+ * domains. Returns 0 or -errno with *errmsg (caller frees).
+ */
+int vpack_agent_register(struct vpack_agent *a, struct json_object *req, char **errmsg);
+int vpack_agent_forget(struct vpack_agent *a, struct json_object *req, char **errmsg);
+
+/* Counters the metrics endpoint exports. */
+struct vpack_agent_counters {
+    uint64_t samples;
+    uint64_t plans;
+    uint64_t pins_ok;
+    uint64_t pins_failed;   /* all failures */
+    uint64_t pins_gone;     /* domain gone */
+    uint64_t pins_invalid;  /* CPU set refused */
+    uint64_t pins_transient;
+    uint64_t rebalances;    /* plans that moved something */
+    uint64_t hotplug_events;
+    uint64_t cgroup_repairs;
+    uint64_t reconnects;
+};
+const struct vpack_agent_counters *vpack_agent_counters(const struct vpack_agent *a);
+
+/* Status as JSON (the control socket's "status" answer); caller puts. */
+struct json_object *vpack_agent_status_json(struct vpack_agent *a);
+/* One domain explained; NULL when the agent does not know it. */
+struct json_object *vpack_agent_explain_json(struct vpack_agent *a, const char *name);
+/*
+ * Everything the metrics endpoint exports, as JSON: "connected", "version",
+ * "sysfs_root", "demand", "lifted", "packages" [{"id", "cpus", "cores",
+ * "busy", "idle_seconds" (since boot), "active", "wakeup"}], "domains"
+ * [{"name", "level", "managed", "packages", "vcpus" [{"id", "util",
+ * "delay"}]}], "pin_ops" [{"reason", "result", "count"}], "rebalances"
+ * [{"reason", "count"}], "plan_duration" and "cycle_duration" ({"buckets"
+ * [[upper_bound_seconds, cumulative_count]], "sum", "count"}), "samples",
+ * "connects", "hotplug_events", "cgroup_repairs". Caller puts.
+ */
+struct json_object *vpack_agent_metrics_json(struct vpack_agent *a);
+
+/* The last snapshot the policy saw, for bug reports; NULL before the first. */
+struct json_object *vpack_agent_snapshot_json(struct vpack_agent *a);
+
+#endif

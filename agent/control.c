@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: MIT
+#include "control.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "config.h"
+#include "log.h"
+
+/* A client that leaves this much unread output is dropped. */
+#define MAX_PENDING_OUTPUT (4u << 20)
+
+struct client {
+    uv_pipe_t pipe;
+    uv_timer_t idle;
+    struct vpack_control *ctl;
+    struct client *next;
+    char *buf;
+    size_t len, cap;
+    bool privileged;
+    uid_t uid;
+    int closing;           /* handles still to close */
+};
+
+struct vpack_control {
+    uv_pipe_t server;
+    uv_loop_t *loop;
+    struct vpack_agent *agent;
+    struct client *clients;
+    unsigned nclients;
+    unsigned max_clients;
+    unsigned idle_ms;
+    size_t max_line;
+    gid_t group;
+    bool has_group;
+    char *path;
+    bool stopping;
+};
+
+static void client_freed(uv_handle_t *h)
+{
+    struct client *cl = h->data;
+    if (--cl->closing == 0) {
+        free(cl->buf);
+        free(cl);
+    }
+}
+
+static void client_close(struct client *cl)
+{
+    struct vpack_control *ctl = cl->ctl;
+    if (cl->closing)
+        return;
+    for (struct client **p = &ctl->clients; *p; p = &(*p)->next)
+        if (*p == cl) {
+            *p = cl->next;
+            break;
+        }
+    ctl->nclients--;
+    cl->closing = 2;
+    uv_close((uv_handle_t *)&cl->pipe, client_freed);
+    uv_close((uv_handle_t *)&cl->idle, client_freed);
+}
+
+struct write_req {
+    uv_write_t req;
+    char *data;
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct write_req *w = (struct write_req *)req;
+    (void)status;
+    free(w->data);
+    free(w);
+}
+
+/* Sends one object as a line; drops the client if it stopped reading. */
+static void send_obj(struct client *cl, struct json_object *o)
+{
+    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    size_t n = strlen(s);
+    struct write_req *w = malloc(sizeof(*w));
+    if (!w || !(w->data = malloc(n + 1))) {
+        free(w);
+        client_close(cl);
+        return;
+    }
+    memcpy(w->data, s, n);
+    w->data[n] = '\n';
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe) > MAX_PENDING_OUTPUT) {
+        log_warn("control: dropping a client that does not read its answers");
+        free(w->data);
+        free(w);
+        client_close(cl);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)(n + 1));
+    if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_written) < 0) {
+        free(w->data);
+        free(w);
+        client_close(cl);
+    }
+}
+
+static void send_error(struct client *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void send_error(struct client *cl, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "ok", json_object_new_boolean(false));
+    json_object_object_add(o, "error", json_object_new_string(msg));
+    send_obj(cl, o);
+    json_object_put(o);
+}
+
+static struct json_object *ok_obj(void)
+{
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "ok", json_object_new_boolean(true));
+    return o;
+}
+
+static void handle_line(struct client *cl, const char *line, size_t len)
+{
+    struct vpack_control *ctl = cl->ctl;
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *req = NULL, *op = NULL, *ans = NULL;
+    if (!tok)
+        return;
+    req = json_tokener_parse_ex(tok, line, (int)len);
+    if (!req || json_tokener_get_error(tok) != json_tokener_success ||
+        json_tokener_get_parse_end(tok) != len) {
+        send_error(cl, "invalid JSON: %s",
+                   req ? "trailing data" : json_tokener_error_desc(json_tokener_get_error(tok)));
+        goto out;
+    }
+    if (!json_object_is_type(req, json_type_object) || !json_object_object_get_ex(req, "op", &op) ||
+        !json_object_is_type(op, json_type_string)) {
+        send_error(cl, "a request is an object with a string \"op\"");
+        goto out;
+    }
+    const char *name = json_object_get_string(op);
+    bool writes = !strcmp(name, "rebalance") || !strcmp(name, "register") || !strcmp(name, "forget");
+    if (writes) {
+        struct json_object *dry;
+        bool dry_run = !strcmp(name, "rebalance") && json_object_object_get_ex(req, "dry_run", &dry) &&
+                       json_object_get_boolean(dry);
+        if (!cl->privileged && !dry_run) {
+            send_error(cl, "permission denied: '%s' needs root or the vpack control group "
+                           "(uid %u)", name, (unsigned)cl->uid);
+            goto out;
+        }
+    }
+    if (!strcmp(name, "version")) {
+        ans = ok_obj();
+        json_object_object_add(ans, "version", json_object_new_string(VPACK_VERSION));
+    } else if (!strcmp(name, "status")) {
+        ans = ok_obj();
+        json_object_object_add(ans, "status", vpack_agent_status_json(ctl->agent));
+    } else if (!strcmp(name, "snapshot")) {
+        ans = ok_obj();
+        json_object_object_add(ans, "snapshot", vpack_agent_snapshot_json(ctl->agent));
+    } else if (!strcmp(name, "explain")) {
+        struct json_object *dom;
+        if (!json_object_object_get_ex(req, "domain", &dom) ||
+            !json_object_is_type(dom, json_type_string)) {
+            send_error(cl, "explain needs a string \"domain\"");
+            goto out;
+        }
+        struct json_object *e = vpack_agent_explain_json(ctl->agent, json_object_get_string(dom));
+        if (!e) {
+            send_error(cl, "domain '%s' is not running or not known to vpackd",
+                       json_object_get_string(dom));
+            goto out;
+        }
+        ans = ok_obj();
+        json_object_object_add(ans, "domain", e);
+    } else if (!strcmp(name, "rebalance")) {
+        struct json_object *dry;
+        bool dry_run = json_object_object_get_ex(req, "dry_run", &dry) && json_object_get_boolean(dry);
+        struct vpack_move *moves = NULL;
+        unsigned n = 0;
+        int r = vpack_agent_rebalance(ctl->agent, dry_run, &moves, &n);
+        if (r < 0) {
+            send_error(cl, "rebalance failed: %s",
+                       r == -ENOTCONN ? "not connected to libvirt" : strerror(-r));
+            goto out;
+        }
+        ans = ok_obj();
+        struct json_object *arr = json_object_new_array();
+        for (unsigned i = 0; i < n; i++) {
+            struct json_object *m = json_object_new_object();
+            json_object_object_add(m, "domain", json_object_new_string(moves[i].domain));
+            json_object_object_add(m, "threads", json_object_new_string(moves[i].threads));
+            json_object_object_add(m, "from", json_object_new_string(moves[i].from));
+            json_object_object_add(m, "to", json_object_new_string(moves[i].to));
+            json_object_object_add(m, "reason", json_object_new_string(moves[i].reason));
+            json_object_array_add(arr, m);
+        }
+        vpack_moves_free(moves, n);
+        json_object_object_add(ans, "dry_run", json_object_new_boolean(dry_run));
+        json_object_object_add(ans, "moves", arr);
+    } else if (!strcmp(name, "register") || !strcmp(name, "forget")) {
+        char *err = NULL;
+        int r = !strcmp(name, "register") ? vpack_agent_register(ctl->agent, req, &err)
+                                          : vpack_agent_forget(ctl->agent, req, &err);
+        if (r < 0) {
+            send_error(cl, "%s: %s", name, err ? err : strerror(-r));
+            free(err);
+            goto out;
+        }
+        ans = ok_obj();
+    } else {
+        send_error(cl, "unknown op '%s'", name);
+        goto out;
+    }
+    send_obj(cl, ans);
+out:
+    json_object_put(ans);
+    json_object_put(req);
+    json_tokener_free(tok);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct client *cl = h->data;
+    (void)suggested;
+    if (cl->cap - cl->len < 4096) {
+        size_t ncap = cl->cap ? cl->cap * 2 : 8192;
+        if (ncap > cl->ctl->max_line + 8192)
+            ncap = cl->ctl->max_line + 8192;
+        char *b = ncap > cl->cap ? realloc(cl->buf, ncap) : NULL;
+        if (b) {
+            cl->buf = b;
+            cl->cap = ncap;
+        }
+    }
+    *buf = uv_buf_init(cl->buf + cl->len, (unsigned)(cl->cap - cl->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct client *cl = s->data;
+    (void)buf;
+    if (n < 0) {
+        client_close(cl);
+        return;
+    }
+    cl->len += (size_t)n;
+    uv_timer_again(&cl->idle);
+    for (;;) {
+        char *nl = memchr(cl->buf, '\n', cl->len);
+        if (!nl)
+            break;
+        size_t ll = (size_t)(nl - cl->buf);
+        if (ll > cl->ctl->max_line) {
+            send_error(cl, "request line longer than %zu bytes", cl->ctl->max_line);
+            client_close(cl);
+            return;
+        }
+        if (ll > 0)
+            handle_line(cl, cl->buf, ll);
+        if (cl->closing)
+            return;
+        memmove(cl->buf, nl + 1, cl->len - ll - 1);
+        cl->len -= ll + 1;
+    }
+    if (cl->len > cl->ctl->max_line) {
+        send_error(cl, "request line longer than %zu bytes", cl->ctl->max_line);
+        client_close(cl);
+    }
+}
+
+static void on_idle(uv_timer_t *t)
+{
+    struct client *cl = t->data;
+    client_close(cl);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct vpack_control *ctl = server->data;
+    struct ucred cred;
+    socklen_t cl_len = sizeof(cred);
+    uv_os_fd_t fd;
+    if (status < 0)
+        return;
+    struct client *cl = calloc(1, sizeof(*cl));
+    if (!cl)
+        return;
+    cl->ctl = ctl;
+    uv_pipe_init(ctl->loop, &cl->pipe, 0);
+    uv_timer_init(ctl->loop, &cl->idle);
+    cl->pipe.data = cl->idle.data = cl;
+    cl->next = ctl->clients;
+    ctl->clients = cl;
+    ctl->nclients++;
+    if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0) {
+        client_close(cl);
+        return;
+    }
+    if (ctl->nclients > ctl->max_clients) {
+        send_error(cl, "too many clients (%u)", ctl->max_clients);
+        client_close(cl);
+        return;
+    }
+    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) == 0) {
+        cl->uid = cred.uid;
+        cl->privileged = cred.uid == 0 || (ctl->has_group && cred.gid == ctl->group);
+        if (!cl->privileged && ctl->has_group) {
+            /* Supplementary groups count too. */
+            char path[64], *line = NULL;
+            size_t cap = 0;
+            snprintf(path, sizeof(path), "/proc/%d/status", (int)cred.pid);
+            FILE *f = fopen(path, "re");
+            while (f && getline(&line, &cap, f) > 0) {
+                if (strncmp(line, "Groups:", 7))
+                    continue;
+                char *p = line + 7, *end;
+                for (;;) {
+                    unsigned long g = strtoul(p, &end, 10);
+                    if (end == p)
+                        break;
+                    if ((gid_t)g == ctl->group)
+                        cl->privileged = true;
+                    p = end;
+                }
+            }
+            free(line);
+            if (f)
+                fclose(f);
+        }
+    } else {
+        cl->uid = (uid_t)-1;
+    }
+    uv_timer_start(&cl->idle, on_idle, ctl->idle_ms, ctl->idle_ms);
+    uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+}
+
+static void server_closed(uv_handle_t *h)
+{
+    struct vpack_control *ctl = h->data;
+    free(ctl->path);
+    free(ctl);
+}
+
+int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
+                        struct vpack_control **out, char **errmsg)
+{
+    struct vpack_control *ctl = calloc(1, sizeof(*ctl));
+    int r;
+    *errmsg = NULL;
+    if (!ctl)
+        return -ENOMEM;
+    ctl->loop = loop;
+    ctl->agent = agent;
+    ctl->max_clients = cfg->max_clients;
+    ctl->idle_ms = cfg->idle_timeout_ms;
+    ctl->max_line = cfg->max_line;
+    ctl->path = strdup(cfg->socket_path);
+    if (!ctl->path) {
+        free(ctl);
+        return -ENOMEM;
+    }
+    if (cfg->control_group && *cfg->control_group) {
+        struct group *g = getgrnam(cfg->control_group);
+        if (!g) {
+            if (asprintf(errmsg, "control group '%s' does not exist", cfg->control_group) < 0)
+                *errmsg = NULL;
+            free(ctl->path);
+            free(ctl);
+            return -ENOENT;
+        }
+        ctl->group = g->gr_gid;
+        ctl->has_group = true;
+    }
+    /* The directory: /run/vpack, created if needed. */
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", ctl->path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+            r = -errno;
+            if (asprintf(errmsg, "cannot create %s: %s", dir, strerror(errno)) < 0)
+                *errmsg = NULL;
+            free(ctl->path);
+            free(ctl);
+            return r;
+        }
+    }
+    unlink(ctl->path); /* a stale socket from a crashed agent */
+    uv_pipe_init(loop, &ctl->server, 0);
+    ctl->server.data = ctl;
+    if ((r = uv_pipe_bind(&ctl->server, ctl->path)) < 0 ||
+        (r = uv_listen((uv_stream_t *)&ctl->server, 128, on_connection)) < 0) {
+        if (asprintf(errmsg, "%s", uv_strerror(r)) < 0)
+            *errmsg = NULL;
+        /* ctl is freed once the loop has closed the handle. */
+        uv_close((uv_handle_t *)&ctl->server, server_closed);
+        *out = NULL;
+        return r;
+    }
+    /* Anyone may connect and read; writes are checked per request. */
+    chmod(ctl->path, 0666);
+    *out = ctl;
+    return 0;
+}
+
+void vpack_control_stop(struct vpack_control *ctl)
+{
+    if (!ctl || ctl->stopping)
+        return;
+    ctl->stopping = true;
+    while (ctl->clients)
+        client_close(ctl->clients);
+    unlink(ctl->path);
+    uv_close((uv_handle_t *)&ctl->server, server_closed);
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket: one JSON object per line each way on a Unix stream
+ * socket (default /run/vpack/vpackd.sock). Requests carry "op":
+ *
+ *   status, explain {"domain"}, snapshot, version       anyone who can connect
+ *   rebalance {"dry_run"}, register {"domain": RECORD},
+ *   forget {"uuid", "name"}                              root or [control] group
+ *
+ * Answers are {"ok": true, ...} or {"ok": false, "error": "..."}. The peer's
+ * credentials come from SO_PEERCRED. Lines longer than [control] max_line,
+ * more than max_clients connections, clients idle for idle_timeout_ms and
+ * clients that do not read their answers are dropped; the agent goes on.
+ */
+#ifndef VPACK_CONTROL_H
+#define VPACK_CONTROL_H
+
+#include <uv.h>
+
+#include "agent.h"
+#include "vpack/config.h"
+
+struct vpack_control;
+
+int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
+                        struct vpack_control **out, char **errmsg);
+/* Closes the socket and every client; memory is freed as the handles close. */
+void vpack_control_stop(struct vpack_control *c);
+
+#endif

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+/* vpackctl explain: where one domain's threads are, and why. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl-client.h"
+#include "vpackctl.h"
+
+enum { OPT_JSON = 256, OPT_SOCKET };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: vpackctl explain DOMAIN [--json] [--socket PATH]\n"
+            "\n"
+            "Say which power policy level applies to a running domain (and whether it\n"
+            "is set or the default), what its bound is, which packages it is placed on\n"
+            "and why; then, per thread (vCPUs, emulator, iothreads), the CPUs the guest\n"
+            "asked for (GUEST PIN, '-': none), the CPUs it may run on now (CPUS NOW,\n"
+            "'?': not read yet), its load in CPUs (UTIL) and the share of time it\n"
+            "waited to run (DELAY). Needs a running vpackd.\n"
+            "\n"
+            "Options:\n"
+            "  --json            print the agent's explanation as JSON\n"
+            "  --socket PATH     the agent's control socket (default: $VPACK_SOCKET,\n"
+            "                    else /run/vpack/vpackd.sock)\n"
+            "  -h, --help        show this help\n");
+}
+
+/* One thread's row of the table; the strings are borrowed from the answer. */
+struct row {
+    char name[64];
+    const char *pin, *cpus;
+    double util, delay;
+};
+
+/* label: "vcpu" or "iothread", followed by the id; NULL for the emulator. */
+static void row_fill(struct row *r, struct json_object *t, const char *label)
+{
+    if (label)
+        snprintf(r->name, sizeof(r->name), "%s %s", label, vpackctl_json_text(t, "id", "?"));
+    else
+        snprintf(r->name, sizeof(r->name), "%s", vpackctl_json_str(t, "thread", "emulator"));
+    r->pin = vpackctl_json_str(t, "pin", "-");
+    r->cpus = vpackctl_json_str(t, "cpus", "?");
+    r->util = vpackctl_json_double(t, "util", 0);
+    r->delay = vpackctl_json_double(t, "delay", 0);
+}
+
+/* The thread table: vCPUs, the emulator, iothreads. Returns 0 or -1 (out of memory). */
+static int print_threads(struct json_object *d)
+{
+    struct json_object *vcpus = vpackctl_json_array(d, "vcpus");
+    struct json_object *io = vpackctl_json_array(d, "iothreads"), *emu = NULL;
+    size_t nv = vcpus ? json_object_array_length(vcpus) : 0;
+    size_t ni = io ? json_object_array_length(io) : 0, n = 0;
+    int wname = (int)strlen("THREAD"), wpin = (int)strlen("GUEST PIN");
+    int wcpus = (int)strlen("CPUS NOW");
+    struct row *rows = calloc(nv + ni + 1, sizeof(*rows));
+
+    if (!rows)
+        return -1;
+    for (size_t i = 0; i < nv; i++)
+        row_fill(&rows[n++], json_object_array_get_idx(vcpus, i), "vcpu");
+    if (json_object_object_get_ex(d, "emulator", &emu) && json_object_is_type(emu, json_type_object))
+        row_fill(&rows[n++], emu, NULL);
+    for (size_t i = 0; i < ni; i++)
+        row_fill(&rows[n++], json_object_array_get_idx(io, i), "iothread");
+    for (size_t i = 0; i < n; i++) {
+        int l;
+        if ((l = (int)strlen(rows[i].name)) > wname)
+            wname = l;
+        if ((l = (int)strlen(rows[i].pin)) > wpin)
+            wpin = l;
+        if ((l = (int)strlen(rows[i].cpus)) > wcpus)
+            wcpus = l;
+    }
+    printf("\n%-*s  %-*s  %-*s  %5s  %6s\n", wname, "THREAD", wpin, "GUEST PIN", wcpus,
+           "CPUS NOW", "UTIL", "DELAY");
+    for (size_t i = 0; i < n; i++)
+        printf("%-*s  %-*s  %-*s  %5.2f  %5.1f%%\n", wname, rows[i].name, wpin, rows[i].pin,
+               wcpus, rows[i].cpus, rows[i].util, rows[i].delay * 100);
+    free(rows);
+    return 0;
+}
+
+static int print_explain(struct json_object *d)
+{
+    const char *level = vpackctl_json_text(d, "level", "?");
+    const char *reason = vpackctl_json_str(d, "reason", "");
+    const char *bound = vpackctl_json_str(d, "cpuset", NULL);
+    char *pk = vpackctl_json_list(d, "packages", "none");
+
+    if (!pk)
+        return -1;
+    printf("domain    %s\n", vpackctl_json_str(d, "name", "?"));
+    printf("uuid      %s\n", vpackctl_json_str(d, "uuid", "?"));
+    printf("level     %s (%s)\n", level,
+           vpackctl_json_bool(d, "level_set", false)
+               ? "set in the domain's metadata"
+               : "the default: the domain has no power policy element");
+    printf("managed   %s\n", vpackctl_json_bool(d, "managed", false)
+                                 ? "yes"
+                                 : "no (what the guest asked for is not known: vpack leaves "
+                                   "the domain alone)");
+    if (bound)
+        printf("bound     %s (<vcpu cpuset>)\n", bound);
+    else
+        printf("bound     none (all usable CPUs)\n");
+    printf("packages  %s\n", pk);
+    printf("reason    %s\n", *reason ? reason : "-");
+    free(pk);
+    return print_threads(d);
+}
+
+int explain_main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct json_object *req = NULL, *ans = NULL, *d;
+    const char *socket_opt = NULL, *domain;
+    bool as_json = false;
+    int ret, c;
+
+    opterr = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_JSON:
+            as_json = true;
+            break;
+        case OPT_SOCKET:
+            socket_opt = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return VPACKCTL_EXIT_OK;
+        default:
+            vpackctl_option_error("explain", c, argv);
+            return VPACKCTL_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        vpackctl_err("explain: missing DOMAIN (see 'vpackctl explain --help')");
+        return VPACKCTL_EXIT_USAGE;
+    }
+    domain = argv[optind++];
+    if (optind < argc) {
+        vpackctl_err("explain: unexpected argument '%s' (see 'vpackctl explain --help')",
+                     argv[optind]);
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (!*domain) {
+        vpackctl_err("explain: DOMAIN is empty");
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (socket_opt && !*socket_opt) {
+        vpackctl_err("explain: --socket needs a path");
+        return VPACKCTL_EXIT_USAGE;
+    }
+
+    ret = VPACKCTL_EXIT_FAIL;
+    if (!(req = json_object_new_object()) ||
+        json_object_object_add(req, "op", json_object_new_string("explain")) < 0 ||
+        json_object_object_add(req, "domain", json_object_new_string(domain)) < 0) {
+        vpackctl_err("explain: out of memory");
+        goto cleanup;
+    }
+    if ((ret = vpackctl_call(vpackctl_socket_path(socket_opt), req, VPACKCTL_TIMEOUT_MS, &ans)))
+        goto cleanup;
+    ret = VPACKCTL_EXIT_FAIL;
+    if (!json_object_object_get_ex(ans, "domain", &d) || !json_object_is_type(d, json_type_object)) {
+        vpackctl_err("explain: invalid answer from vpackd: no \"domain\" object");
+        goto cleanup;
+    }
+    if (as_json) {
+        ret = vpackctl_print_json(d);
+        goto cleanup;
+    }
+    if (print_explain(d) < 0) {
+        vpackctl_err("explain: out of memory");
+        goto cleanup;
+    }
+    ret = vpackctl_flush();
+cleanup:
+    json_object_put(ans);
+    json_object_put(req);
+    return ret;
+}

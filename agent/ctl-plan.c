@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vpackctl plan: runs the policy offline on recorded snapshots, with no agent
+ * and no libvirt. A file holds one snapshot (pretty-printed or not) or a
+ * series, one snapshot per line, replayed in order with one policy state.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vpack/cpuset.h"
+#include "vpack/policy.h"
+#include "vpack/snapshot.h"
+#include "vpack/topology.h"
+#include "vpackctl.h"
+
+static void usage(FILE *f)
+{
+    struct vpack_policy_params d;
+
+    vpack_policy_params_default(&d);
+    fprintf(f,
+            "Usage: vpackctl plan --snapshot FILE [--topology SPEC] [--reserved CPUS]\n"
+            "                     [POLICY OPTIONS] [--json]\n"
+            "\n"
+            "Run the placement policy offline on recorded snapshots and print the plans.\n"
+            "FILE ('-' for standard input) holds one JSON snapshot, or a series of them,\n"
+            "one per line, replayed in order as the agent would see them.\n"
+            "\n"
+            "Options:\n"
+            "  --snapshot FILE          the snapshot or series to replay (required)\n"
+            "  --topology SPEC          host (the default), xml:PATH, synthetic:DESC or\n"
+            "                           sysfs:ROOT\n"
+            "  --reserved CPUS          leave these CPUs out (libvirt syntax)\n"
+            "  --json                   print each plan as one line of JSON\n"
+            "  -h, --help               show this help\n"
+            "\n"
+            "Policy options (defaults in brackets):\n"
+            "  --pack-watermark F       size the active packages for this share of their\n"
+            "                           cores [%g]\n"
+            "  --spread-watermark F     spread when the load exceeds this share of the\n"
+            "                           active cores [%g]\n"
+            "  --spread-samples N       ... for this many snapshots in a row [%u]\n"
+            "  --delay-threshold F      spread when a managed vCPU waits this share of\n"
+            "                           the interval in the run queue [%g]\n"
+            "  --busy-vcpu F            a vCPU using this many CPUs is long-running [%g]\n"
+            "  --pack-delay MS          pack only after the load stayed low this long [%u]\n"
+            "  --min-residency MS       move a domain at most this often, unless\n"
+            "                           spreading [%u]\n"
+            "  --default-level N        level of domains without a policy (0, 1 or 2) [%d]\n",
+            d.pack_watermark, d.spread_watermark, d.spread_samples, d.delay_threshold,
+            d.busy_vcpu, d.pack_delay_ms, d.min_residency_ms, d.default_level);
+}
+
+/* What one replay needs, and where it is in the file. */
+struct replay {
+    const char *file; /* the name used in messages */
+    const struct vpack_topology *topo;
+    const struct vpack_policy_params *params;
+    struct vpack_policy_state *state;
+    bool json;
+    unsigned count;   /* snapshots replayed so far */
+};
+
+/*
+ * Prints "vpackctl: FILE[:LINE[:COLUMN]]: MESSAGE"; line and column 0 are
+ * left out.
+ */
+static void report(const struct replay *r, unsigned long line, unsigned long col, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
+static void report(const struct replay *r, unsigned long line, unsigned long col, const char *fmt,
+                   ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (line && col)
+        vpackctl_err("%s:%lu:%lu: %s", r->file, line, col, msg);
+    else if (line)
+        vpackctl_err("%s:%lu: %s", r->file, line, msg);
+    else
+        vpackctl_err("%s: %s", r->file, msg);
+}
+
+static bool blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+            return false;
+    return true;
+}
+
+/* Offset of the first character that is not blank at or after off. */
+static size_t skip_blank(const char *s, size_t n, size_t off)
+{
+    while (off < n && blank(s + off, 1))
+        off++;
+    return off;
+}
+
+static void print_ids(FILE *f, const int *ids, unsigned n)
+{
+    if (n == 0)
+        fputs("-", f);
+    for (unsigned i = 0; i < n; i++)
+        fprintf(f, "%s%d", i ? "," : "", ids[i]);
+}
+
+/* A mask in libvirt syntax, "*" after it when vpack narrowed it. */
+static int print_mask(FILE *f, const struct vpack_plan_thread *t)
+{
+    char *text;
+
+    if (!t->cpus) {
+        fputs("-", f);
+        return 0;
+    }
+    text = vpack_cpuset_format(t->cpus);
+    if (!text)
+        return -ENOMEM;
+    fprintf(f, "%s%s", text, t->restricted ? "*" : "");
+    free(text);
+    return 0;
+}
+
+static bool same_mask(const struct vpack_plan_thread *a, const struct vpack_plan_thread *b)
+{
+    if (a->restricted != b->restricted || !a->cpus != !b->cpus)
+        return false;
+    return !a->cpus || vpack_cpuset_equal(a->cpus, b->cpus);
+}
+
+/*
+ * "0-3 -> 0-7*, 4 -> 2": runs of consecutive ids with the same mask are
+ * printed once.
+ */
+static int print_threads(FILE *f, const struct vpack_plan_thread *t, unsigned n)
+{
+    unsigned i = 0, j;
+
+    while (i < n) {
+        for (j = i; j + 1 < n && t[j + 1].id == t[j].id + 1 && same_mask(&t[j + 1], &t[i]); j++)
+            ;
+        fprintf(f, "%s%d", i ? ", " : "", t[i].id);
+        if (j > i)
+            fprintf(f, "-%d", t[j].id);
+        fputs(" -> ", f);
+        if (print_mask(f, &t[i]) < 0)
+            return -ENOMEM;
+        i = j + 1;
+    }
+    return 0;
+}
+
+/* The human-readable block for one plan. */
+static int print_plan(FILE *f, const struct vpack_plan *p, unsigned index, unsigned long line)
+{
+    if (index > 1)
+        fputc('\n', f);
+    fprintf(f, "snapshot %u", index);
+    if (line)
+        fprintf(f, " (line %lu)", line);
+    fputs(": active packages ", f);
+    print_ids(f, p->active_packages, p->nactive);
+    if (p->wakeup_package >= 0)
+        fprintf(f, "; wake-up package %d", p->wakeup_package);
+    else
+        fputs("; no wake-up package", f);
+    fprintf(f, "; demand %.2f CPUs%s\n", p->demand, p->lifted ? "; restrictions lifted" : "");
+    fprintf(f, "  plan: %s\n", p->reason ? p->reason : "-");
+    for (unsigned i = 0; i < p->ndomains; i++) {
+        const struct vpack_plan_domain *d = &p->domains[i];
+
+        fprintf(f, "  %s: level %d, package%s ", d->name ? d->name : "-", d->level,
+                d->npackages == 1 ? "" : "s");
+        print_ids(f, d->packages, d->npackages);
+        fprintf(f, "%s\n", d->moved ? ", moved" : "");
+        fprintf(f, "    reason: %s\n", d->reason ? d->reason : "-");
+        fputs("    vcpus ", f);
+        if (d->nvcpus == 0)
+            fputs("-", f);
+        if (print_threads(f, d->vcpus, d->nvcpus) < 0)
+            return -ENOMEM;
+        fputs("; emulator -> ", f);
+        if (print_mask(f, &d->emulator) < 0)
+            return -ENOMEM;
+        if (d->niothreads) {
+            fputs("; iothreads ", f);
+            if (print_threads(f, d->iothreads, d->niothreads) < 0)
+                return -ENOMEM;
+        }
+        fputc('\n', f);
+    }
+    return 0;
+}
+
+/* Plans one snapshot and prints the plan. Returns 0 or -1 (reported). */
+static int replay_one(struct replay *r, const struct vpack_snapshot *snap, unsigned long line)
+{
+    struct vpack_plan *plan = NULL;
+    char *json = NULL;
+    int ret, err;
+
+    ret = -1;
+    err = vpack_plan_compute(r->topo, r->params, snap, r->state, &plan);
+    if (err < 0) {
+        report(r, line, 0, "cannot compute a plan: %s", strerror(-err));
+        goto cleanup;
+    }
+    r->count++;
+    if (r->json) {
+        json = vpack_plan_to_json(plan);
+        if (!json) {
+            report(r, line, 0, "out of memory");
+            goto cleanup;
+        }
+        puts(json);
+    } else if (print_plan(stdout, plan, r->count, line) < 0) {
+        report(r, line, 0, "out of memory");
+        goto cleanup;
+    }
+    ret = 0;
+
+cleanup:
+    free(json);
+    vpack_plan_free(plan);
+    return ret;
+}
+
+/*
+ * One line of a series. Returns 0 or -1 (reported). A line that does not
+ * finish its snapshot is an error here: a series has one snapshot per line.
+ */
+static int replay_line(struct replay *r, const char *buf, size_t len, unsigned long line)
+{
+    struct vpack_snapshot *snap = NULL;
+    char *msg = NULL;
+    size_t end, at;
+    int ret = -1, err;
+
+    /* Without its line break, an unfinished line is reported at its end. */
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    err = vpack_snapshot_parse_first(buf, len, &end, &at, &snap, &msg);
+    if (end > 0 && !blank(buf + end, len - end)) {
+        report(r, line, skip_blank(buf, len, end) + 1,
+               "unexpected data after the snapshot (a series has one snapshot per line)");
+        goto cleanup;
+    }
+    if (err == -ENOMEM || (err < 0 && !msg)) {
+        report(r, line, 0, "out of memory");
+        goto cleanup;
+    }
+    if (err == -ENODATA) {
+        report(r, line, at + 1, "%s (a series has one snapshot per line)", msg);
+        goto cleanup;
+    }
+    if (err < 0) {
+        report(r, line, at == SIZE_MAX ? 0 : at + 1, "%s", msg);
+        goto cleanup;
+    }
+    ret = replay_one(r, snap, line);
+
+cleanup:
+    free(msg);
+    vpack_snapshot_free(snap);
+    return ret;
+}
+
+/* Appends the rest of f to *buf (of *len bytes, allocated). Returns 0 or -errno. */
+static int slurp_rest(FILE *f, char **buf, size_t *len)
+{
+    size_t cap = *len + 1;
+    char *b = *buf;
+    int ret = 0;
+
+    for (;;) {
+        if (cap - *len < 65536) {
+            size_t ncap = cap * 2 + 65536;
+            char *nb = realloc(b, ncap);
+            if (!nb) {
+                ret = -ENOMEM;
+                break;
+            }
+            b = nb;
+            cap = ncap;
+        }
+        size_t n = fread(b + *len, 1, cap - *len, f);
+        *len += n;
+        if (n == 0) {
+            if (ferror(f))
+                ret = errno ? -errno : -EIO;
+            break;
+        }
+    }
+    *buf = b;
+    return ret;
+}
+
+/*
+ * One snapshot over several lines: text starts at line first_line and holds
+ * the rest of the file. Returns 0 or -1 (reported).
+ */
+static int replay_whole(struct replay *r, const char *text, size_t len, unsigned long first_line)
+{
+    struct vpack_snapshot *snap = NULL;
+    char *msg = NULL;
+    size_t end, at;
+    int ret = -1, err;
+
+    err = vpack_snapshot_parse_first(text, len, &end, &at, &snap, &msg);
+    if (end > 0 && !blank(text + end, len - end))
+        at = skip_blank(text, len, end);
+    if (at != SIZE_MAX) {
+        unsigned long line = first_line, col = 1;
+
+        for (size_t i = 0; i < at; i++) {
+            if (text[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        if (end > 0 && !blank(text + end, len - end))
+            report(r, line, col,
+                   "unexpected data after the snapshot (a series has one snapshot per line)");
+        else
+            report(r, line, col, "%s", msg ? msg : "out of memory");
+        goto cleanup;
+    }
+    if (err < 0) {
+        report(r, 0, 0, "%s", msg ? msg : "out of memory");
+        goto cleanup;
+    }
+    ret = replay_one(r, snap, 0);
+
+cleanup:
+    free(msg);
+    vpack_snapshot_free(snap);
+    return ret;
+}
+
+/*
+ * Reads the file line by line. The first line that is not blank decides:
+ * if it holds a whole snapshot, the file is a series (one line is a series
+ * of one); if its snapshot goes on, the file is one pretty-printed snapshot.
+ */
+static int replay_file(struct replay *r, FILE *f)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned long lineno = 0;
+    bool first = true;
+    ssize_t n;
+    int ret = -1;
+
+    errno = 0;
+    while ((n = getline(&line, &cap, f)) != -1) {
+        struct vpack_snapshot *snap = NULL;
+        char *msg = NULL;
+        size_t end, at;
+        int err;
+
+        lineno++;
+        if (blank(line, (size_t)n))
+            continue;
+        if (first) {
+            first = false;
+            err = vpack_snapshot_parse_first(line, (size_t)n, &end, &at, &snap, &msg);
+            vpack_snapshot_free(snap);
+            free(msg);
+            if (err == -ENODATA) {
+                size_t len = (size_t)n;
+                int rerr = slurp_rest(f, &line, &len);
+
+                if (rerr < 0) {
+                    report(r, 0, 0, "cannot read: %s", strerror(-rerr));
+                    goto cleanup;
+                }
+                ret = replay_whole(r, line, len, lineno);
+                goto cleanup;
+            }
+        }
+        if (replay_line(r, line, (size_t)n, lineno) < 0)
+            goto cleanup;
+        errno = 0;
+    }
+    if (ferror(f)) {
+        report(r, 0, 0, "cannot read: %s", strerror(errno ? errno : EIO));
+        goto cleanup;
+    }
+    if (r->count == 0) {
+        report(r, 0, 0, "no snapshot in the file");
+        goto cleanup;
+    }
+    ret = 0;
+
+cleanup:
+    free(line);
+    return ret;
+}
+
+/* A number in (0, 1] for a policy option. */
+static int parse_share(const char *opt, const char *text, double *out)
+{
+    char *endp;
+    double v;
+
+    errno = 0;
+    v = strtod(text, &endp);
+    if (endp == text || *endp || errno || !isfinite(v) || v <= 0 || v > 1) {
+        vpackctl_err("plan: --%s '%s': expected a number greater than 0 and at most 1", opt, text);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A whole number in min..UINT_MAX; unit names it in the message. */
+static int parse_uint(const char *opt, const char *text, unsigned min, const char *unit,
+                      unsigned *out)
+{
+    char *endp;
+    unsigned long long v;
+
+    errno = 0;
+    v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &endp, 10) : 0;
+    if (text[0] < '0' || text[0] > '9' || *endp || errno || v < min || v > UINT_MAX) {
+        vpackctl_err("plan: --%s '%s': expected %s (a whole number from %u to %u)", opt, text,
+                     unit, min, UINT_MAX);
+        return -EINVAL;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+enum {
+    OPT_SNAPSHOT = 256,
+    OPT_TOPOLOGY,
+    OPT_RESERVED,
+    OPT_JSON,
+    OPT_PACK_WATERMARK,
+    OPT_SPREAD_WATERMARK,
+    OPT_SPREAD_SAMPLES,
+    OPT_DELAY_THRESHOLD,
+    OPT_BUSY_VCPU,
+    OPT_PACK_DELAY,
+    OPT_MIN_RESIDENCY,
+    OPT_DEFAULT_LEVEL,
+};
+
+int plan_main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+        {"topology", required_argument, NULL, OPT_TOPOLOGY},
+        {"reserved", required_argument, NULL, OPT_RESERVED},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"pack-watermark", required_argument, NULL, OPT_PACK_WATERMARK},
+        {"spread-watermark", required_argument, NULL, OPT_SPREAD_WATERMARK},
+        {"spread-samples", required_argument, NULL, OPT_SPREAD_SAMPLES},
+        {"delay-threshold", required_argument, NULL, OPT_DELAY_THRESHOLD},
+        {"busy-vcpu", required_argument, NULL, OPT_BUSY_VCPU},
+        {"pack-delay", required_argument, NULL, OPT_PACK_DELAY},
+        {"min-residency", required_argument, NULL, OPT_MIN_RESIDENCY},
+        {"default-level", required_argument, NULL, OPT_DEFAULT_LEVEL},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct vpack_policy_params params;
+    struct replay r = {0};
+    struct vpack_topology *topo = NULL;
+    const char *snapshot = NULL, *spec = NULL, *reserved_text = NULL;
+    vpack_cpuset reserved;
+    char *errmsg = NULL, err[256];
+    FILE *f = NULL;
+    int ret = VPACKCTL_EXIT_USAGE;
+    int c;
+
+    vpack_policy_params_default(&params);
+    /* Our own messages name the subcommand; getopt's would say "plan:". */
+    opterr = 0;
+    /* 0, not 1: glibc then resets its state, in case getopt ran before. */
+    optind = 0;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_SNAPSHOT:
+            snapshot = optarg;
+            break;
+        case OPT_TOPOLOGY:
+            spec = optarg;
+            break;
+        case OPT_RESERVED:
+            reserved_text = optarg;
+            break;
+        case OPT_JSON:
+            r.json = true;
+            break;
+        case OPT_PACK_WATERMARK:
+            if (parse_share("pack-watermark", optarg, &params.pack_watermark) < 0)
+                goto cleanup;
+            break;
+        case OPT_SPREAD_WATERMARK:
+            if (parse_share("spread-watermark", optarg, &params.spread_watermark) < 0)
+                goto cleanup;
+            break;
+        case OPT_SPREAD_SAMPLES:
+            if (parse_uint("spread-samples", optarg, 1, "a number of snapshots",
+                           &params.spread_samples) < 0)
+                goto cleanup;
+            break;
+        case OPT_DELAY_THRESHOLD:
+            if (parse_share("delay-threshold", optarg, &params.delay_threshold) < 0)
+                goto cleanup;
+            break;
+        case OPT_BUSY_VCPU:
+            if (parse_share("busy-vcpu", optarg, &params.busy_vcpu) < 0)
+                goto cleanup;
+            break;
+        case OPT_PACK_DELAY:
+            if (parse_uint("pack-delay", optarg, 0, "milliseconds", &params.pack_delay_ms) < 0)
+                goto cleanup;
+            break;
+        case OPT_MIN_RESIDENCY:
+            if (parse_uint("min-residency", optarg, 0, "milliseconds",
+                           &params.min_residency_ms) < 0)
+                goto cleanup;
+            break;
+        case OPT_DEFAULT_LEVEL:
+            if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '2') {
+                vpackctl_err("plan: --default-level '%s': expected a power policy level (0, 1 "
+                             "or 2)", optarg);
+                goto cleanup;
+            }
+            params.default_level = optarg[0] - '0';
+            break;
+        case 'h':
+            usage(stdout);
+            ret = VPACKCTL_EXIT_OK;
+            goto cleanup;
+        case ':':
+            vpackctl_err("plan: option '%s' needs an argument", argv[optind - 1]);
+            goto cleanup;
+        default:
+            /* getopt sets optopt to a known option's value when it got an argument it takes none of. */
+            if (optopt == OPT_JSON || optopt == 'h')
+                vpackctl_err("plan: option '%s' takes no argument", argv[optind - 1]);
+            else if (optopt > 0 && optopt < 256)
+                vpackctl_err("plan: unknown option '-%c' (see 'vpackctl plan --help')", optopt);
+            else
+                vpackctl_err("plan: unknown option '%s' (see 'vpackctl plan --help')",
+                             argv[optind - 1]);
+            goto cleanup;
+        }
+    }
+    if (optind < argc) {
+        vpackctl_err("plan: unexpected argument '%s' (see 'vpackctl plan --help')", argv[optind]);
+        goto cleanup;
+    }
+    if (!snapshot) {
+        vpackctl_err("plan: --snapshot FILE is required (see 'vpackctl plan --help')");
+        goto cleanup;
+    }
+    if (params.pack_watermark > params.spread_watermark) {
+        vpackctl_err("plan: the pack watermark (%g) must not be above the spread watermark (%g)",
+                     params.pack_watermark, params.spread_watermark);
+        goto cleanup;
+    }
+    if (reserved_text && vpack_cpuset_parse(&reserved, reserved_text, err, sizeof(err)) < 0) {
+        vpackctl_err("plan: --reserved '%s': %s", reserved_text, err);
+        goto cleanup;
+    }
+
+    ret = VPACKCTL_EXIT_FAIL;
+    if (strcmp(snapshot, "-") == 0) {
+        f = stdin;
+        r.file = "<stdin>";
+    } else {
+        f = fopen(snapshot, "r");
+        r.file = snapshot;
+        if (!f) {
+            vpackctl_err("%s: %s", snapshot, strerror(errno));
+            goto cleanup;
+        }
+    }
+    if (vpack_topology_load(spec, reserved_text ? &reserved : NULL, NULL, &topo, &errmsg) < 0) {
+        vpackctl_err("%s", errmsg ? errmsg : "cannot load the topology: out of memory");
+        goto cleanup;
+    }
+    r.topo = topo;
+    r.params = &params;
+    r.state = vpack_policy_state_new();
+    if (!r.state) {
+        vpackctl_err("plan: out of memory");
+        goto cleanup;
+    }
+    if (replay_file(&r, f) < 0)
+        goto cleanup;
+    /* A full disk or closed pipe shows up here, not at printf(). */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        vpackctl_err("plan: cannot write the output");
+        goto cleanup;
+    }
+    ret = VPACKCTL_EXIT_OK;
+
+cleanup:
+    if (f && f != stdin)
+        fclose(f);
+    vpack_policy_state_free(r.state);
+    vpack_topology_free(topo);
+    free(errmsg);
+    return ret;
+}

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: MIT
+/* vpackctl status: the packages, their load and state, and the domains on them. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl-client.h"
+#include "vpackctl.h"
+
+/* Width of the busy bar, in characters. */
+#define BAR_WIDTH 20
+
+enum { OPT_JSON = 256, OPT_SOCKET };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: vpackctl status [--json] [--socket PATH]\n"
+            "\n"
+            "Show what the agent sees and decided: per package, its CPUs, busy and idle\n"
+            "share, whether it is ACTIVE or PARKED (left idle to reach its deep C-states)\n"
+            "and the domains placed on it; then every domain's level, packages and the\n"
+            "reason for its placement. Needs a running vpackd.\n"
+            "\n"
+            "Options:\n"
+            "  --json            print the agent's status object as JSON\n"
+            "  --socket PATH     the agent's control socket (default: $VPACK_SOCKET,\n"
+            "                    else /run/vpack/vpackd.sock)\n"
+            "  -h, --help        show this help\n");
+}
+
+/* A share from 0 to 1 as a whole percentage, clamped. */
+static int percent(double share)
+{
+    double p = share * 100 + 0.5;
+    return p < 0 ? 0 : p > 100 ? 100 : (int)p;
+}
+
+/* Fills bar (BAR_WIDTH + 1 bytes) with '#' for the busy share and '.' for the rest. */
+static void busy_bar(double busy, char *bar)
+{
+    double f = busy * BAR_WIDTH + 0.5;
+    int n = f < 0 ? 0 : f > BAR_WIDTH ? BAR_WIDTH : (int)f;
+
+    memset(bar, '#', (size_t)n);
+    memset(bar + n, '.', (size_t)(BAR_WIDTH - n));
+    bar[BAR_WIDTH] = '\0';
+}
+
+/* The first lines: libvirt, demand, wake-up package, topology, then the plan's reason. */
+static void print_header(struct json_object *st)
+{
+    const char *reason = vpackctl_json_str(st, "reason", NULL);
+
+    printf("libvirt %s", vpackctl_json_bool(st, "libvirt_connected", false) ? "connected"
+                                                                             : "NOT CONNECTED");
+    if (json_object_object_get_ex(st, "demand", NULL))
+        printf(", demand %.2f CPUs", vpackctl_json_double(st, "demand", 0));
+    /* null: no package is nominated. */
+    if (json_object_object_get_ex(st, "wakeup_package", NULL))
+        printf(", wake-up package %s", vpackctl_json_text(st, "wakeup_package", "none"));
+    printf(", topology %s\n", vpackctl_json_str(st, "topology", "?"));
+    if (reason)
+        printf("plan: %s%s\n", *reason ? reason : "-",
+               vpackctl_json_bool(st, "lifted", false)
+                   ? " (restrictions lifted: the load needs every package)"
+                   : "");
+    else
+        printf("plan: none yet (the agent has not finished its first sample)\n");
+}
+
+/* One block per package: the summary line, then the domains placed on it. */
+static void print_packages(struct json_object *pkgs)
+{
+    size_t n = pkgs ? json_object_array_length(pkgs) : 0;
+    int wid = 1, wcpus = 1;
+
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *p = json_object_array_get_idx(pkgs, i);
+        int l;
+
+        if ((l = (int)strlen(vpackctl_json_text(p, "id", "?"))) > wid)
+            wid = l;
+        if ((l = (int)strlen(vpackctl_json_str(p, "cpus", "?"))) > wcpus)
+            wcpus = l;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *p = json_object_array_get_idx(pkgs, i);
+        const char *state = vpackctl_json_str(p, "state", "?");
+        double busy = vpackctl_json_double(p, "busy", 0);
+        struct json_object *doms = vpackctl_json_array(p, "domains");
+        size_t nd = doms ? json_object_array_length(doms) : 0;
+        char bar[BAR_WIDTH + 1];
+
+        busy_bar(busy, bar);
+        printf("\npackage %-*s  cpus %-*s  %-6s  busy %3d%%  idle %3d%%  [%s]\n", wid,
+               vpackctl_json_text(p, "id", "?"), wcpus, vpackctl_json_str(p, "cpus", "?"),
+               !strcmp(state, "active")   ? "ACTIVE"
+               : !strcmp(state, "parked") ? "PARKED"
+                                          : state,
+               percent(busy), percent(vpackctl_json_double(p, "idle", 1 - busy)), bar);
+        printf("  domains: %s", nd ? "" : "none");
+        for (size_t k = 0; k < nd; k++) {
+            const char *name = json_object_get_string(json_object_array_get_idx(doms, k));
+            printf("%s%s", k ? ", " : "", name ? name : "?");
+        }
+        putchar('\n');
+    }
+}
+
+/* The domain table: name, level, managed, packages, reason. */
+static int print_domains(struct json_object *doms)
+{
+    size_t n = doms ? json_object_array_length(doms) : 0;
+    char **pk = NULL;
+    int wname = (int)strlen("DOMAIN"), wpk = (int)strlen("PACKAGES");
+    int ret = -1;
+
+    if (n == 0) {
+        printf("\nno domains\n");
+        return 0;
+    }
+    if (!(pk = calloc(n, sizeof(*pk))))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *d = json_object_array_get_idx(doms, i);
+        int l;
+
+        if (!(pk[i] = vpackctl_json_list(d, "packages", "-")))
+            goto cleanup;
+        if ((l = (int)strlen(pk[i])) > wpk)
+            wpk = l;
+        if ((l = (int)strlen(vpackctl_json_str(d, "name", "?"))) > wname)
+            wname = l;
+    }
+    printf("\n%-*s  LEVEL  MANAGED  %-*s  REASON\n", wname, "DOMAIN", wpk, "PACKAGES");
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *d = json_object_array_get_idx(doms, i);
+        const char *reason = vpackctl_json_str(d, "reason", "");
+
+        printf("%-*s  %-5s  %-7s  %-*s  %s\n", wname, vpackctl_json_str(d, "name", "?"),
+               vpackctl_json_text(d, "level", "?"),
+               vpackctl_json_bool(d, "managed", false) ? "yes" : "no", wpk, pk[i],
+               *reason ? reason : "-");
+    }
+    ret = 0;
+cleanup:
+    for (size_t i = 0; i < n; i++)
+        free(pk[i]);
+    free(pk);
+    return ret;
+}
+
+int status_main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct json_object *req = NULL, *ans = NULL, *st;
+    const char *socket_opt = NULL;
+    bool as_json = false;
+    int ret = VPACKCTL_EXIT_USAGE;
+    int c;
+
+    opterr = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_JSON:
+            as_json = true;
+            break;
+        case OPT_SOCKET:
+            socket_opt = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return VPACKCTL_EXIT_OK;
+        default:
+            vpackctl_option_error("status", c, argv);
+            return VPACKCTL_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        vpackctl_err("status: unexpected argument '%s' (see 'vpackctl status --help')",
+                     argv[optind]);
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (socket_opt && !*socket_opt) {
+        vpackctl_err("status: --socket needs a path");
+        return VPACKCTL_EXIT_USAGE;
+    }
+
+    ret = VPACKCTL_EXIT_FAIL;
+    if (!(req = json_object_new_object()) ||
+        json_object_object_add(req, "op", json_object_new_string("status")) < 0) {
+        vpackctl_err("status: out of memory");
+        goto cleanup;
+    }
+    if ((ret = vpackctl_call(vpackctl_socket_path(socket_opt), req, VPACKCTL_TIMEOUT_MS, &ans)))
+        goto cleanup;
+    ret = VPACKCTL_EXIT_FAIL;
+    if (!json_object_object_get_ex(ans, "status", &st) || !json_object_is_type(st, json_type_object)) {
+        vpackctl_err("status: invalid answer from vpackd: no \"status\" object");
+        goto cleanup;
+    }
+    if (as_json) {
+        ret = vpackctl_print_json(st);
+        goto cleanup;
+    }
+    print_header(st);
+    print_packages(vpackctl_json_array(st, "packages"));
+    if (print_domains(vpackctl_json_array(st, "domains")) < 0) {
+        vpackctl_err("status: out of memory");
+        goto cleanup;
+    }
+    ret = vpackctl_flush();
+cleanup:
+    json_object_put(ans);
+    json_object_put(req);
+    return ret;
+}

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+#include "host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len)
+{
+    char full[4096];
+    char *data = NULL;
+    size_t n = 0, cap = 0;
+    int fd = -1, ret;
+
+    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", path) >= (int)sizeof(full))
+        return -ENAMETOOLONG;
+    fd = open(full, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            char *d = realloc(data, ncap);
+            if (!d) {
+                ret = -ENOMEM;
+                goto cleanup;
+            }
+            data = d;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, data + n, cap - n - 1);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            ret = -errno;
+            goto cleanup;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max) {
+            ret = -EFBIG;
+            goto cleanup;
+        }
+    }
+    if (!data && !(data = malloc(1))) {
+        ret = -ENOMEM;
+        goto cleanup;
+    }
+    data[n] = '\0';
+    *buf = data;
+    if (len)
+        *len = n;
+    data = NULL;
+    ret = 0;
+cleanup:
+    free(data);
+    if (fd >= 0)
+        close(fd);
+    return ret;
+}
+
+int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigned *n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int r = vpack_host_read_file(root, "proc/stat", 16 << 20, &buf, &len);
+    if (r < 0)
+        return r;
+    r = vpack_procstat_parse(buf, len, out, n);
+    free(buf);
+    return r;
+}
+
+int vpack_host_online_cpus(const char *root, vpack_cpuset *out)
+{
+    char *buf = NULL;
+    int r = vpack_host_read_file(root, "sys/devices/system/cpu/online", 1 << 16, &buf, NULL);
+    if (r < 0)
+        return r;
+    buf[strcspn(buf, "\n")] = '\0';
+    r = vpack_cpuset_parse(out, buf, NULL, 0);
+    free(buf);
+    return r;
+}
+
+int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online)
+{
+    const char *at = memchr(buf, '@', len);
+    const char *nul = memchr(buf, '\0', len);
+    size_t hl = nul ? (size_t)(nul - buf) : len;
+    int id;
+    char tail;
+
+    if (!at || (size_t)(at - buf) >= hl)
+        return -EINVAL; /* libudev's own messages start "libudev"; the kernel's have '@' */
+    size_t alen = (size_t)(at - buf);
+    int on;
+    if (alen == 6 && !memcmp(buf, "online", 6))
+        on = 1;
+    else if (alen == 7 && !memcmp(buf, "offline", 7))
+        on = 0;
+    else
+        return 0;
+    char devpath[256];
+    size_t dl = hl - alen - 1;
+    if (dl >= sizeof(devpath))
+        return 0;
+    memcpy(devpath, at + 1, dl);
+    devpath[dl] = '\0';
+    if (sscanf(devpath, "/devices/system/cpu/cpu%d%c", &id, &tail) != 1 || id < 0)
+        return 0;
+    *cpu = id;
+    *online = on;
+    return 1;
+}
+
+struct vpack_hotplug {
+    uv_poll_t poll;
+    int fd;
+    vpack_hotplug_cb cb;
+    void *opaque;
+};
+
+static void on_uevent(uv_poll_t *handle, int status, int events)
+{
+    struct vpack_hotplug *h = handle->data;
+    char buf[8192];
+    (void)events;
+    if (status < 0)
+        return;
+    for (;;) {
+        ssize_t n = recv(h->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        int cpu, online;
+        if (vpack_uevent_parse_cpu(buf, (size_t)n, &cpu, &online) == 1)
+            h->cb(h->opaque, cpu, online);
+    }
+}
+
+int vpack_hotplug_start(uv_loop_t *loop, vpack_hotplug_cb cb, void *opaque,
+                        struct vpack_hotplug **out)
+{
+    struct sockaddr_nl addr = {.nl_family = AF_NETLINK, .nl_groups = 1};
+    struct vpack_hotplug *h = calloc(1, sizeof(*h));
+    int ret;
+
+    if (!h)
+        return -ENOMEM;
+    h->fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
+    if (h->fd < 0) {
+        ret = -errno;
+        goto fail;
+    }
+    if (bind(h->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        ret = -errno;
+        goto fail;
+    }
+    if ((ret = uv_poll_init(loop, &h->poll, h->fd)) < 0)
+        goto fail;
+    h->poll.data = h;
+    h->cb = cb;
+    h->opaque = opaque;
+    if ((ret = uv_poll_start(&h->poll, UV_READABLE, on_uevent)) < 0) {
+        vpack_hotplug_stop(h);
+        return ret;
+    }
+    *out = h;
+    return 0;
+fail:
+    if (h->fd >= 0)
+        close(h->fd);
+    free(h);
+    return ret;
+}
+
+static void on_close(uv_handle_t *handle)
+{
+    struct vpack_hotplug *h = handle->data;
+    close(h->fd);
+    free(h);
+}
+
+void vpack_hotplug_stop(struct vpack_hotplug *h)
+{
+    if (h)
+        uv_close((uv_handle_t *)&h->poll, on_close);
+}

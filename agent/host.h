@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host adapter: /proc and /sys reads under a root directory ("/" on a
+ * live host, a fixture tree in tests), and the CPU hotplug watcher.
+ */
+#ifndef VPACK_HOST_H
+#define VPACK_HOST_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "vpack/cpuset.h"
+#include "vpack/procstat.h"
+
+/*
+ * Reads root/path whole (at most max bytes; larger is -EFBIG) into a
+ * NUL-terminated buffer the caller frees. Returns 0 or -errno.
+ */
+int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len);
+
+/* Per-CPU times from root/proc/stat; *out is the caller's to free. */
+int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigned *n);
+
+/* The online CPUs from root/sys/devices/system/cpu/online. */
+int vpack_host_online_cpus(const char *root, vpack_cpuset *out);
+
+/*
+ * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or
+ * offline and calls cb on the loop for each, with the CPU id and its new
+ * state. The socket is polled by the loop; nothing blocks.
+ */
+struct vpack_hotplug;
+typedef void (*vpack_hotplug_cb)(void *opaque, int cpu, int online);
+int vpack_hotplug_start(uv_loop_t *loop, vpack_hotplug_cb cb, void *opaque,
+                        struct vpack_hotplug **out);
+/* Stops watching; the memory is freed once the loop has closed the handle. */
+void vpack_hotplug_stop(struct vpack_hotplug *h);
+
+/*
+ * Parses one uevent datagram ("ACTION@DEVPATH\0KEY=VALUE\0..."). Returns 1
+ * with *cpu and *online set for a CPU online/offline event, 0 for any other
+ * event, -EINVAL for garbage.
+ */
+int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online);
+
+#endif

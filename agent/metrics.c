@@ -1,0 +1,671 @@
+// SPDX-License-Identifier: MIT
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+
+#include "log.h"
+#include "vpack/prom.h"
+
+#define CONNECTION_LIMIT 64u
+/* Above this many open connections, a new one closes the least recently active idle one. */
+#define EVICT_ABOVE (CONNECTION_LIMIT - 8u)
+#define CONNECTION_TIMEOUT_S 10u
+#define CONNECTION_MEMORY ((size_t)32 * 1024)
+/* MHD's messages after start are logged at most this often (ms). */
+#define LOG_INTERVAL_MS 10000
+#define CPUIDLE_NAME_MAX 32
+
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/*
+ * One TCP connection, in least-recently-active order (head first). MHD owns
+ * the socket; evicting it is shutdown(2), after which MHD sees the end of
+ * the stream, closes it and tells on_connection() as for any other close.
+ */
+struct conn {
+    struct conn *prev, *next;
+    int fd;
+    bool busy;      /* a request on it is being answered */
+    bool evicted;
+};
+
+/* A RAPL zone's energy counter, wraps undone, kept across scrapes. */
+struct rapl_zone {
+    char dir[64];   /* "intel-rapl:0" */
+    uint64_t prev;  /* last raw energy_uj */
+    uint64_t total; /* first reading plus every increase since, in uJ */
+};
+
+struct vpack_metrics {
+    uv_poll_t poll;   /* MHD's epoll descriptor */
+    uv_timer_t timer; /* MHD's next timeout */
+    uv_loop_t *loop;
+    struct MHD_Daemon *mhd;
+    struct vpack_agent *agent;
+    char *sysfs_root;
+    unsigned port;
+    struct conn *head, *tail;
+    unsigned nconns;  /* open and not evicted */
+    uint64_t evictions;
+    struct rapl_zone *zones;
+    size_t nzones;
+    bool starting;    /* MHD's messages go to start_err */
+    char *start_err;
+    uint64_t last_log_ms;
+    unsigned suppressed;
+    bool have_poll;
+    int closing;      /* handles still to close */
+    bool stopping;
+};
+
+/* What one scrape read from the host; the names live in names[]. */
+struct host {
+    struct vpack_prom_idle_state *idle;
+    char (*names)[CPUIDLE_NAME_MAX];
+    size_t nidle, cap;
+    struct vpack_prom_energy *energy;
+    size_t nenergy;
+};
+
+static void host_clear(struct host *h)
+{
+    free(h->idle);
+    free(h->names);
+    free(h->energy);
+    *h = (struct host){0};
+}
+
+/* Reads a small attribute file dir/path into buf without its trailing newline. */
+static int read_attr(int dir, const char *path, char *buf, size_t size)
+{
+    ssize_t n;
+    int fd = openat(dir, path, O_RDONLY | O_CLOEXEC), ret = 0;
+    if (fd < 0)
+        return -errno;
+    do
+        n = read(fd, buf, size - 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        ret = -errno;
+    close(fd);
+    if (ret < 0)
+        return ret;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        n--;
+    buf[n] = '\0';
+    return 0;
+}
+
+static int read_u64(int dir, const char *path, uint64_t *v)
+{
+    char buf[32], *end;
+    int r = read_attr(dir, path, buf, sizeof(buf));
+    if (r < 0)
+        return r;
+    errno = 0;
+    unsigned long long x = strtoull(buf, &end, 10);
+    if (end == buf || *end || errno || buf[0] == '-')
+        return -EINVAL;
+    *v = x;
+    return 0;
+}
+
+/* True when s is prefix followed by decimal digits only; the number goes to *n. */
+static bool numbered(const char *s, const char *prefix, unsigned *n)
+{
+    size_t k = strlen(prefix);
+    char *end;
+    if (strncmp(s, prefix, k) || s[k] < '0' || s[k] > '9')
+        return false;
+    errno = 0;
+    unsigned long v = strtoul(s + k, &end, 10);
+    if (*end || errno || v > 1u << 30)
+        return false;
+    *n = (unsigned)v;
+    return true;
+}
+
+/* Adds the states of root/sys/devices/system/cpu/cpuN/cpuidle/stateM to h. */
+static int read_cpuidle(const char *root, struct host *h)
+{
+    char path[4096], sub[320], name[CPUIDLE_NAME_MAX];
+    struct dirent *e, *s;
+    unsigned cpu, state;
+    uint64_t us;
+    DIR *cpus;
+    if (snprintf(path, sizeof(path), "%s/sys/devices/system/cpu", root) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    cpus = opendir(path);
+    if (!cpus)
+        return -errno;
+    while ((e = readdir(cpus))) {
+        if (!numbered(e->d_name, "cpu", &cpu))
+            continue;
+        snprintf(sub, sizeof(sub), "%s/cpuidle", e->d_name);
+        int fd = openat(dirfd(cpus), sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* no cpuidle driver, or the CPU is offline */
+        DIR *states = fdopendir(fd);
+        if (!states) {
+            close(fd);
+            continue;
+        }
+        while ((s = readdir(states))) {
+            if (!numbered(s->d_name, "state", &state))
+                continue;
+            snprintf(sub, sizeof(sub), "%s/name", s->d_name);
+            if (read_attr(fd, sub, name, sizeof(name)) < 0 || !name[0])
+                continue;
+            snprintf(sub, sizeof(sub), "%s/time", s->d_name);
+            if (read_u64(fd, sub, &us) < 0)
+                continue;
+            if (h->nidle == h->cap) {
+                size_t ncap = h->cap ? h->cap * 2 : 64;
+                struct vpack_prom_idle_state *ni = realloc(h->idle, ncap * sizeof(*ni));
+                if (!ni)
+                    break;
+                h->idle = ni;
+                char(*nn)[CPUIDLE_NAME_MAX] = realloc(h->names, ncap * sizeof(*nn));
+                if (!nn)
+                    break;
+                h->names = nn;
+                h->cap = ncap;
+            }
+            memcpy(h->names[h->nidle], name, sizeof(name));
+            h->idle[h->nidle++] = (struct vpack_prom_idle_state){cpu, NULL, (double)us / 1e6};
+        }
+        closedir(states);
+    }
+    closedir(cpus);
+    /* Only now: names[] may have moved while it grew. */
+    for (size_t i = 0; i < h->nidle; i++)
+        h->idle[i].name = h->names[i];
+    return 0;
+}
+
+/* "package-3" or "package-3-die-1" -> 3. */
+static bool rapl_package(const char *name, unsigned *pkg)
+{
+    char *end;
+    if (strncmp(name, "package-", 8) || name[8] < '0' || name[8] > '9')
+        return false;
+    unsigned long v = strtoul(name + 8, &end, 10);
+    unsigned die;
+    if (v > 1u << 20 || (*end && !numbered(end, "-die-", &die)))
+        return false;
+    *pkg = (unsigned)v;
+    return true;
+}
+
+static struct rapl_zone *rapl_zone(struct vpack_metrics *m, const char *dir, bool *fresh)
+{
+    *fresh = false;
+    for (size_t i = 0; i < m->nzones; i++)
+        if (!strcmp(m->zones[i].dir, dir))
+            return &m->zones[i];
+    struct rapl_zone *nz = realloc(m->zones, (m->nzones + 1) * sizeof(*nz));
+    if (!nz)
+        return NULL;
+    m->zones = nz;
+    nz = &m->zones[m->nzones++];
+    *nz = (struct rapl_zone){0};
+    snprintf(nz->dir, sizeof(nz->dir), "%s", dir);
+    *fresh = true;
+    return nz;
+}
+
+/*
+ * Adds the package energy of root/sys/class/powercap/intel-rapl:N (the
+ * top-level zones; AMD's RAPL uses the same names) to h, summing the dies
+ * of one package. No powercap directory or no package zone: nothing.
+ */
+static void read_rapl(struct vpack_metrics *m, struct host *h)
+{
+    char path[4096], sub[320], name[64];
+    struct dirent *e;
+    unsigned zone, pkg;
+    uint64_t raw, range;
+    if (snprintf(path, sizeof(path), "%s/sys/class/powercap", m->sysfs_root) >= (int)sizeof(path))
+        return;
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        bool fresh;
+        if (!numbered(e->d_name, "intel-rapl:", &zone) || strlen(e->d_name) >= sizeof(m->zones->dir))
+            continue;
+        snprintf(sub, sizeof(sub), "%s/name", e->d_name);
+        if (read_attr(dirfd(d), sub, name, sizeof(name)) < 0 || !rapl_package(name, &pkg))
+            continue;
+        snprintf(sub, sizeof(sub), "%s/energy_uj", e->d_name);
+        if (read_u64(dirfd(d), sub, &raw) < 0)
+            continue; /* energy_uj is root-only on recent kernels */
+        snprintf(sub, sizeof(sub), "%s/max_energy_range_uj", e->d_name);
+        if (read_u64(dirfd(d), sub, &range) < 0)
+            range = 0;
+        struct rapl_zone *z = rapl_zone(m, e->d_name, &fresh);
+        if (!z)
+            break;
+        z->total = fresh ? raw : z->total + vpack_prom_wrap_delta(z->prev, raw, range);
+        z->prev = raw;
+        size_t i;
+        for (i = 0; i < h->nenergy && h->energy[i].package != pkg; i++)
+            ;
+        if (i == h->nenergy) {
+            struct vpack_prom_energy *ne = realloc(h->energy, (h->nenergy + 1) * sizeof(*ne));
+            if (!ne)
+                break;
+            h->energy = ne;
+            h->energy[h->nenergy++] = (struct vpack_prom_energy){pkg, 0};
+        }
+        h->energy[i].joules += (double)z->total / 1e6;
+    }
+    closedir(d);
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+static const char index_page[] =
+    "<!DOCTYPE html>\n<html><head><title>vpackd</title></head>\n"
+    "<body><h1>vpackd</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
+
+/* Queues a response; body is freed by MHD when owned, else it must be static. */
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             char *body, size_t len, bool owned, const char *allow)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    if (owned)
+        r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    else
+        r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        if (owned)
+            free(body);
+        return MHD_NO;
+    }
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_NO ||
+        (allow && MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow) == MHD_NO)) {
+        MHD_destroy_response(r);
+        return MHD_NO;
+    }
+    ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+#define TEXT_PLAIN "text/plain; charset=utf-8"
+#define REPLY_STATIC(c, status, type, text, allow)                                            \
+    reply(c, status, type, (char *)(text), sizeof(text) - 1, false, allow)
+
+static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
+{
+    struct host h = {0};
+    struct vpack_prom_host ph;
+    char *text = NULL;
+    size_t len = 0;
+    int r;
+    struct json_object *j = vpack_agent_metrics_json(m->agent);
+
+    if ((r = read_cpuidle(m->sysfs_root, &h)) < 0)
+        log_debug("metrics: no cpuidle states under %s: %s", m->sysfs_root, strerror(-r));
+    read_rapl(m, &h);
+    ph = (struct vpack_prom_host){h.idle, h.nidle, h.energy, h.nenergy};
+    r = j ? vpack_prom_render(j, &ph, &text, &len) : -ENOMEM;
+    json_object_put(j);
+    host_clear(&h);
+    if (r < 0) {
+        log_warn("metrics: cannot render: %s", strerror(-r));
+        return REPLY_STATIC(c, MHD_HTTP_INTERNAL_SERVER_ERROR, TEXT_PLAIN,
+                            "cannot render the metrics\n", NULL);
+    }
+    return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, text, len, true, NULL);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
+{
+    struct vpack_metrics *m = cls;
+    bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    bool metrics = !strcmp(url, "/metrics");
+    (void)version;
+    (void)upload_data;
+    if (!*req_cls) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct conn *cn = ci ? ci->socket_context : NULL;
+        if (cn)
+            cn->busy = true;
+        *req_cls = cn ? (void *)cn : (void *)m;
+        /*
+         * A bodiless GET or HEAD is answered at the next call, once MHD has
+         * the whole request: then the connection can stay open. Anything
+         * else is answered now, which makes MHD skip the body and close.
+         */
+        if (get && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) &&
+            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+            return MHD_YES;
+    } else if (*upload_data_size) {
+        *upload_data_size = 0; /* not reached: there is no body */
+        return MHD_YES;
+    }
+    if (!metrics && strcmp(url, "/"))
+        return REPLY_STATIC(c, MHD_HTTP_NOT_FOUND, TEXT_PLAIN, "Not Found: see /metrics\n", NULL);
+    if (!get)
+        return REPLY_STATIC(c, MHD_HTTP_METHOD_NOT_ALLOWED, TEXT_PLAIN, "Method Not Allowed\n",
+                            "GET, HEAD");
+    if (!metrics)
+        return REPLY_STATIC(c, MHD_HTTP_OK, "text/html; charset=utf-8", index_page, NULL);
+    return reply_metrics(m, c);
+}
+
+static void conn_unlink(struct vpack_metrics *m, struct conn *cn)
+{
+    *(cn->prev ? &cn->prev->next : &m->head) = cn->next;
+    *(cn->next ? &cn->next->prev : &m->tail) = cn->prev;
+    cn->prev = cn->next = NULL;
+}
+
+static void conn_append(struct vpack_metrics *m, struct conn *cn)
+{
+    cn->prev = m->tail;
+    *(m->tail ? &m->tail->next : &m->head) = cn;
+    m->tail = cn;
+}
+
+/* Request answered (or abandoned): the connection is idle and most recently active. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct vpack_metrics *m = cls;
+    struct conn *cn = *req_cls;
+    (void)c;
+    (void)toe;
+    if (cn && (void *)cn != (void *)m) {
+        cn->busy = false;
+        conn_unlink(m, cn);
+        conn_append(m, cn);
+    }
+    *req_cls = NULL;
+}
+
+/*
+ * Makes room for a new connection: shuts down the least recently active
+ * connection that is not being answered (never the newest). An idle
+ * keep-alive connection or one still sending its headers is as good as
+ * closed for a scraper: it reconnects.
+ */
+static void evict_one(struct vpack_metrics *m)
+{
+    for (struct conn *cn = m->head; cn && cn != m->tail; cn = cn->next) {
+        if (cn->busy || cn->evicted)
+            continue;
+        if (shutdown(cn->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+            log_debug("metrics: shutdown: %s", strerror(errno));
+        cn->evicted = true;
+        m->nconns--;
+        m->evictions++;
+        if (m->evictions == 1 || m->evictions % 1000 == 0)
+            log_info("metrics: %u connections open: closed the least recently active idle one "
+                     "(%" PRIu64 " so far)",
+                     EVICT_ABOVE, m->evictions);
+        return;
+    }
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct vpack_metrics *m = cls;
+    struct conn *cn = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(cn = calloc(1, sizeof(*cn))))
+            return; /* not tracked: never evicted, MHD's own limit still holds */
+        cn->fd = ci->connect_fd;
+        conn_append(m, cn);
+        *socket_context = cn;
+        if (++m->nconns > EVICT_ABOVE)
+            evict_one(m);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && cn) {
+        conn_unlink(m, cn);
+        if (!cn->evicted)
+            m->nconns--;
+        free(cn);
+        *socket_context = NULL;
+    }
+}
+
+/*
+ * MHD's messages: while starting, the last one becomes the error message;
+ * afterwards they are warnings, at most one per LOG_INTERVAL_MS (a flood of
+ * connections would otherwise flood the log).
+ */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    struct vpack_metrics *m = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    if (m->starting) {
+        free(m->start_err);
+        m->start_err = strdup(msg);
+        log_debug("metrics: %s", msg);
+        return;
+    }
+    uint64_t now = uv_now(m->loop);
+    if (m->last_log_ms && now - m->last_log_ms < LOG_INTERVAL_MS) {
+        m->suppressed++;
+        return;
+    }
+    if (m->suppressed)
+        log_warn("metrics: %s (%u more messages since the last)", msg, m->suppressed);
+    else
+        log_warn("metrics: %s", msg);
+    m->last_log_ms = now ? now : 1;
+    m->suppressed = 0;
+}
+
+/* ------------------------------------------------------------------ loop */
+
+static void on_timer(uv_timer_t *t);
+
+/* Lets MHD do what is ready, then arms the timer for its next deadline. */
+static void run(struct vpack_metrics *m)
+{
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (m->stopping)
+        return;
+    MHD_run(m->mhd);
+    if (MHD_get_timeout(m->mhd, &ms) == MHD_YES)
+        uv_timer_start(&m->timer, on_timer, (uint64_t)ms, 0);
+    else
+        uv_timer_stop(&m->timer);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    run(container_of(t, struct vpack_metrics, timer));
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    struct vpack_metrics *m = container_of(p, struct vpack_metrics, poll);
+    (void)events;
+    if (status < 0)
+        log_debug("metrics: poll: %s", uv_strerror(status));
+    run(m);
+}
+
+static void metrics_free(struct vpack_metrics *m)
+{
+    free(m->zones);
+    free(m->sysfs_root);
+    free(m->start_err);
+    free(m);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    struct vpack_metrics *m = h->data;
+    if (--m->closing == 0)
+        metrics_free(m);
+}
+
+void vpack_metrics_stop(struct vpack_metrics *m)
+{
+    if (!m || m->stopping)
+        return;
+    m->stopping = true;
+    /* libuv forgets the epoll descriptor before MHD closes it. */
+    m->closing = m->have_poll ? 2 : 1;
+    if (m->have_poll)
+        uv_close((uv_handle_t *)&m->poll, on_closed);
+    uv_close((uv_handle_t *)&m->timer, on_closed);
+    /* Closes every connection (on_connection() frees each) and the sockets. */
+    MHD_stop_daemon(m->mhd);
+    m->mhd = NULL;
+}
+
+unsigned vpack_metrics_port(const struct vpack_metrics *m)
+{
+    return m ? m->port : 0;
+}
+
+/* Parses "127.0.0.1", "::1" or "[::1]" with port into addr; returns the MHD flag it needs. */
+static int parse_listen(const char *where, unsigned port, struct sockaddr_storage *addr,
+                        unsigned *flags)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    size_t n = strlen(where);
+    memset(addr, 0, sizeof(*addr));
+    if (n >= 2 && where[0] == '[' && where[n - 1] == ']' && n - 2 < sizeof(host)) {
+        memcpy(host, where + 1, n - 2);
+        host[n - 2] = '\0';
+    } else if (n < sizeof(host)) {
+        memcpy(host, where, n + 1);
+    } else {
+        return -EINVAL;
+    }
+    struct sockaddr_in *in = (struct sockaddr_in *)addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)addr;
+    if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)port);
+        *flags = 0;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *flags = MHD_USE_IPv6;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static char *strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strdup_printf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
+                        struct vpack_metrics **out, char **errmsg)
+{
+    struct vpack_metrics *m = NULL;
+    struct sockaddr_storage addr;
+    const union MHD_DaemonInfo *info;
+    unsigned family_flag;
+    int ret, r;
+
+    *out = NULL;
+    *errmsg = NULL;
+    const char *where = cfg->metrics_listen ? cfg->metrics_listen : "127.0.0.1";
+    if (cfg->metrics_port > 65535 || parse_listen(where, cfg->metrics_port, &addr, &family_flag) < 0) {
+        *errmsg = strdup_printf("metrics.listen '%s' is not an IPv4 or IPv6 address", where);
+        return -EINVAL;
+    }
+    m = calloc(1, sizeof(*m));
+    if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/"))) {
+        ret = -ENOMEM;
+        goto fail;
+    }
+    m->loop = loop;
+    m->agent = agent;
+    m->starting = true;
+    errno = 0;
+    m->mhd = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | family_flag, (uint16_t)cfg->metrics_port, NULL, NULL,
+        on_request, m, MHD_OPTION_EXTERNAL_LOGGER, (MHD_LogCallback)on_mhd_log, m,
+        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+        CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY,
+        MHD_OPTION_NOTIFY_CONNECTION, (MHD_NotifyConnectionCallback)on_connection, m,
+        MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)on_completed, m,
+        MHD_OPTION_END);
+    if (!m->mhd) {
+        ret = errno > 0 ? -errno : -EIO;
+        *errmsg = m->start_err ? m->start_err : strdup("cannot start the HTTP server");
+        m->start_err = NULL;
+        goto fail;
+    }
+    m->starting = false;
+    info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    m->port = info ? info->port : cfg->metrics_port;
+    info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    uv_timer_init(loop, &m->timer);
+    m->timer.data = m;
+    if (!info || (r = uv_poll_init(loop, &m->poll, info->epoll_fd)) < 0) {
+        *errmsg = strdup_printf("cannot watch the HTTP server: %s",
+                                info ? uv_strerror(r) : "no epoll descriptor");
+        vpack_metrics_stop(m);
+        return info ? r : -EIO;
+    }
+    m->have_poll = true;
+    m->poll.data = m;
+    if ((r = uv_poll_start(&m->poll, UV_READABLE, on_poll)) < 0) {
+        *errmsg = strdup_printf("cannot watch the HTTP server: %s", uv_strerror(r));
+        vpack_metrics_stop(m);
+        return r;
+    }
+    run(m);
+    if (family_flag && where[0] != '[')
+        log_info("metrics on http://[%s]:%u/metrics", where, m->port);
+    else
+        log_info("metrics on http://%s:%u/metrics", where, m->port);
+    *out = m;
+    return 0;
+fail:
+    if (!*errmsg)
+        *errmsg = strdup(strerror(-ret));
+    if (m)
+        metrics_free(m);
+    return ret;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The metrics endpoint: Prometheus text on HTTP (libmicrohttpd) at
+ * http://[metrics] listen:port/metrics, run from the agent's libuv loop (no
+ * thread of its own). GET and HEAD of /metrics and of / (a page linking
+ * /metrics) are answered; other paths get 404, other methods 405. Each scrape
+ * renders vpack_agent_metrics_json() plus per-CPU cpuidle residency and RAPL
+ * package energy read under [agent] sysfs_root (lib/prom.c does the text).
+ *
+ * Limits: 64 connections, 10 s of inactivity, 32 KiB of request per
+ * connection (a larger request gets 431 or 414). Above 56 connections a new
+ * one makes room by closing the least recently active connection that is
+ * not being answered, so idle connections cannot lock scrapers out.
+ */
+#ifndef VPACK_METRICS_H
+#define VPACK_METRICS_H
+
+#include <uv.h>
+
+#include "agent.h"
+#include "vpack/config.h"
+
+struct vpack_metrics;
+
+/*
+ * Listens on cfg->metrics_listen (an IPv4 or IPv6 address) port
+ * cfg->metrics_port (0: any free port, see vpack_metrics_port()) and serves
+ * agent's metrics from loop. agent must outlive the endpoint. Returns 0, or
+ * a negative errno with *errmsg (caller frees).
+ */
+int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
+                        struct vpack_metrics **out, char **errmsg);
+
+/*
+ * Closes the listening socket and every connection now; the memory is freed
+ * once the loop has closed the handles. NULL is fine.
+ */
+void vpack_metrics_stop(struct vpack_metrics *m);
+
+/* The TCP port the endpoint listens on (the one picked when configured 0). */
+unsigned vpack_metrics_port(const struct vpack_metrics *m);
+
+#endif

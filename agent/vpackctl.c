@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+/* vpackctl: one table of subcommands, each in its own ctl-<name>.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "vpackctl.h"
+
+static const struct vpackctl_cmd commands[] = {
+    {"status", status_main, "Show the packages, their load and state, and the domains on them"},
+    {"rebalance", rebalance_main, "Plan and apply a placement now; print the moves"},
+    {"explain", explain_main, "Say where a domain's threads are, and why"},
+    {"set-policy", set_policy_main, "Set a domain's power policy level through libvirt"},
+    {"define", define_main, "Define a domain, accepting the short <powerpolicy> form"},
+    {"topology", topology_main, "Show the CPU topology the agent would use"},
+    {"plan", plan_main, "Run the policy offline on a recorded snapshot"},
+    {"version", version_main, "Print the version of vpackctl and of the running agent"},
+};
+
+void vpackctl_err(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("vpackctl: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: vpackctl COMMAND [OPTIONS]\n\n"
+               "Power-aware vCPU placement for libvirt/QEMU hosts.\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'vpackctl COMMAND --help' for a command's options; see vpackctl(1).\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return VPACKCTL_EXIT_OK;
+    }
+    /* The local version only; 'vpackctl version' also asks the agent. */
+    if (!strcmp(argv[1], "--version")) {
+        printf("vpackctl %s\n", VPACK_VERSION);
+        return VPACKCTL_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].main(argc - 1, argv + 1);
+    vpackctl_err("unknown command '%s' (see 'vpackctl --help')", argv[1]);
+    return VPACKCTL_EXIT_USAGE;
+}

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vpackd: the vpack agent. One libuv loop runs libvirt's events, the
+ * sampling timer, the hotplug watcher, the control socket and signals.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "config.h"
+#include "control.h"
+#include "host.h"
+#include "log.h"
+#include "metrics.h"
+#include "virt-event.h"
+#include "vpack/config.h"
+
+struct daemon {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint, sighup;
+    struct vpack_agent *agent;
+    struct vpack_control *control;
+    struct vpack_metrics *metrics;
+    char *config_path;
+    char **sets;
+    unsigned nsets;
+    bool keep_placement;
+    const char *topology;
+    int exit_code;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: vpackd [OPTIONS]\n\n"
+            "The vpack agent: packs the vCPUs of libvirt/QEMU domains that ask for it\n"
+            "(power policy level 1 or 2) onto the fewest CPU packages at low load, and\n"
+            "spreads them again under load.\n\n"
+            "Options:\n"
+            "  -c, --config FILE       configuration file (default %s)\n"
+            "  -s, --set SECTION.KEY=VALUE\n"
+            "                          override one configuration key (repeatable)\n"
+            "  -t, --topology SPEC     topology override, e.g. synthetic:\"package:2 core:1 pu:1\"\n"
+            "  -k, --keep-placement    keep vpack's pins when stopping\n"
+            "      --check-config      read the configuration, print it is fine, exit\n"
+            "  -h, --help              this text\n"
+            "  -V, --version           print the version\n\n"
+            "Signals: SIGTERM and SIGINT stop (lifting vpack's pins), SIGHUP reloads.\n"
+            "See vpackd(8) and vpackd.conf(5).\n",
+            VPACK_DEFAULT_CONFIG);
+}
+
+/* Reads the configuration file (a missing default file is fine) and the overrides. */
+static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_missing)
+{
+    char *text = NULL, *err = NULL;
+    int r = vpack_config_init(c);
+    if (r < 0)
+        return r;
+    const char *path = dm->config_path ? dm->config_path : VPACK_DEFAULT_CONFIG;
+    r = vpack_host_read_file("/", path, 1 << 20, &text, NULL);
+    if (r == -ENOENT && !dm->config_path && quiet_missing) {
+        r = 0;
+    } else if (r < 0) {
+        log_err("cannot read %s: %s", path, strerror(-r));
+        goto fail;
+    } else if ((r = vpack_config_parse(c, text, &err)) < 0) {
+        log_err("%s: %s", path, err ? err : "invalid");
+        goto fail;
+    }
+    for (unsigned i = 0; i < dm->nsets; i++)
+        if ((r = vpack_config_set(c, dm->sets[i], &err)) < 0) {
+            log_err("--set %s", err ? err : "invalid");
+            goto fail;
+        }
+    if (dm->keep_placement)
+        c->keep_placement = true;
+    if (dm->topology) {
+        free(c->topology);
+        c->topology = strdup(dm->topology);
+        if (!c->topology) {
+            r = -ENOMEM;
+            goto fail;
+        }
+    }
+    free(text);
+    return 0;
+fail:
+    free(text);
+    free(err);
+    vpack_config_clear(c);
+    return r < 0 ? r : -EINVAL;
+}
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void stop(struct daemon *dm)
+{
+    if (!dm->agent)
+        return;
+    uv_signal_stop(&dm->sigterm);
+    uv_signal_stop(&dm->sigint);
+    uv_signal_stop(&dm->sighup);
+    uv_close((uv_handle_t *)&dm->sigterm, NULL);
+    uv_close((uv_handle_t *)&dm->sigint, NULL);
+    uv_close((uv_handle_t *)&dm->sighup, NULL);
+    vpack_control_stop(dm->control);
+    dm->control = NULL;
+    vpack_metrics_stop(dm->metrics);
+    dm->metrics = NULL;
+    vpack_agent_stop(dm->agent);
+    dm->agent = NULL;
+    vpack_virt_event_close();
+}
+
+static void on_stop_signal(uv_signal_t *h, int signum)
+{
+    struct daemon *dm = h->data;
+    log_info("%s: stopping", strsignal(signum));
+    stop(dm);
+}
+
+static void on_hup(uv_signal_t *h, int signum)
+{
+    struct daemon *dm = h->data;
+    struct vpack_config c;
+    char *err = NULL;
+    (void)signum;
+    if (load_config(dm, &c, true) < 0) {
+        log_err("SIGHUP: configuration not reloaded");
+        return;
+    }
+    if (vpack_agent_reload(dm->agent, &c, &err) < 0)
+        log_err("SIGHUP: %s", err ? err : "reload failed");
+    free(err);
+    vpack_config_clear(&c);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"set", required_argument, NULL, 's'},
+        {"topology", required_argument, NULL, 't'},
+        {"keep-placement", no_argument, NULL, 'k'},
+        {"check-config", no_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {0},
+    };
+    struct daemon dm = {.exit_code = 1};
+    struct vpack_config cfg;
+    bool check_only = false;
+    char *err = NULL;
+    int c, r;
+
+    while ((c = getopt_long(argc, argv, "c:s:t:khV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            dm.config_path = optarg;
+            break;
+        case 's': {
+            char **n = realloc(dm.sets, (dm.nsets + 1) * sizeof(*n));
+            if (!n)
+                return 1;
+            dm.sets = n;
+            dm.sets[dm.nsets++] = optarg;
+            break;
+        }
+        case 't':
+            dm.topology = optarg;
+            break;
+        case 'k':
+            dm.keep_placement = true;
+            break;
+        case 'C':
+            check_only = true;
+            break;
+        case 'h':
+            usage(stdout);
+            free(dm.sets);
+            return 0;
+        case 'V':
+            printf("vpackd %s\n", VPACK_VERSION);
+            free(dm.sets);
+            return 0;
+        default:
+            usage(stderr);
+            free(dm.sets);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        log_err("unexpected argument '%s' (see vpackd --help)", argv[optind]);
+        free(dm.sets);
+        return 2;
+    }
+    if (load_config(&dm, &cfg, true) < 0) {
+        free(dm.sets);
+        return 1;
+    }
+    vpack_log_set_level(cfg.log_level);
+    if (check_only) {
+        printf("configuration OK\n");
+        vpack_config_clear(&cfg);
+        free(dm.sets);
+        return 0;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&dm.loop);
+    if ((r = vpack_virt_event_register(&dm.loop)) < 0) {
+        log_err("cannot register the libvirt event loop: %s", strerror(-r));
+        goto out;
+    }
+    if ((r = vpack_agent_start(&dm.loop, &cfg, &dm.agent, &err)) < 0) {
+        log_err("cannot start: %s", err ? err : strerror(-r));
+        goto out;
+    }
+    if ((r = vpack_control_start(&dm.loop, &cfg, dm.agent, &dm.control, &err)) < 0) {
+        log_err("cannot open the control socket %s: %s", cfg.socket_path, err ? err : strerror(-r));
+        vpack_agent_stop(dm.agent);
+        dm.agent = NULL;
+        vpack_virt_event_close();
+        uv_run(&dm.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    if (cfg.metrics_enabled &&
+        (r = vpack_metrics_start(&dm.loop, &cfg, dm.agent, &dm.metrics, &err)) < 0) {
+        log_err("cannot serve metrics on %s port %u: %s", cfg.metrics_listen, cfg.metrics_port,
+                err ? err : strerror(-r));
+        vpack_control_stop(dm.control);
+        dm.control = NULL;
+        vpack_agent_stop(dm.agent);
+        dm.agent = NULL;
+        vpack_virt_event_close();
+        uv_run(&dm.loop, UV_RUN_DEFAULT);
+        goto out;
+    }
+    uv_signal_init(&dm.loop, &dm.sigterm);
+    uv_signal_init(&dm.loop, &dm.sigint);
+    uv_signal_init(&dm.loop, &dm.sighup);
+    dm.sigterm.data = dm.sigint.data = dm.sighup.data = &dm;
+    uv_signal_start(&dm.sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&dm.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&dm.sighup, on_hup, SIGHUP);
+    log_info("vpackd %s started (topology %s, interval %u ms)", VPACK_VERSION, cfg.topology,
+             cfg.interval_ms);
+
+    uv_run(&dm.loop, UV_RUN_DEFAULT);
+    dm.exit_code = 0;
+out:
+    free(err);
+    /* Anything still open (a failure path) is closed before the loop is. */
+    uv_walk(&dm.loop, close_walk_cb, NULL);
+    uv_run(&dm.loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&dm.loop) != 0) {
+        log_err("event loop still busy at exit");
+        dm.exit_code = 1;
+    }
+    vpack_config_clear(&cfg);
+    free(dm.sets);
+    log_info("stopped");
+    return dm.exit_code;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vpackd's configuration: /etc/vpack/vpackd.conf, an INI file read with
+ * inih. Every key, its default and its meaning are in vpackd.conf(5).
+ */
+#ifndef VPACK_CONFIG_H
+#define VPACK_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "vpack/cpuset.h"
+#include "vpack/policy.h"
+
+#define VPACK_DEFAULT_CONFIG "/etc/vpack/vpackd.conf"
+#define VPACK_DEFAULT_SOCKET "/run/vpack/vpackd.sock"
+#define VPACK_DEFAULT_STATE_DIR "/run/vpack"
+#define VPACK_DEFAULT_METRICS_PORT 9477
+
+struct vpack_config {
+    /* [agent] */
+    unsigned interval_ms;       /* sampling interval; 1000 */
+    char *libvirt_uri;          /* qemu:///system */
+    char *topology;             /* topology spec; "host" */
+    bool has_reserved;
+    vpack_cpuset reserved_cpus; /* CPUs vpack never uses; none */
+    char *state_dir;            /* /run/vpack */
+    bool keep_placement;        /* keep pins on stop; false */
+    double smoothing_rise;      /* EWMA weight of a new sample above the average; 0.8 */
+    double smoothing_fall;      /* ... below the average; 0.3 */
+    char *sysfs_root;           /* root for /sys and /proc reads; "/" */
+    char *log_level;            /* error, warning, info, debug; "info" */
+    /* [policy] */
+    struct vpack_policy_params policy;
+    /* [control] */
+    char *socket_path;          /* /run/vpack/vpackd.sock */
+    char *control_group;        /* group allowed to change things besides root; none */
+    unsigned max_clients;       /* 64 */
+    unsigned idle_timeout_ms;   /* 30000 */
+    unsigned max_line;          /* longest request line in bytes; 65536 */
+    /* [metrics] */
+    bool metrics_enabled;       /* true */
+    char *metrics_listen;       /* 127.0.0.1 */
+    unsigned metrics_port;      /* 9477 */
+};
+
+/* Fills every field with its default; returns -ENOMEM. */
+int vpack_config_init(struct vpack_config *c);
+void vpack_config_clear(struct vpack_config *c);
+
+/*
+ * Applies an INI text (NUL-terminated) on top of c. Unknown sections or
+ * keys and bad values are errors: returns -EINVAL with *errmsg (caller
+ * frees) naming the line, key and value; c may then be partly updated, so
+ * parse into a fresh copy when the old one must survive (SIGHUP).
+ */
+int vpack_config_parse(struct vpack_config *c, const char *text, char **errmsg);
+
+/*
+ * Sets one key as "section.key=value" (the form of vpackd's --set option);
+ * same errors as vpack_config_parse().
+ */
+int vpack_config_set(struct vpack_config *c, const char *assignment, char **errmsg);
+
+#endif

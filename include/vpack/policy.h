@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The placement policy: a pure function from (topology, parameters,
+ * snapshot, previous state) to (plan, next state). No file, socket, clock or
+ * libvirt call happens in here: time advances by the snapshot's interval_ms.
+ */
+/*
+ * The rules, in the order the planner applies them:
+ *
+ *  1. Level. A domain's level is its snapshot level, or default_level when
+ *     that is -1. Level 0 domains are never restricted: every thread gets its
+ *     "free" mask. A thread's free mask is its guest pin exactly as given when
+ *     it has one, else the domain's bound. The bound is the domain's cpuset
+ *     intersected with the usable CPUs (all usable CPUs without a cpuset). A
+ *     domain whose bound is empty is not managed either.
+ *  2. Guest pins. A pinned thread's mask is always its pin, unchanged, at
+ *     every level and under every load.
+ *  3. Demand. The host's load is the sum of the snapshot's per-CPU busy
+ *     fractions over the usable CPUs (or the sum of all threads' util if that
+ *     is larger). Capacity is counted in physical cores, never SMT threads.
+ *  4. How many packages. The lower bound is the fewest packages, taken in
+ *     preference order, whose cores * pack_watermark hold the demand, and at
+ *     least every package a guest-pinned busy thread (util >= 0.05) keeps
+ *     awake because its pin lies in that package alone. With no previous state
+ *     the planner uses the lower bound at once. Afterwards it spreads fast:
+ *     when the demand exceeds spread_watermark of the active cores for
+ *     spread_samples snapshots in a row (one snapshot if it exceeds all of
+ *     them), or a managed vCPU's delay exceeds delay_threshold as long, it
+ *     grows to max(lower bound, active + 1). It packs slowly: only after the
+ *     lower bound has stayed below the active count for pack_delay_ms, and
+ *     never by moving a domain placed less than min_residency_ms ago (such a
+ *     domain keeps its packages active).
+ *  5. Which packages. Preference order: packages that guest pins keep awake,
+ *     then the packages active in the previous plan, then packages already
+ *     busy (>= 10% of their cores), then lower package ids.
+ *  6. Heavy load. When every package is needed, all restrictions are lifted
+ *     (plan->lifted) and every thread gets its free mask.
+ *  7. Domains. Managed domains are placed whole, largest movable demand first
+ *     (first-fit decreasing; ties by name), each on one active package where
+ *     it fits (room = cores * spread_watermark minus load already there):
+ *     its current package if it still fits (sticky), else the package holding
+ *     at least half its memory, else the first in preference order. A domain
+ *     that fits no single package goes across the fewest packages, those with
+ *     the most room first.
+ *  8. Level 1 packs the domain's long-running vCPUs (util >= busy_vcpu) and
+ *     its emulator onto the domain's packages; light vCPUs and iothreads keep
+ *     their free masks. Level 2 does the same for long-running vCPUs and
+ *     confines light vCPUs, the emulator and iothreads to the preferred
+ *     wake-up package: an active package with the most room left (ties to
+ *     the lower id), kept from the previous plan while it is still active and
+ *     under the spread watermark. A level 2 domain with no long-running vCPU
+ *     is placed on the wake-up package.
+ *  9. Bounds. Every mask vpack sets is a subset of the domain's bound.
+ * 10. Reasons. Every domain gets a one-line reason saying why it is where it
+ *     is; the plan gets one saying why this many packages are active.
+ */
+#ifndef VPACK_POLICY_H
+#define VPACK_POLICY_H
+
+#include <stdbool.h>
+
+#include "vpack/cpuset.h"
+#include "vpack/snapshot.h"
+#include "vpack/topology.h"
+
+struct vpack_policy_params {
+    /* Pack while the load of the active packages stays under this share of
+     * their physical cores; sizes the package count. Default 0.6. */
+    double pack_watermark;
+    /* Spread when the load exceeds this share of the active cores for
+     * spread_samples samples in a row. Default 0.8. */
+    double spread_watermark;
+    /* Spread when any managed vCPU waits in the run queue more than this
+     * fraction of the interval for spread_samples samples. Default 0.25. A spread forced by
+     * delay alone is not packed back while the load stays at 75% or more of
+     * the load at which it happened. */
+    double delay_threshold;
+    /* A vCPU using at least this many CPUs is long-running. Default 0.5. */
+    double busy_vcpu;
+    unsigned spread_samples;   /* default 2 */
+    unsigned pack_delay_ms;    /* load under the pack watermark this long; default 5000 */
+    unsigned min_residency_ms; /* a domain stays put this long unless spreading; default 60000 */
+    int default_level;         /* for domains with level -1; default 0 */
+};
+
+void vpack_policy_params_default(struct vpack_policy_params *p);
+
+/* Opaque state carried from one snapshot to the next. */
+struct vpack_policy_state;
+struct vpack_policy_state *vpack_policy_state_new(void);
+void vpack_policy_state_free(struct vpack_policy_state *s);
+
+struct vpack_plan_thread {
+    int id;                    /* vCPU or iothread id, -1 for the emulator */
+    const vpack_cpuset *cpus;  /* the mask to apply (borrowed from the plan) */
+    bool restricted;           /* true when vpack narrows it below pin/bound */
+};
+
+struct vpack_plan_domain {
+    char *name;
+    int level;                 /* effective level (default applied) */
+    unsigned npackages;
+    int *packages;             /* package ids the domain is placed on */
+    bool moved;                /* placement changed in this plan */
+    char *reason;              /* one line for `vpackctl explain` */
+    unsigned nvcpus;
+    struct vpack_plan_thread *vcpus;
+    struct vpack_plan_thread emulator;
+    unsigned niothreads;
+    struct vpack_plan_thread *iothreads;
+};
+
+struct vpack_plan {
+    unsigned nactive;
+    int *active_packages;      /* package ids, in preference order */
+    int wakeup_package;        /* package id, or -1 when none is nominated */
+    bool lifted;               /* all restrictions lifted (heavy load) */
+    double demand;             /* CPUs' worth of load the plan was sized for */
+    char *reason;              /* why this many packages */
+    unsigned ndomains;
+    struct vpack_plan_domain *domains; /* same order as the snapshot */
+    void *priv;                /* mask storage */
+};
+
+/*
+ * Computes a plan for snap and advances state. Returns 0 with *out set (free
+ * with vpack_plan_free()), or a negative errno (then state is unchanged).
+ */
+int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_policy_params *params,
+                       const struct vpack_snapshot *snap, struct vpack_policy_state *state,
+                       struct vpack_plan **out);
+void vpack_plan_free(struct vpack_plan *p);
+
+/*
+ * JSON: {"active_packages": [0], "wakeup_package": 0, "lifted": false,
+ * "demand": 0.4, "reason": "...", "domains": [{"name": "web1", "level": 2,
+ * "packages": [0], "reason": "...", "vcpus": [{"id": 0, "cpus": "3"}],
+ * "emulator": "0-7", "iothreads": [{"id": 1, "cpus": "2"}]}]}
+ * One line, no newline; the caller frees.
+ */
+char *vpack_plan_to_json(const struct vpack_plan *p);
+
+#endif

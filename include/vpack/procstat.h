@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* A reader for the per-CPU lines of /proc/stat, taking the text, not the file. */
+#ifndef VPACK_PROCSTAT_H
+#define VPACK_PROCSTAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vpack_cpu_times {
+    int cpu;         /* CPU id from "cpuN" */
+    uint64_t busy;   /* user + nice + system + irq + softirq + steal, in ticks */
+    uint64_t total;  /* busy + idle + iowait */
+};
+
+/*
+ * Parses the "cpuN ..." lines of a /proc/stat text of len bytes; the
+ * aggregate "cpu" line and other lines are skipped. guest and guest_nice are
+ * already part of user and nice, so they are not added again. Offline CPUs
+ * have no line. Returns 0 with *out (caller frees) and *n set, or -EINVAL for
+ * a malformed cpu line, -ENOMEM.
+ */
+int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n);
+
+/*
+ * Busy fraction (0..1) of one CPU between two readings, or -1 when the
+ * counters did not advance or went backwards (the CPU was offline between).
+ */
+double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after);
+
+#endif

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A snapshot: what the agent observed over one sampling interval, the input
+ * of the policy. Its JSON form is documented in vpackctl(1) ("SNAPSHOT
+ * FORMAT") and in README.md.
+ */
+#ifndef VPACK_SNAPSHOT_H
+#define VPACK_SNAPSHOT_H
+
+#include <stddef.h>
+
+#include "vpack/cpuset.h"
+
+/* One vCPU, the emulator or one iothread. */
+struct vpack_thread_sample {
+    int id;              /* vCPU or iothread id; -1 for the emulator */
+    double util;         /* CPUs' worth of run time over the interval, >= 0 */
+    double delay;        /* run-queue delay as a fraction of the interval, >= 0 */
+    vpack_cpuset *pin;   /* guest-requested CPU set, or NULL for none (owned) */
+    int cpu;             /* CPU it last ran on, or -1 if unknown */
+};
+
+struct vpack_mem_share {
+    int node;            /* NUMA node OS index */
+    double share;        /* fraction of the domain's memory there, 0..1 */
+};
+
+struct vpack_domain_sample {
+    char *name;
+    int level;           /* 0, 1, 2; or -1 when the domain has no policy element */
+    vpack_cpuset *cpuset; /* the <vcpu cpuset> bound, or NULL for all usable (owned) */
+    unsigned nvcpus;
+    struct vpack_thread_sample *vcpus;
+    struct vpack_thread_sample emulator;
+    unsigned niothreads;
+    struct vpack_thread_sample *iothreads;
+    unsigned nmemory;
+    struct vpack_mem_share *memory;
+};
+
+struct vpack_snapshot {
+    unsigned interval_ms;
+    unsigned ncpus;      /* length of cpu_busy: highest CPU id seen + 1 */
+    double *cpu_busy;    /* busy fraction 0..1 per CPU id; negative = not reported */
+    unsigned ndomains;
+    struct vpack_domain_sample *domains;
+};
+
+/*
+ * Parses one snapshot from a JSON text of len bytes (no NUL needed).
+ * Returns 0 with *out set, or -EINVAL with *errmsg (caller frees) naming the
+ * key and the bad value.
+ */
+int vpack_snapshot_parse(const char *buf, size_t len, struct vpack_snapshot **out,
+                         char **errmsg);
+/*
+ * For readers of series and callers that report positions themselves: parses
+ * the first JSON value in buf as a snapshot and ignores what follows it.
+ * *end is set to the offset just past the value and the whitespace after it,
+ * whenever the value was complete (even if it is not a valid snapshot), else
+ * to 0. *err_at is set to the byte offset of a JSON syntax error, else to
+ * SIZE_MAX; the message then carries no position. Returns 0, -EINVAL, or
+ * -ENODATA when the text ended before the value did (empty or blank input
+ * included), or -ENOMEM.
+ */
+int vpack_snapshot_parse_first(const char *buf, size_t len, size_t *end, size_t *err_at,
+                               struct vpack_snapshot **out, char **errmsg);
+/* One-line JSON (no newline); the caller frees; NULL when out of memory. */
+char *vpack_snapshot_to_json(const struct vpack_snapshot *s);
+void vpack_snapshot_free(struct vpack_snapshot *s);
+
+/*
+ * Allocation helpers for code that builds snapshots (agent, tests, bench).
+ * vpack_snapshot_new() sets interval_ms to 1000, every cpu_busy entry to -1
+ * (not reported) and zeroes the domains; NULL when out of memory.
+ */
+struct vpack_snapshot *vpack_snapshot_new(unsigned ncpus, unsigned ndomains);
+/*
+ * Fills an empty (zeroed) domain: copies name, sets level (-1..2) and
+ * allocates the vcpus and iothreads arrays (ids default to 0..n-1 / 1..n),
+ * every thread with util and delay 0, no pin and cpu -1; the emulator gets
+ * id -1 and cpu -1. Returns 0, -EINVAL or -ENOMEM (then d is left empty).
+ */
+int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, int level,
+                             unsigned nvcpus, unsigned niothreads);
+
+#endif

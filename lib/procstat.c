@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+#include "vpack/procstat.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads an unsigned decimal at *p (after blanks); -EINVAL if none. */
+static int read_u64(const char **p, const char *end, uint64_t *v)
+{
+    while (*p < end && (**p == ' ' || **p == '\t'))
+        (*p)++;
+    if (*p >= end || !isdigit((unsigned char)**p))
+        return -EINVAL;
+    uint64_t x = 0;
+    while (*p < end && isdigit((unsigned char)**p)) {
+        x = x * 10 + (uint64_t)(**p - '0');
+        (*p)++;
+    }
+    *v = x;
+    return 0;
+}
+
+int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n)
+{
+    const char *p = buf, *end = buf + len;
+    struct vpack_cpu_times *arr = NULL;
+    unsigned cnt = 0, cap = 0;
+    int ret = -EINVAL;
+
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        if (eol - p > 3 && !memcmp(p, "cpu", 3) && isdigit((unsigned char)p[3])) {
+            const char *q = p + 3;
+            uint64_t id, f[8] = {0};
+            unsigned nf = 0;
+            if (read_u64(&q, eol, &id) < 0 || id > 1u << 20)
+                goto cleanup;
+            /* user nice system idle iowait irq softirq steal [guest guest_nice] */
+            while (nf < 8 && read_u64(&q, eol, &f[nf]) == 0)
+                nf++;
+            if (nf < 4)
+                goto cleanup;
+            if (cnt == cap) {
+                unsigned ncap = cap ? cap * 2 : 64;
+                struct vpack_cpu_times *t = realloc(arr, ncap * sizeof(*t));
+                if (!t) {
+                    ret = -ENOMEM;
+                    goto cleanup;
+                }
+                arr = t;
+                cap = ncap;
+            }
+            uint64_t idle = f[3] + f[4];
+            uint64_t busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+            arr[cnt].cpu = (int)id;
+            arr[cnt].busy = busy;
+            arr[cnt].total = busy + idle;
+            cnt++;
+        }
+        p = eol + 1;
+    }
+    *out = arr;
+    *n = cnt;
+    arr = NULL;
+    ret = 0;
+cleanup:
+    free(arr);
+    return ret;
+}
+
+double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after)
+{
+    if (after->total <= before->total || after->busy < before->busy)
+        return -1;
+    double b = (double)(after->busy - before->busy) / (double)(after->total - before->total);
+    return b > 1 ? 1 : b;
+}

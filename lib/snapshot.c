@@ -1,0 +1,1123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Snapshots: allocation, the JSON reader and the JSON writer. The format is
+ * documented in vpackctl(1), "SNAPSHOT FORMAT".
+ */
+#include "vpack/snapshot.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+/* Room for "domains[123456] (name...).iothreads[123456]" and friends. */
+#define PATH_LEN 256
+/* Longest domain name or bad value quoted in an error message. */
+#define QUOTE_MAX 64
+
+static void thread_init(struct vpack_thread_sample *t, int id)
+{
+    t->id = id;
+    t->util = 0;
+    t->delay = 0;
+    t->pin = NULL;
+    t->cpu = -1;
+}
+
+static void threads_free(struct vpack_thread_sample *t, unsigned n)
+{
+    if (!t)
+        return;
+    for (unsigned i = 0; i < n; i++)
+        free(t[i].pin);
+    free(t);
+}
+
+/* Frees what a domain owns and leaves it zeroed. */
+static void domain_clear(struct vpack_domain_sample *d)
+{
+    free(d->name);
+    free(d->cpuset);
+    threads_free(d->vcpus, d->nvcpus);
+    free(d->emulator.pin);
+    threads_free(d->iothreads, d->niothreads);
+    free(d->memory);
+    memset(d, 0, sizeof(*d));
+}
+
+struct vpack_snapshot *vpack_snapshot_new(unsigned ncpus, unsigned ndomains)
+{
+    struct vpack_snapshot *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return NULL;
+    s->interval_ms = 1000;
+    if (ncpus) {
+        s->cpu_busy = calloc(ncpus, sizeof(*s->cpu_busy));
+        if (!s->cpu_busy)
+            goto fail;
+        for (unsigned i = 0; i < ncpus; i++)
+            s->cpu_busy[i] = -1;
+    }
+    s->ncpus = ncpus;
+    if (ndomains) {
+        s->domains = calloc(ndomains, sizeof(*s->domains));
+        if (!s->domains)
+            goto fail;
+    }
+    s->ndomains = ndomains;
+    return s;
+
+fail:
+    vpack_snapshot_free(s);
+    return NULL;
+}
+
+int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, int level,
+                             unsigned nvcpus, unsigned niothreads)
+{
+    struct vpack_domain_sample n;
+    int ret = -EINVAL;
+
+    memset(&n, 0, sizeof(n));
+    if (!d || !name || level < -1 || level > 2)
+        goto cleanup;
+    ret = -ENOMEM;
+    n.name = strdup(name);
+    if (!n.name)
+        goto cleanup;
+    n.level = level;
+    if (nvcpus) {
+        n.vcpus = calloc(nvcpus, sizeof(*n.vcpus));
+        if (!n.vcpus)
+            goto cleanup;
+        n.nvcpus = nvcpus;
+        for (unsigned i = 0; i < nvcpus; i++)
+            thread_init(&n.vcpus[i], (int)i);
+    }
+    if (niothreads) {
+        n.iothreads = calloc(niothreads, sizeof(*n.iothreads));
+        if (!n.iothreads)
+            goto cleanup;
+        n.niothreads = niothreads;
+        for (unsigned i = 0; i < niothreads; i++)
+            thread_init(&n.iothreads[i], (int)i + 1);
+    }
+    thread_init(&n.emulator, -1);
+    *d = n;
+    /* d owns everything now; clear n so that cleanup frees nothing. */
+    memset(&n, 0, sizeof(n));
+    ret = 0;
+
+cleanup:
+    domain_clear(&n);
+    return ret;
+}
+
+void vpack_snapshot_free(struct vpack_snapshot *s)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < s->ndomains; i++)
+        domain_clear(&s->domains[i]);
+    free(s->domains);
+    free(s->cpu_busy);
+    free(s);
+}
+
+/* The reader. */
+
+struct pctx {
+    char *err;  /* the first error, allocated */
+    int ret;    /* -EINVAL, or -ENOMEM when even the message could not be made */
+};
+
+/* Records an error "PATH: MESSAGE" and returns the error code to pass up. */
+static int __attribute__((format(printf, 3, 4)))
+fail(struct pctx *c, const char *path, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    free(c->err);
+    c->err = NULL;
+    if (asprintf(&c->err, "%s%s%s", path, *path ? ": " : "", msg) < 0) {
+        c->err = NULL;
+        c->ret = -ENOMEM;
+    } else {
+        c->ret = -EINVAL;
+    }
+    return c->ret;
+}
+
+/*
+ * Copies text into dst (of size n, at least QUOTE_MAX + 4) for an error
+ * message: control characters become '?', and text longer than QUOTE_MAX
+ * bytes is cut on a UTF-8 character boundary and ends in "...".
+ */
+static void quote_text(char *dst, size_t n, const char *text)
+{
+    size_t len = strlen(text), take = len, i;
+
+    if (take > QUOTE_MAX) {
+        take = QUOTE_MAX;
+        while (take > 0 && ((unsigned char)text[take] & 0xC0) == 0x80)
+            take--;
+    }
+    if (take + 4 > n)
+        take = n > 4 ? n - 4 : 0;
+    for (i = 0; i < take; i++)
+        dst[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
+    if (take < len) {
+        memcpy(dst + i, "...", 3);
+        i += 3;
+    }
+    dst[i] = '\0';
+}
+
+/*
+ * Describes a bad value for "got ...": the JSON text of scalars (strings
+ * quoted), "an object" or "an array" for containers.
+ */
+static void describe(char *dst, size_t n, json_object *v)
+{
+    const char *text;
+
+    switch (json_object_get_type(v)) {
+    case json_type_object:
+        snprintf(dst, n, "an object");
+        return;
+    case json_type_array:
+        snprintf(dst, n, "an array");
+        return;
+    default:
+        text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+                                                     JSON_C_TO_STRING_NOSLASHESCAPE);
+        /* json-c returns NULL only when out of memory. */
+        quote_text(dst, n, text ? text : "a value");
+        return;
+    }
+}
+
+/* Formats a path into dst (PATH_LEN bytes); a path too long is cut short. */
+static void __attribute__((format(printf, 2, 3))) pathf(char *dst, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(dst, PATH_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* "path.key" into dst. */
+static void join(char *dst, const char *path, const char *key)
+{
+    pathf(dst, "%s%s%s", path, *path ? "." : "", key);
+}
+
+static int expected(struct pctx *c, const char *path, const char *what, json_object *v)
+{
+    char got[QUOTE_MAX + 8];
+
+    describe(got, sizeof(got), v);
+    return fail(c, path, "expected %s, got %s", what, got);
+}
+
+/* The value of key in object o, or NULL when absent or null. */
+static json_object *member(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+
+    if (!json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v;
+}
+
+static int missing(struct pctx *c, const char *path, const char *key)
+{
+    char p[PATH_LEN];
+
+    join(p, path, key);
+    return fail(c, p, "missing (required)");
+}
+
+/* A number >= min (and <= max when max is not NAN), ints accepted. */
+static int get_number(struct pctx *c, const char *path, json_object *v, double min, double max,
+                      double *out)
+{
+    char what[64];
+    enum json_type t = json_object_get_type(v);
+    double d;
+
+    if (isnan(max))
+        snprintf(what, sizeof(what), "a number >= %g", min);
+    else
+        snprintf(what, sizeof(what), "a number from %g to %g", min, max);
+    if (t != json_type_int && t != json_type_double)
+        return expected(c, path, what, v);
+    d = json_object_get_double(v);
+    if (!isfinite(d) || d < min || (!isnan(max) && d > max))
+        return expected(c, path, what, v);
+    *out = d;
+    return 0;
+}
+
+/* An optional number member: absent or null leaves *out alone. */
+static int opt_number(struct pctx *c, const char *path, json_object *o, const char *key,
+                      double min, double max, double *out)
+{
+    char p[PATH_LEN];
+    json_object *v = member(o, key);
+
+    if (!v)
+        return 0;
+    join(p, path, key);
+    return get_number(c, p, v, min, max, out);
+}
+
+/* An integer in min..max; what describes the expected value for messages. */
+static int get_int(struct pctx *c, const char *path, json_object *v, int64_t min, int64_t max,
+                   const char *what, int64_t *out)
+{
+    int64_t i;
+
+    if (json_object_get_type(v) != json_type_int)
+        return expected(c, path, what, v);
+    i = json_object_get_int64(v);
+    /* json-c saturates integers beyond int64 at INT64_MAX; those fail here too. */
+    if (i < min || i > max)
+        return expected(c, path, what, v);
+    *out = i;
+    return 0;
+}
+
+/* A string without NUL characters; *out is borrowed from v. */
+static int get_string(struct pctx *c, const char *path, json_object *v, const char **out)
+{
+    const char *s;
+
+    if (json_object_get_type(v) != json_type_string)
+        return expected(c, path, "a string", v);
+    s = json_object_get_string(v);
+    if (strlen(s) != (size_t)json_object_get_string_len(v))
+        return fail(c, path, "the string contains a NUL character");
+    *out = s;
+    return 0;
+}
+
+/* A libvirt cpuset string into a new allocated set. */
+static int get_cpuset(struct pctx *c, const char *path, json_object *v, vpack_cpuset **out)
+{
+    char err[256];
+    const char *text;
+    vpack_cpuset *set = NULL;
+    int ret;
+
+    ret = get_string(c, path, v, &text);
+    if (ret < 0)
+        goto cleanup;
+    set = malloc(sizeof(*set));
+    if (!set) {
+        ret = c->ret = -ENOMEM;
+        goto cleanup;
+    }
+    if (vpack_cpuset_parse(set, text, err, sizeof(err)) < 0) {
+        ret = fail(c, path, "%s", err);
+        goto cleanup;
+    }
+    *out = set;
+    set = NULL;
+    ret = 0;
+
+cleanup:
+    free(set);
+    return ret;
+}
+
+/*
+ * A key of cpus or memory: a canonical decimal id below max (no sign, no
+ * leading zero), so that no two keys name the same id.
+ */
+static bool parse_id_key(const char *key, unsigned max, unsigned *out)
+{
+    unsigned long v = 0;
+    const char *p = key;
+
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '\0'))
+        return false;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (unsigned long)(*p - '0');
+        if (v >= max)
+            return false;
+    }
+    *out = (unsigned)v;
+    return true;
+}
+
+/*
+ * One thread object. For vCPUs and iothreads, "id" is required and at least
+ * min_id; the emulator has no id.
+ */
+static int parse_thread(struct pctx *c, const char *path, json_object *o, bool has_id, int min_id,
+                        struct vpack_thread_sample *t)
+{
+    char p[PATH_LEN], what[64];
+    json_object *v;
+    int64_t i;
+    int ret;
+
+    thread_init(t, -1);
+    if (json_object_get_type(o) != json_type_object)
+        return expected(c, path, "an object", o);
+    if (has_id) {
+        v = member(o, "id");
+        if (!v)
+            return missing(c, path, "id");
+        join(p, path, "id");
+        snprintf(what, sizeof(what), "an integer >= %d", min_id);
+        ret = get_int(c, p, v, min_id, INT_MAX, what, &i);
+        if (ret < 0)
+            return ret;
+        t->id = (int)i;
+    }
+    ret = opt_number(c, path, o, "util", 0, NAN, &t->util);
+    if (ret < 0)
+        return ret;
+    ret = opt_number(c, path, o, "delay", 0, NAN, &t->delay);
+    if (ret < 0)
+        return ret;
+    v = member(o, "pin");
+    if (v) {
+        join(p, path, "pin");
+        ret = get_cpuset(c, p, v, &t->pin);
+        if (ret < 0)
+            return ret;
+    }
+    v = member(o, "cpu");
+    if (v) {
+        join(p, path, "cpu");
+        snprintf(what, sizeof(what), "a CPU id (0 to %d) or -1", VPACK_CPUSET_MAX - 1);
+        ret = get_int(c, p, v, -1, VPACK_CPUSET_MAX - 1, what, &i);
+        if (ret < 0)
+            return ret;
+        t->cpu = (int)i;
+    }
+    return 0;
+}
+
+struct id_index {
+    int id;
+    unsigned index;
+};
+
+static int cmp_id_index(const void *a, const void *b)
+{
+    const struct id_index *x = a, *y = b;
+
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/*
+ * Reports the first (by position in the array) thread whose id repeats an
+ * earlier one, naming both.
+ */
+static int check_unique_ids(struct pctx *c, const char *path, const char *array, const char *noun,
+                            const struct vpack_thread_sample *t, unsigned n)
+{
+    struct id_index *idx = NULL;
+    unsigned dup = UINT_MAX, first = 0;
+    char p[PATH_LEN];
+    int ret = 0;
+
+    if (n < 2)
+        return 0;
+    idx = malloc(n * sizeof(*idx));
+    if (!idx)
+        return c->ret = -ENOMEM;
+    for (unsigned i = 0; i < n; i++)
+        idx[i] = (struct id_index){t[i].id, i};
+    qsort(idx, n, sizeof(*idx), cmp_id_index);
+    for (unsigned i = 1; i < n; i++) {
+        if (idx[i].id == idx[i - 1].id && idx[i].index < dup) {
+            /* idx[i - 1] is an earlier thread with the same id. */
+            unsigned j = i - 1;
+            while (j > 0 && idx[j - 1].id == idx[i].id)
+                j--;
+            dup = idx[i].index;
+            first = idx[j].index;
+        }
+    }
+    if (dup != UINT_MAX) {
+        pathf(p, "%s.%s[%u].id", path, array, dup);
+        ret = fail(c, p, "duplicate %s id %d (also %s[%u])", noun, t[dup].id, array, first);
+    }
+    free(idx);
+    return ret;
+}
+
+/* An optional array of threads with ids >= min_id. */
+static int parse_threads(struct pctx *c, const char *path, json_object *o, const char *key,
+                         const char *noun, int min_id, struct vpack_thread_sample **out,
+                         unsigned *nout)
+{
+    char p[PATH_LEN], tp[PATH_LEN];
+    json_object *v = member(o, key);
+    size_t n;
+    int ret;
+
+    if (!v)
+        return 0;
+    join(p, path, key);
+    if (json_object_get_type(v) != json_type_array)
+        return expected(c, p, "an array", v);
+    n = json_object_array_length(v);
+    if (n == 0)
+        return 0;
+    if (n > UINT_MAX)
+        return fail(c, p, "too many entries");
+    *out = calloc(n, sizeof(**out));
+    if (!*out)
+        return c->ret = -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        pathf(tp, "%s[%zu]", p, i);
+        ret = parse_thread(c, tp, json_object_array_get_idx(v, i), true, min_id, &(*out)[i]);
+        /* Count the entry now: it may own a pin even when a later key failed. */
+        *nout = (unsigned)i + 1;
+        if (ret < 0)
+            return ret;
+    }
+    return check_unique_ids(c, path, key, noun, *out, *nout);
+}
+
+static int parse_memory(struct pctx *c, const char *path, json_object *o,
+                        struct vpack_domain_sample *d)
+{
+    char p[PATH_LEN], kp[PATH_LEN], k[QUOTE_MAX + 8];
+    json_object *v = member(o, "memory");
+    size_t n;
+    int ret;
+
+    if (!v)
+        return 0;
+    join(p, path, "memory");
+    if (json_object_get_type(v) != json_type_object)
+        return expected(c, p, "an object", v);
+    n = (size_t)json_object_object_length(v);
+    if (n == 0)
+        return 0;
+    d->memory = calloc(n, sizeof(*d->memory));
+    if (!d->memory)
+        return c->ret = -ENOMEM;
+    json_object_object_foreach(v, key, val) {
+        unsigned node;
+        double share = 0;
+
+        if (!parse_id_key(key, VPACK_CPUSET_MAX, &node)) {
+            quote_text(k, sizeof(k), key);
+            return fail(c, p, "key \"%s\" is not a NUMA node id (0 to %d)", k,
+                        VPACK_CPUSET_MAX - 1);
+        }
+        pathf(kp, "%s.%s", p, key);
+        ret = get_number(c, kp, val, 0, 1, &share);
+        if (ret < 0)
+            return ret;
+        d->memory[d->nmemory].node = (int)node;
+        d->memory[d->nmemory].share = share;
+        d->nmemory++;
+    }
+    return 0;
+}
+
+static int parse_domain(struct pctx *c, unsigned idx, json_object *o, struct vpack_domain_sample *d)
+{
+    char path[PATH_LEN], p[PATH_LEN], name[QUOTE_MAX + 8];
+    json_object *v;
+    const char *s;
+    int64_t i;
+    int ret;
+
+    pathf(path, "domains[%u]", idx);
+    d->level = -1;
+    thread_init(&d->emulator, -1);
+    if (json_object_get_type(o) != json_type_object)
+        return expected(c, path, "an object", o);
+
+    v = member(o, "name");
+    if (!v)
+        return missing(c, path, "name");
+    join(p, path, "name");
+    ret = get_string(c, p, v, &s);
+    if (ret < 0)
+        return ret;
+    if (!*s)
+        return fail(c, p, "expected a non-empty string, got \"\"");
+    d->name = strdup(s);
+    if (!d->name)
+        return c->ret = -ENOMEM;
+    /* From here on, messages name the domain as well as its index. */
+    quote_text(name, sizeof(name), s);
+    pathf(path, "domains[%u] (%s)", idx, name);
+
+    v = member(o, "level");
+    if (v) {
+        join(p, path, "level");
+        if (json_object_get_type(v) != json_type_int)
+            return expected(c, p, "a power policy level (0, 1 or 2)", v);
+        i = json_object_get_int64(v);
+        if (i < 0 || i > 2) {
+            char got[QUOTE_MAX + 8];
+
+            describe(got, sizeof(got), v);
+            return fail(c, p, "%s is not a power policy level (0, 1 or 2)", got);
+        }
+        d->level = (int)i;
+    }
+
+    v = member(o, "cpuset");
+    if (v) {
+        join(p, path, "cpuset");
+        ret = get_cpuset(c, p, v, &d->cpuset);
+        if (ret < 0)
+            return ret;
+    }
+
+    v = member(o, "vcpus");
+    if (!v)
+        return missing(c, path, "vcpus");
+    ret = parse_threads(c, path, o, "vcpus", "vCPU", 0, &d->vcpus, &d->nvcpus);
+    if (ret < 0)
+        return ret;
+
+    v = member(o, "emulator");
+    if (v) {
+        join(p, path, "emulator");
+        ret = parse_thread(c, p, v, false, 0, &d->emulator);
+        if (ret < 0)
+            return ret;
+    }
+
+    /* libvirt numbers iothreads from 1. */
+    ret = parse_threads(c, path, o, "iothreads", "iothread", 1, &d->iothreads, &d->niothreads);
+    if (ret < 0)
+        return ret;
+    return parse_memory(c, path, o, d);
+}
+
+static int cmp_name_index(const void *a, const void *b, void *arg)
+{
+    const struct vpack_domain_sample *doms = arg;
+    const unsigned *x = a, *y = b;
+    int r = strcmp(doms[*x].name, doms[*y].name);
+
+    if (r)
+        return r;
+    return *x < *y ? -1 : *x > *y;
+}
+
+static int check_unique_names(struct pctx *c, const struct vpack_snapshot *s)
+{
+    unsigned *idx = NULL, dup = UINT_MAX, first = 0;
+    char p[PATH_LEN], name[QUOTE_MAX + 8];
+    int ret = 0;
+
+    if (s->ndomains < 2)
+        return 0;
+    idx = malloc(s->ndomains * sizeof(*idx));
+    if (!idx)
+        return c->ret = -ENOMEM;
+    for (unsigned i = 0; i < s->ndomains; i++)
+        idx[i] = i;
+    qsort_r(idx, s->ndomains, sizeof(*idx), cmp_name_index, s->domains);
+    for (unsigned i = 1; i < s->ndomains; i++) {
+        if (!strcmp(s->domains[idx[i]].name, s->domains[idx[i - 1]].name) && idx[i] < dup) {
+            unsigned j = i - 1;
+            while (j > 0 && !strcmp(s->domains[idx[j - 1]].name, s->domains[idx[i]].name))
+                j--;
+            dup = idx[i];
+            first = idx[j];
+        }
+    }
+    if (dup != UINT_MAX) {
+        quote_text(name, sizeof(name), s->domains[dup].name);
+        pathf(p, "domains[%u] (%s).name", dup, name);
+        ret = fail(c, p, "duplicate domain name (also domains[%u])", first);
+    }
+    free(idx);
+    return ret;
+}
+
+static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *s)
+{
+    char p[PATH_LEN], k[QUOTE_MAX + 8];
+    json_object *v = member(root, "cpus");
+    unsigned max = 0, cpu;
+    bool any = false;
+    int ret;
+
+    if (!v)
+        return missing(c, "", "cpus");
+    if (json_object_get_type(v) != json_type_object)
+        return expected(c, "cpus", "an object", v);
+    /* First pass: validate the keys and size the array. */
+    json_object_object_foreach(v, key, val) {
+        (void)val;
+        if (!parse_id_key(key, VPACK_CPUSET_MAX, &cpu)) {
+            quote_text(k, sizeof(k), key);
+            return fail(c, "cpus", "key \"%s\" is not a CPU id (0 to %d)", k,
+                        VPACK_CPUSET_MAX - 1);
+        }
+        if (cpu > max)
+            max = cpu;
+        any = true;
+    }
+    if (!any)
+        return 0;
+    s->cpu_busy = malloc((max + 1) * sizeof(*s->cpu_busy));
+    if (!s->cpu_busy)
+        return c->ret = -ENOMEM;
+    s->ncpus = max + 1;
+    for (unsigned i = 0; i <= max; i++)
+        s->cpu_busy[i] = -1;
+    json_object_object_foreach(v, key2, val2) {
+        parse_id_key(key2, VPACK_CPUSET_MAX, &cpu);
+        /* null means "not reported", like an absent key. */
+        if (!val2)
+            continue;
+        pathf(p, "cpus.%s", key2);
+        ret = get_number(c, p, val2, 0, 1, &s->cpu_busy[cpu]);
+        if (ret < 0)
+            return ret;
+    }
+    return 0;
+}
+
+/* Converts a parsed JSON value into a snapshot. */
+static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **out)
+{
+    struct vpack_snapshot *s = NULL;
+    json_object *v;
+    int64_t i;
+    size_t n;
+    int ret;
+
+    if (json_object_get_type(root) != json_type_object) {
+        ret = expected(c, "", "a JSON object (a snapshot)", root);
+        goto cleanup;
+    }
+    ret = c->ret = -ENOMEM;
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        goto cleanup;
+
+    v = member(root, "interval_ms");
+    if (!v) {
+        ret = missing(c, "", "interval_ms");
+        goto cleanup;
+    }
+    ret = get_int(c, "interval_ms", v, 1, UINT_MAX, "a positive integer (milliseconds)", &i);
+    if (ret < 0)
+        goto cleanup;
+    s->interval_ms = (unsigned)i;
+
+    ret = parse_cpus(c, root, s);
+    if (ret < 0)
+        goto cleanup;
+
+    v = member(root, "domains");
+    if (!v) {
+        ret = missing(c, "", "domains");
+        goto cleanup;
+    }
+    if (json_object_get_type(v) != json_type_array) {
+        ret = expected(c, "domains", "an array", v);
+        goto cleanup;
+    }
+    n = json_object_array_length(v);
+    if (n > UINT_MAX) {
+        ret = fail(c, "domains", "too many domains");
+        goto cleanup;
+    }
+    if (n) {
+        ret = c->ret = -ENOMEM;
+        s->domains = calloc(n, sizeof(*s->domains));
+        if (!s->domains)
+            goto cleanup;
+    }
+    for (size_t d = 0; d < n; d++) {
+        /* Count the domain first, so that the cleanup frees what it holds. */
+        s->ndomains = (unsigned)d + 1;
+        ret = parse_domain(c, (unsigned)d, json_object_array_get_idx(v, d), &s->domains[d]);
+        if (ret < 0)
+            goto cleanup;
+    }
+    ret = check_unique_names(c, s);
+    if (ret < 0)
+        goto cleanup;
+
+    *out = s;
+    s = NULL;
+    ret = 0;
+
+cleanup:
+    vpack_snapshot_free(s);
+    return ret;
+}
+
+static bool is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+static bool all_blank(const char *buf, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!is_blank(buf[i]))
+            return false;
+    return true;
+}
+
+int vpack_snapshot_parse_first(const char *buf, size_t len, size_t *end, size_t *err_at,
+                               struct vpack_snapshot **out, char **errmsg)
+{
+    struct pctx c = {NULL, -EINVAL};
+    struct json_tokener *tok = NULL;
+    json_object *root = NULL;
+    enum json_tokener_error jerr;
+    const char *nul;
+    size_t feed, at = SIZE_MAX;
+    bool finished = false;
+    int ret = -EINVAL;
+
+    *out = NULL;
+    *errmsg = NULL;
+    *end = 0;
+    if (len > INT_MAX) {
+        ret = fail(&c, "", "the text is too long (%zu bytes)", len);
+        goto cleanup;
+    }
+    /* json-c stops at a NUL byte; only the text before one is JSON. */
+    nul = memchr(buf, '\0', len);
+    feed = nul ? (size_t)(nul - buf) : len;
+
+    ret = -ENOMEM;
+    tok = json_tokener_new();
+    if (!tok)
+        goto cleanup;
+    /* Strict: no comments, trailing commas or leading zeros; what follows
+     * the value is the caller's business. */
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
+    root = json_tokener_parse_ex(tok, buf, (int)feed);
+    jerr = json_tokener_get_error(tok);
+    if (jerr == json_tokener_success) {
+        *end = json_tokener_get_parse_end(tok);
+    } else if (jerr == json_tokener_continue && !nul) {
+        /* A top-level number is only complete once json-c sees its end. */
+        finished = true;
+        root = json_tokener_parse_ex(tok, "", 1);
+        jerr = json_tokener_get_error(tok);
+        if (jerr == json_tokener_success)
+            *end = len;
+    }
+    if (jerr != json_tokener_success) {
+        if (jerr != json_tokener_continue && jerr != json_tokener_error_parse_eof) {
+            at = finished ? feed : json_tokener_get_parse_end(tok);
+            ret = fail(&c, "", "invalid JSON: %s", json_tokener_error_desc(jerr));
+        } else if (nul) {
+            at = feed;
+            ret = fail(&c, "", "invalid JSON: NUL byte in the text");
+        } else {
+            at = feed;
+            if (all_blank(buf, feed))
+                ret = fail(&c, "", "no snapshot (empty input)");
+            else
+                ret = fail(&c, "", "invalid JSON: unexpected end of input");
+            if (ret == -EINVAL)
+                ret = -ENODATA;
+        }
+        goto cleanup;
+    }
+    /* root is NULL for a top-level JSON null: convert() says what it expected. */
+    ret = convert(&c, root, out);
+
+cleanup:
+    if (ret < 0)
+        *errmsg = c.err;
+    else
+        free(c.err);
+    if (err_at)
+        *err_at = at;
+    json_object_put(root);
+    if (tok)
+        json_tokener_free(tok);
+    return ret;
+}
+
+/* "line L, column C" of byte offset off in buf; columns count bytes from 1. */
+static void position(const char *buf, size_t off, char *dst, size_t n)
+{
+    size_t line = 1, col_start = 0;
+
+    for (size_t i = 0; i < off; i++) {
+        if (buf[i] == '\n') {
+            line++;
+            col_start = i + 1;
+        }
+    }
+    snprintf(dst, n, "line %zu, column %zu", line, off - col_start + 1);
+}
+
+int vpack_snapshot_parse(const char *buf, size_t len, struct vpack_snapshot **out, char **errmsg)
+{
+    struct vpack_snapshot *s = NULL;
+    char *msg = NULL, pos[64];
+    size_t end, at;
+    int ret;
+
+    *out = NULL;
+    *errmsg = NULL;
+    ret = vpack_snapshot_parse_first(buf, len, &end, &at, &s, &msg);
+    /* Data after the value is reported before what is wrong inside it. */
+    if (end > 0 && !all_blank(buf + end, len - end)) {
+        at = end;
+        while (is_blank(buf[at]))
+            at++;
+        position(buf, at, pos, sizeof(pos));
+        free(msg);
+        msg = NULL;
+        ret = -EINVAL;
+        if (asprintf(&msg, "%s: unexpected data after the snapshot", pos) < 0) {
+            msg = NULL;
+            ret = -ENOMEM;
+        }
+        goto cleanup;
+    }
+    if (ret == -ENODATA)
+        ret = -EINVAL;
+    if (ret < 0 && msg && at != SIZE_MAX) {
+        char *with_pos = NULL;
+
+        position(buf, at, pos, sizeof(pos));
+        if (asprintf(&with_pos, "%s: %s", pos, msg) < 0) {
+            ret = -ENOMEM;
+            with_pos = NULL;
+        }
+        free(msg);
+        msg = with_pos;
+    }
+    if (ret < 0)
+        goto cleanup;
+    *out = s;
+    s = NULL;
+
+cleanup:
+    vpack_snapshot_free(s);
+    if (ret < 0)
+        *errmsg = msg;
+    else
+        free(msg);
+    return ret;
+}
+
+/* The writer. */
+
+/*
+ * The shortest decimal text that reads back as exactly v, kept as the
+ * number's JSON text (json-c would otherwise print 17 digits: 0.8 as
+ * 0.80000000000000004). Integral values keep a ".0", as json-c writes them.
+ */
+static json_object *new_double(double v)
+{
+    char buf[40];
+
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof(buf), "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".eE"))
+        strcat(buf, ".0");
+    return json_object_new_double_s(v, buf);
+}
+
+/* Adds v (which may be NULL after a failed allocation) under key; -ENOMEM on failure. */
+static int add(json_object *o, const char *key, json_object *v)
+{
+    if (!v)
+        return -ENOMEM;
+    if (json_object_object_add(o, key, v) < 0) {
+        json_object_put(v);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int append(json_object *a, json_object *v)
+{
+    if (!v)
+        return -ENOMEM;
+    if (json_object_array_add(a, v) < 0) {
+        json_object_put(v);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Adds a number unless it is not finite (then it is left out, read back as absent). */
+static int add_double(json_object *o, const char *key, double v)
+{
+    if (!isfinite(v))
+        return 0;
+    return add(o, key, new_double(v));
+}
+
+static int add_cpuset(json_object *o, const char *key, const vpack_cpuset *set)
+{
+    char *text = vpack_cpuset_format(set);
+    int ret;
+
+    if (!text)
+        return -ENOMEM;
+    ret = add(o, key, json_object_new_string(text));
+    free(text);
+    return ret;
+}
+
+/* A thread as a new object; the emulator (with_id false) has no "id". */
+static json_object *thread_json(const struct vpack_thread_sample *t, bool with_id)
+{
+    json_object *o = json_object_new_object();
+
+    if (!o)
+        return NULL;
+    if ((with_id && add(o, "id", json_object_new_int(t->id)) < 0) ||
+        add_double(o, "util", t->util) < 0 || add_double(o, "delay", t->delay) < 0 ||
+        (t->pin && add_cpuset(o, "pin", t->pin) < 0) ||
+        (t->cpu >= 0 && add(o, "cpu", json_object_new_int(t->cpu)) < 0)) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_object *threads_json(const struct vpack_thread_sample *t, unsigned n)
+{
+    json_object *a = json_object_new_array_ext((int)(n < INT_MAX ? n : INT_MAX));
+
+    if (!a)
+        return NULL;
+    for (unsigned i = 0; i < n; i++) {
+        if (append(a, thread_json(&t[i], true)) < 0) {
+            json_object_put(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_object *domain_json(const struct vpack_domain_sample *d)
+{
+    json_object *o = json_object_new_object(), *mem = NULL;
+    char key[16];
+    int ret = -ENOMEM;
+
+    if (!o)
+        goto cleanup;
+    if (add(o, "name", json_object_new_string(d->name ? d->name : "")) < 0)
+        goto cleanup;
+    if (d->level >= 0 && add(o, "level", json_object_new_int(d->level)) < 0)
+        goto cleanup;
+    if (d->cpuset && add_cpuset(o, "cpuset", d->cpuset) < 0)
+        goto cleanup;
+    if (add(o, "vcpus", threads_json(d->vcpus, d->nvcpus)) < 0)
+        goto cleanup;
+    if (add(o, "emulator", thread_json(&d->emulator, false)) < 0)
+        goto cleanup;
+    if (d->niothreads && add(o, "iothreads", threads_json(d->iothreads, d->niothreads)) < 0)
+        goto cleanup;
+    if (d->nmemory) {
+        mem = json_object_new_object();
+        if (!mem)
+            goto cleanup;
+        for (unsigned i = 0; i < d->nmemory; i++) {
+            snprintf(key, sizeof(key), "%d", d->memory[i].node);
+            if (add_double(mem, key, d->memory[i].share) < 0)
+                goto cleanup;
+        }
+        ret = add(o, "memory", mem);
+        mem = NULL;
+        if (ret < 0)
+            goto cleanup;
+    }
+    ret = 0;
+
+cleanup:
+    json_object_put(mem);
+    if (ret < 0) {
+        json_object_put(o);
+        o = NULL;
+    }
+    return o;
+}
+
+char *vpack_snapshot_to_json(const struct vpack_snapshot *s)
+{
+    json_object *root = json_object_new_object(), *cpus = NULL, *doms = NULL;
+    char key[16], *text = NULL;
+    const char *json;
+
+    if (!root)
+        goto cleanup;
+    if (add(root, "interval_ms", json_object_new_int64(s->interval_ms)) < 0)
+        goto cleanup;
+    cpus = json_object_new_object();
+    if (!cpus)
+        goto cleanup;
+    for (unsigned i = 0; i < s->ncpus; i++) {
+        /* A negative (or NaN) busy fraction is "not reported": left out. */
+        if (!(s->cpu_busy[i] >= 0))
+            continue;
+        snprintf(key, sizeof(key), "%u", i);
+        if (add_double(cpus, key, s->cpu_busy[i]) < 0)
+            goto cleanup;
+    }
+    if (add(root, "cpus", cpus) < 0) {
+        cpus = NULL;
+        goto cleanup;
+    }
+    cpus = NULL;
+    doms = json_object_new_array_ext((int)(s->ndomains < INT_MAX ? s->ndomains : INT_MAX));
+    if (!doms)
+        goto cleanup;
+    for (unsigned i = 0; i < s->ndomains; i++)
+        if (append(doms, domain_json(&s->domains[i])) < 0)
+            goto cleanup;
+    if (add(root, "domains", doms) < 0) {
+        doms = NULL;
+        goto cleanup;
+    }
+    doms = NULL;
+    json = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (json)
+        text = strdup(json);
+
+cleanup:
+    json_object_put(cpus);
+    json_object_put(doms);
+    json_object_put(root);
+    return text;
+}

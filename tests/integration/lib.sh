@@ -1,0 +1,537 @@
+# shellcheck shell=bash
+# tests/integration/lib.sh - harness for vpack's integration tests and demo.
+#
+# Source it from a bash script (it is `set -euo pipefail` friendly):
+#
+#   . "$(dirname "$0")/lib.sh"
+#   vp_require_root
+#   trap vp_cleanup EXIT
+#   vp_install_deps
+#   vp_start_libvirtd
+#   vp_build_guest
+#   vp_define_start vptest-a 2 busy:1
+#   vp_wait_ready vptest-a
+#
+# Guests are TCG (<domain type='qemu'>) and boot a Debian cloud kernel with
+# a busybox initramfs whose /init runs the load pattern given by `vpload=`
+# on the kernel command line.  See README.md beside this file.
+
+# ---------------------------------------------------------------- settings
+: "${VP_CACHE:=/var/cache/vpack-test}"       # kernel + initramfs cache
+: "${VP_LOGDIR:=/var/log/vpack-test}"        # console logs, domain XML
+: "${VP_PREFIX:=vptest-}"                    # test domain name prefix
+: "${VP_URI:=qemu:///system}"                # libvirt connection
+: "${VP_READY_TIMEOUT:=60}"                  # seconds for a guest to boot
+: "${VP_DAEMON_TIMEOUT:=30}"                 # seconds for libvirtd to answer
+: "${VP_MEMORY_MIB:=128}"                    # guest memory (64 MiB is too small:
+                                             # the 6.1 kernel triple-faults)
+: "${VP_KERNEL_PKG:=}"                       # force a kernel package name
+: "${VP_VCPU_CPUSET:=}"                      # optional <vcpu cpuset='...'>
+: "${VP_KEEP_DOMAINS:=}"                     # non-empty: cleanup keeps domains
+: "${VP_VERBOSE:=}"                          # non-empty: show apt/daemon output
+
+# Packages the integration tests need (no libvirt-daemon-system: it pulls in
+# systemd, polkit, iptables and the default network, none of which we use).
+VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+             qemu-system-x86 busybox-static cpio gzip procps util-linux)
+
+# Set by vp_build_guest.
+VP_KERNEL=${VP_KERNEL:-}
+VP_INITRD=${VP_INITRD:-}
+VP_KERNEL_VERSION=${VP_KERNEL_VERSION:-}
+
+# Daemons started by this shell (only these are stopped by the cleanup).
+VP_STARTED_VIRTLOGD_PID=${VP_STARTED_VIRTLOGD_PID:-}
+VP_STARTED_LIBVIRTD_PID=${VP_STARTED_LIBVIRTD_PID:-}
+VP_APT_UPDATED=${VP_APT_UPDATED:-}
+
+# ----------------------------------------------------------------- helpers
+vp_log() { printf '[vpack-it %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+vp_die() { printf '[vpack-it] FAIL: %s\n' "$*" >&2; exit 1; }
+
+vp_require_root() {
+    [ "$(id -u)" -eq 0 ] || vp_die "integration tests must run as root"
+}
+
+# virsh on the test connection.
+vp_virsh() { virsh -q -c "$VP_URI" "$@"; }
+
+# Run a command quietly unless VP_VERBOSE; show its output if it fails.
+vp__quiet() {
+    if [ -n "$VP_VERBOSE" ]; then "$@"; return; fi
+    local out rc=0
+    out=$("$@" 2>&1) || rc=$?
+    if [ "$rc" -ne 0 ]; then printf '%s\n' "$out" >&2; fi
+    return "$rc"
+}
+
+vp__apt_update_once() {
+    [ -n "$VP_APT_UPDATED" ] && return 0
+    vp_log "apt-get update"
+    vp__quiet env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    VP_APT_UPDATED=1
+}
+
+# ------------------------------------------------------------ dependencies
+# vp_install_deps: install what the integration tests need; no apt call at
+# all when everything is already installed.
+vp_install_deps() {
+    local p missing=()
+    for p in "${VP_PACKAGES[@]}"; do
+        dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' ||
+            missing+=("$p")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    vp_log "installing: ${missing[*]}"
+    vp__apt_update_once
+    vp__quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${missing[@]}"
+}
+
+# ----------------------------------------------------------------- daemons
+vp__pid_alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# vp__daemon_pid NAME: pid of a running daemon NAME (pidfile, else pgrep).
+vp__daemon_pid() {
+    local pid=""
+    if [ -r "/run/$1.pid" ]; then pid=$(cat "/run/$1.pid" 2>/dev/null || true); fi
+    if vp__pid_alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ]; then
+        echo "$pid"; return 0
+    fi
+    pid=$(pgrep -x "$1" 2>/dev/null | head -n1 || true)
+    [ -n "$pid" ] && { echo "$pid"; return 0; }
+    return 1
+}
+
+vp__ensure_users() {
+    getent group kvm >/dev/null || groupadd -r kvm
+    getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+    getent group libvirt >/dev/null || groupadd -r libvirt
+    if ! getent passwd libvirt-qemu >/dev/null; then
+        useradd -r -g libvirt-qemu -G kvm -d /var/lib/libvirt \
+            -s /usr/sbin/nologin -c "Libvirt Qemu" libvirt-qemu
+    fi
+    # libvirt probes QEMU's capabilities as root (KVM found) but validates
+    # its cache as the qemu user: when libvirt-qemu cannot open /dev/kvm the
+    # cache is declared outdated on every call and QEMU is re-probed each
+    # time (seconds per virsh define/start).  Give /dev/kvm the usual Debian
+    # udev permissions (root:kvm 0660); guests still run under TCG.
+    if [ -c /dev/kvm ] &&
+       ! runuser -u libvirt-qemu -- test -r /dev/kvm -a -w /dev/kvm 2>/dev/null; then
+        vp_log "giving /dev/kvm to group kvm (mode 0660)"
+        chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+        id -nG libvirt-qemu | grep -qw kvm || usermod -a -G kvm libvirt-qemu
+    fi
+    mkdir -p /var/log/libvirt/qemu /var/lib/libvirt/qemu /var/cache/libvirt \
+             /run/libvirt "$VP_LOGDIR"
+    chmod 0755 "$VP_LOGDIR"
+}
+
+# vp_start_libvirtd: start virtlogd and libvirtd unless they run; wait until
+# `virsh version` answers.  Idempotent.
+vp_start_libvirtd() {
+    vp__ensure_users
+    local pid
+    if ! pid=$(vp__daemon_pid virtlogd); then
+        vp_log "starting virtlogd"
+        virtlogd -d
+        for _ in $(seq 50); do pid=$(vp__daemon_pid virtlogd) && break; sleep 0.1; done
+        [ -n "$pid" ] || vp_die "virtlogd did not start"
+        VP_STARTED_VIRTLOGD_PID=$pid
+    fi
+    if ! pid=$(vp__daemon_pid libvirtd); then
+        vp_log "starting libvirtd"
+        libvirtd -d
+        for _ in $(seq 50); do pid=$(vp__daemon_pid libvirtd) && break; sleep 0.1; done
+        [ -n "$pid" ] || vp_die "libvirtd did not start"
+        VP_STARTED_LIBVIRTD_PID=$pid
+    fi
+    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
+    until virsh -c "$VP_URI" version >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] ||
+            vp_die "libvirtd does not answer on $VP_URI after ${VP_DAEMON_TIMEOUT}s"
+        sleep 0.2
+    done
+}
+
+vp__stop_pid() {   # PID NAME
+    local pid=$1
+    vp__pid_alive "$pid" || return 0
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 0
+    vp_log "stopping $2 ($pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do vp__pid_alive "$pid" || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# vp_stop_libvirtd: stop the daemons that THIS shell started, nothing else.
+vp_stop_libvirtd() {
+    if [ -n "$VP_STARTED_LIBVIRTD_PID" ]; then
+        vp__stop_pid "$VP_STARTED_LIBVIRTD_PID" libvirtd
+        VP_STARTED_LIBVIRTD_PID=""
+    fi
+    if [ -n "$VP_STARTED_VIRTLOGD_PID" ]; then
+        vp__stop_pid "$VP_STARTED_VIRTLOGD_PID" virtlogd
+        VP_STARTED_VIRTLOGD_PID=""
+    fi
+}
+
+# ------------------------------------------------------------- guest image
+# The guest's /init.  Runs the load pattern from `vpload=` on the kernel
+# command line: a comma-separated list of
+#   idle        nothing
+#   busy:N      N busy loops, pinned to the next N guest CPUs (0..N-1 first)
+#   duty:PCT    one loop on the next guest CPU, running PCT% of each 100 ms
+#   wait:S      start the items after it S seconds later (VPACK-LOAD-STARTED)
+# e.g. vpload=busy:1,duty:30 -> CPU 0 busy, CPU 1 busy 30% of the time;
+# vpload=wait:10,busy:2 -> idle for 10 s, then two busy loops.
+# Prints VPACK-CPUS=<n> VPACK-ONLINE=<list>, then VPACK-GUEST-READY.
+vp__guest_init() {
+    cat <<'EOF'
+#!/bin/sh
+# vpack integration-test guest init (generated by tests/integration/lib.sh)
+PATH=/bin
+export PATH
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+load=idle
+for w in $(cat /proc/cmdline); do
+    case $w in vpload=*) load=${w#vpload=} ;; esac
+done
+ncpu=$(nproc)
+echo "VPACK-CPUS=$ncpu VPACK-ONLINE=$(cat /sys/devices/system/cpu/online)"
+echo "VPACK-LOAD=$load"
+cpu=0
+oldifs=$IFS
+IFS=,
+set -- $load
+IFS=$oldifs
+# start_items ITEM...: starts the loads; "wait:S" defers the items after it
+# by S seconds (in the background) and prints VPACK-LOAD-STARTED then.
+start_items() {
+    while [ $# -gt 0 ]; do
+        item=$1; shift
+        case $item in
+        idle|'') ;;
+        wait:*)
+            (sleep "${item#wait:}"; echo "VPACK-LOAD-STARTED"; start_items "$@"; wait) &
+            return ;;
+        busy:*)
+            n=${item#busy:}
+            i=0
+            while [ "$i" -lt "$n" ]; do
+                taskset -c $((cpu % ncpu)) vp-spin &
+                cpu=$((cpu + 1)); i=$((i + 1))
+            done ;;
+        duty:*)
+            taskset -c $((cpu % ncpu)) vp-duty "${item#duty:}" &
+            cpu=$((cpu + 1)) ;;
+        *)  echo "VPACK-LOAD-ERROR: unknown item '$item'" ;;
+        esac
+    done
+}
+start_items "$@"
+echo "VPACK-GUEST-READY"
+while :; do sleep 3600; done
+EOF
+}
+
+vp__guest_spin() {
+    printf '%s\n' '#!/bin/sh' 'while :; do :; done'
+}
+
+vp__guest_duty() {
+    cat <<'EOF'
+#!/bin/sh
+# vp-duty PCT: a busy loop that runs PCT% of every 100 ms period.
+pct=${1:-50}
+[ "$pct" -gt 100 ] && pct=100
+[ "$pct" -lt 0 ] && pct=0
+vp-spin &
+spin=$!
+[ "$pct" -ge 100 ] && { wait; exit 0; }
+on=$((pct * 1000)); off=$(((100 - pct) * 1000))
+while :; do
+    kill -STOP $spin
+    usleep $off
+    [ "$on" -gt 0 ] || continue
+    kill -CONT $spin
+    usleep $on
+done
+EOF
+}
+
+# Name of the newest Debian cloud kernel package the archive has.
+vp__kernel_pkg() {
+    if [ -n "$VP_KERNEL_PKG" ]; then echo "$VP_KERNEL_PKG"; return 0; fi
+    local pkg
+    pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
+          awk '/Depends: linux-image-[0-9].*-cloud-amd64$/ {print $2; exit}') || true
+    if [ -z "$pkg" ]; then
+        vp__apt_update_once
+        pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
+              awk '/Depends: linux-image-[0-9].*-cloud-amd64$/ {print $2; exit}') || true
+    fi
+    [ -n "$pkg" ] || return 1
+    echo "$pkg"
+}
+
+vp__fetch_kernel() {
+    local pkg kdir tmp deb
+    if ! pkg=$(vp__kernel_pkg); then
+        # Offline: fall back to any kernel already in the cache.
+        kdir=$(ls -d "$VP_CACHE"/kernel/linux-image-* 2>/dev/null | sort -V | tail -n1 || true)
+        [ -n "$kdir" ] && [ -s "$kdir/vmlinuz" ] ||
+            vp_die "cannot find a linux-image-*-cloud-amd64 package (apt-cache) and none is cached"
+        VP_KERNEL="$kdir/vmlinuz"
+        VP_KERNEL_VERSION=$(cat "$kdir/version" 2>/dev/null || echo unknown)
+        return 0
+    fi
+    kdir="$VP_CACHE/kernel/$pkg"
+    if [ ! -s "$kdir/vmlinuz" ]; then
+        vp_log "downloading kernel package $pkg"
+        tmp=$(mktemp -d "$VP_CACHE/.dl.XXXXXX")
+        ( cd "$tmp" && vp__quiet apt-get -q -o APT::Sandbox::User=root download "$pkg" ) ||
+            { rm -rf "$tmp"; vp_die "apt-get download $pkg failed"; }
+        deb=$(ls "$tmp"/*.deb)
+        mkdir -p "$tmp/x"
+        dpkg-deb -x "$deb" "$tmp/x"
+        mkdir -p "$kdir"
+        cp "$tmp"/x/boot/vmlinuz-* "$kdir/vmlinuz.tmp"
+        dpkg-deb -f "$deb" Version > "$kdir/version"
+        chmod 0644 "$kdir/vmlinuz.tmp" "$kdir/version"
+        mv "$kdir/vmlinuz.tmp" "$kdir/vmlinuz"
+        rm -rf "$tmp"
+    fi
+    VP_KERNEL="$kdir/vmlinuz"
+    VP_KERNEL_VERSION="$pkg $(cat "$kdir/version" 2>/dev/null || true)"
+}
+
+vp__build_initrd() {
+    local bb key root out tmp a
+    bb=$(command -v busybox || true)
+    [ -n "$bb" ] || vp_die "busybox not found (install busybox-static)"
+    # Busybox must be static: the initramfs has no libraries.
+    if LC_ALL=C ldd "$bb" >/dev/null 2>&1; then
+        vp_die "$bb is dynamically linked; install busybox-static"
+    fi
+    key=$( { sha256sum "$bb" | cut -d' ' -f1; vp__guest_init; vp__guest_spin;
+             vp__guest_duty; echo layout-v1; } | sha256sum | cut -c1-16)
+    out="$VP_CACHE/initrd-$key.cpio.gz"
+    if [ ! -s "$out" ]; then
+        vp_log "building initramfs $out"
+        tmp=$(mktemp -d "$VP_CACHE/.initrd.XXXXXX")
+        root="$tmp/root"
+        mkdir -p "$root"/{bin,dev,proc,sys,tmp,root}
+        cp "$bb" "$root/bin/busybox"
+        for a in $("$bb" --list); do
+            [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"
+        done
+        vp__guest_init > "$root/init"
+        vp__guest_spin > "$root/bin/vp-spin"
+        vp__guest_duty > "$root/bin/vp-duty"
+        chmod 0755 "$root/init" "$root/bin/vp-spin" "$root/bin/vp-duty"
+        mknod -m 0600 "$root/dev/console" c 5 1
+        mknod -m 0666 "$root/dev/null" c 1 3
+        ( cd "$root" && find . -print0 | LC_ALL=C sort -z |
+          cpio --null --quiet -o -H newc --reproducible --owner=0:0 ) |
+            gzip -9n > "$tmp/initrd.gz"
+        chmod 0644 "$tmp/initrd.gz"
+        mv "$tmp/initrd.gz" "$out"
+        rm -rf "$tmp"
+    fi
+    VP_INITRD=$out
+}
+
+# vp_build_guest: make sure a kernel and initramfs are in $VP_CACHE; sets
+# VP_KERNEL, VP_INITRD and VP_KERNEL_VERSION.  Cheap when cached.
+vp_build_guest() {
+    mkdir -p "$VP_CACHE"
+    # qemu runs as libvirt-qemu: the images must be world-readable.
+    chmod 0755 "$VP_CACHE"
+    mkdir -p "$VP_CACHE/kernel" && chmod 0755 "$VP_CACHE/kernel"
+    local out
+    out=$(
+        set -e
+        exec 9>"$VP_CACHE/.lock"
+        flock -w 600 9 || vp_die "timeout waiting for $VP_CACHE/.lock"
+        vp__fetch_kernel
+        vp__build_initrd
+        printf '%s\n%s\n%s\n' "$VP_KERNEL" "$VP_INITRD" "$VP_KERNEL_VERSION"
+    ) || vp_die "building the test guest failed"
+    { read -r VP_KERNEL; read -r VP_INITRD; read -r VP_KERNEL_VERSION; } <<<"$out"
+    chmod -R a+rX "$VP_CACHE/kernel" 2>/dev/null || true
+    export VP_KERNEL VP_INITRD VP_KERNEL_VERSION
+}
+
+# ------------------------------------------------------------------ domains
+vp_console_log() { echo "$VP_LOGDIR/$1.console"; }
+
+vp__xml_escape() {
+    local s=$1
+    s=${s//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\'/&apos;}
+    printf '%s' "$s"
+}
+
+# vp_domain_xml NAME VCPUS LOAD [EXTRA_CPUTUNE_XML] [METADATA_XML]
+# Prints a TCG domain definition.  EXTRA_CPUTUNE_XML goes inside <cputune>
+# (e.g. "<vcpupin vcpu='0' cpuset='1'/>"), METADATA_XML inside <metadata>.
+# $VP_VCPU_CPUSET, if set, becomes <vcpu cpuset='...'>.
+vp_domain_xml() {
+    local name=$1 vcpus=$2 load=$3 cputune=${4:-} metadata=${5:-}
+    [ -n "$VP_KERNEL" ] && [ -n "$VP_INITRD" ] || vp_build_guest >&2
+    local cpuset_attr=""
+    [ -n "$VP_VCPU_CPUSET" ] && cpuset_attr=" cpuset='$VP_VCPU_CPUSET'"
+    cat <<EOF
+<domain type='qemu'>
+  <name>$(vp__xml_escape "$name")</name>
+  <memory unit='MiB'>$VP_MEMORY_MIB</memory>
+  <vcpu placement='static'$cpuset_attr>$vcpus</vcpu>
+EOF
+    [ -n "$cputune" ] && printf '  <cputune>\n    %s\n  </cputune>\n' "$cputune"
+    [ -n "$metadata" ] && printf '  <metadata>\n    %s\n  </metadata>\n' "$metadata"
+    cat <<EOF
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>$VP_KERNEL</kernel>
+    <initrd>$VP_INITRD</initrd>
+    <cmdline>console=ttyS0 quiet vpload=$(vp__xml_escape "$load")</cmdline>
+  </os>
+  <features><acpi/><apic/></features>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <seclabel type='none' model='dac'/>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <controller type='usb' model='none'/>
+    <serial type='file'>
+      <source path='$VP_LOGDIR/$(vp__xml_escape "$name").console'/>
+      <target port='0'/>
+    </serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+EOF
+}
+
+vp__check_name() {
+    case $1 in
+    "$VP_PREFIX"*) ;;
+    *) vp_die "test domain name '$1' must start with VP_PREFIX '$VP_PREFIX'" ;;
+    esac
+}
+
+# vp_define NAME VCPUS LOAD [EXTRA_CPUTUNE_XML] [METADATA_XML]: define only.
+vp_define() {
+    vp__check_name "$1"
+    mkdir -p "$VP_LOGDIR"
+    local xml="$VP_LOGDIR/$1.xml"
+    vp_domain_xml "$@" > "$xml"
+    vp_virsh define "$xml" >/dev/null
+}
+
+# vp_start NAME: start a defined domain (fresh console log).
+vp_start() {
+    rm -f "$(vp_console_log "$1")"
+    vp_virsh start "$1" >/dev/null
+}
+
+# vp_define_start NAME VCPUS LOAD [EXTRA_CPUTUNE_XML] [METADATA_XML]
+vp_define_start() {
+    vp_define "$@"
+    vp_start "$1"
+}
+
+# vp_wait_ready NAME [TIMEOUT]: wait until the guest prints VPACK-GUEST-READY.
+vp_wait_ready() {
+    local name=$1 timeout=${2:-$VP_READY_TIMEOUT} log
+    log=$(vp_console_log "$name")
+    local deadline=$((SECONDS + timeout))
+    while :; do
+        if [ -r "$log" ] && grep -q 'VPACK-GUEST-READY' "$log"; then return 0; fi
+        if [ "$(vp_virsh domstate "$name" 2>/dev/null)" != running ]; then
+            vp_log "domain $name is not running"; break
+        fi
+        [ "$SECONDS" -lt "$deadline" ] || { vp_log "timeout (${timeout}s)"; break; }
+        sleep 0.2
+    done
+    vp_log "$name did not become ready; console log tail:"
+    tail -n 20 "$log" 2>/dev/null >&2 || true
+    vp_log "qemu log tail:"
+    tail -n 10 "/var/log/libvirt/qemu/$name.log" 2>/dev/null >&2 || true
+    return 1
+}
+
+# vp_guest_cpus NAME: number of CPUs the guest reported (VPACK-CPUS=).
+vp_guest_cpus() {
+    sed -n 's/.*VPACK-CPUS=\([0-9]*\).*/\1/p' "$(vp_console_log "$1")" | tail -n1
+}
+
+# vp_vcpu_times NAME: "N TIME_NS" per vCPU, from bulk stats (vcpu.N.time).
+vp_vcpu_times() {
+    vp_virsh domstats --vcpu "$1" |
+        sed -n 's/^ *vcpu\.\([0-9]*\)\.time=\([0-9]*\)$/\1 \2/p'
+}
+
+# vp_vcpu_time_total NAME: sum of vcpu.N.time in ns.
+vp_vcpu_time_total() {
+    vp_vcpu_times "$1" | awk '{s += $2} END {printf "%.0f\n", s}'
+}
+
+# vp_list_test_domains: names of all domains starting with $VP_PREFIX.
+vp_list_test_domains() {
+    { virsh -q -c "$VP_URI" list --all --name 2>/dev/null || true; } |
+        awk -v p="$VP_PREFIX" 'index($0, p) == 1'
+}
+
+# vp_destroy_all_test_domains: destroy and undefine every $VP_PREFIX* domain.
+vp_destroy_all_test_domains() {
+    local d
+    for d in $(vp_list_test_domains); do
+        virsh -q -c "$VP_URI" destroy "$d" >/dev/null 2>&1 || true
+        virsh -q -c "$VP_URI" undefine "$d" >/dev/null 2>&1 || true
+    done
+}
+
+# ------------------------------------------------------------- host probes
+# vp_cpu_busy_sample [SECONDS]: busy fraction of each online host CPU over
+# SECONDS (default 1), from two /proc/stat reads: "cpu0 0.53" per line.
+vp_cpu_busy_sample() {
+    local secs=${1:-1} a b
+    a=$(grep '^cpu[0-9]' /proc/stat)
+    sleep "$secs"
+    b=$(grep '^cpu[0-9]' /proc/stat)
+    awk 'NR == FNR { t = 0; for (i = 2; i <= 9; i++) t += $i
+                     T[$1] = t; I[$1] = $5 + $6; next }
+         ($1 in T) { t = 0; for (i = 2; i <= 9; i++) t += $i
+                     dt = t - T[$1]; di = $5 + $6 - I[$1]
+                     printf "%s %.2f\n", $1, (dt > 0 ? 1 - di / dt : 0) }' \
+        <(printf '%s\n' "$a") <(printf '%s\n' "$b")
+}
+
+# vp_online_all_cpus: bring every offline host CPU back online.
+# (VP_SYSFS_CPU overrides /sys/devices/system/cpu, for testing the harness.)
+vp_online_all_cpus() {
+    local f
+    for f in "${VP_SYSFS_CPU:-/sys/devices/system/cpu}"/cpu[0-9]*/online; do
+        [ -e "$f" ] || continue
+        if [ "$(cat "$f" 2>/dev/null)" = 0 ]; then
+            echo 1 > "$f" 2>/dev/null || vp_log "could not online ${f%/online}"
+        fi
+    done
+}
+
+# vp_cleanup: destroy test domains, online all CPUs, stop our daemons.
+# Keeps the caller's exit status; use as `trap vp_cleanup EXIT`.
+vp_cleanup() {
+    local rc=$? opts=$-
+    set +e
+    if [ -z "$VP_KEEP_DOMAINS" ]; then vp_destroy_all_test_domains; fi
+    vp_online_all_cpus
+    vp_stop_libvirtd
+    case $opts in *e*) set -e ;; esac
+    return "$rc"
+}

@@ -1,0 +1,500 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# vpack-hook run by a real libvirtd. Installs the hook as
+# /etc/libvirt/hooks/qemu.d/vpack (a symlink to the build's vpack-hook),
+# makes libvirtd look for hooks again, and checks:
+#
+#   reconnect  a domain that was running before libvirtd restarted with the
+#              hook installed is still running (a non-zero exit at
+#              `reconnect` would have killed it)
+#   reject     domains with level='7' and level='two' in vpack's namespaced
+#              metadata are defined (libvirt does not know vpack) but
+#              `virsh start` fails with vpack's one-line message
+#   start      a level-2 domain starts
+#   no agent   with no vpackd and no socket a domain starts; the hook alone,
+#              told to register with a vpackd stopped by SIGSTOP, exits 0
+#              within its bounded wait (50 ms, asserted < 300 ms wall); a
+#              domain still starts with that stalled vpackd on the default
+#              socket, costing no more than the bounded waits
+#   agent      with vpackd on the default socket and state dir (libvirtd
+#              gives hooks a clean environment: no VPACK_SOCKET), a
+#              transient level-2 domain from `virsh create` is registered
+#              (record in /run/vpack/domains/UUID.json, "registered by the
+#              hook" in vpackd's log, `vpackctl explain` says managed yes),
+#              and `virsh destroy` makes the hook remove the record; vpackd
+#              exits 0 on SIGTERM
+#   define     `vpackctl define` turns the short form <powerpolicy level='2'/>
+#              into vpack's namespaced element; level='5' is refused with
+#              exit 1 and nothing is defined; `vpackctl set-policy NAME 1
+#              --config` works without vpackd
+#
+# Cleanup: destroys and undefines vphk-* domains, stops the vpackd it
+# started, removes the hook (putting back an earlier vpack hook symlink, if
+# there was one), makes libvirtd forget it, and stops libvirtd only if this
+# script started it. /etc/libvirt/hooks/qemu is never touched; a file named
+# qemu.d/vpack that is not vpack's hook makes the test fail, untouched.
+#
+# libvirt facts this relies on (libvirt 9.0, checked on this machine): the
+# daemon looks for hooks at start and on SIGHUP only (a hook added later is
+# not run), but lists qemu.d/ on every call once it has seen one there; the
+# hook's environment is only LC_ALL=C, PATH and HOME (plus LD_PRELOAD,
+# LD_LIBRARY_PATH, USER, LOGNAME, TMPDIR when libvirtd has them); a failed
+# `prepare` shows as
+#   error: Hook script execution failed: internal error: Child process
+#   (LC_ALL=C PATH=... HOME=/root /etc/libvirt/hooks/qemu.d/vpack NAME
+#   prepare begin -) unexpected exit status 1: vpack: domain 'NAME': ...
+#
+# Environment: VPACK_BUILDDIR (default build/), VPHK_RELOAD=restart|hup (how
+# libvirtd is made to look for hooks again; default restart), VPHK_WAIT
+# (seconds to wait for another test's vpackd to finish before restarting
+# libvirtd or starting an agent on the default socket; default 900),
+# VP_VCPU_CPUSET (default 0: the guests stay on CPU 0, out of the way of
+# tests measuring CPU 1).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+VP_VCPU_CPUSET=${VP_VCPU_CPUSET-0}
+# shellcheck source=tests/integration/lib.sh
+. "$here/lib.sh"
+# shellcheck disable=SC2034 # used by lib.sh
+VP_PREFIX=vphk-
+builddir=${VPACK_BUILDDIR:-$here/../../build}
+builddir=$(cd "$builddir" && pwd) || vp_die "no build directory $builddir"
+HOOK=$builddir/plugin/vpack-hook
+VPACKD=$builddir/agent/vpackd
+VPACKCTL=$builddir/agent/vpackctl
+: "${VPHK_RELOAD:=restart}"
+: "${VPHK_WAIT:=900}"
+NS=urn:vpack:powerpolicy:1
+HOOKS=/etc/libvirt/hooks
+HOOK_DIR=$HOOKS/qemu.d
+HOOK_LINK=$HOOK_DIR/vpack
+RUN_DIR=/run/vpack
+DEF_SOCK=$RUN_DIR/vpackd.sock
+TOPO='synthetic:"package:2 core:1 pu:1"'
+
+work=$(mktemp -d /tmp/vpack-hook-test.XXXXXX)
+failures=0
+hook_installed=""      # our symlink is in place
+prev_hook_target=""    # an earlier vpack hook symlink, put back at cleanup
+made_hooks_dir=""
+made_hook_dir=""
+made_run_dir=""
+agent_pid=""           # vpackd on the default socket
+stalled_pid=""         # vpackd under SIGSTOP
+
+vp_require_root
+for f in "$HOOK" "$VPACKD" "$VPACKCTL"; do
+    [ -x "$f" ] || vp_die "$f not built (ninja -C $builddir)"
+done
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+words() { printf '%s\n' "$@" | tr -s '\n' ' ' | sed 's/ $//'; }   # one line
+
+# ------------------------------------------------------------------ helpers
+# Pids of vpackd processes this script did not start.
+foreign_vpackd() {
+    local p
+    for p in $(pgrep -x vpackd 2>/dev/null || true); do
+        [ "$p" = "$agent_pid" ] || [ "$p" = "$stalled_pid" ] || echo "$p"
+    done
+}
+
+# Another test's vpackd would fight ours over the same domains, and a
+# libvirtd restart under it disturbs what it measures: wait (bounded) until
+# there is none.
+wait_quiet() {
+    local what=$1 deadline=$((SECONDS + VPHK_WAIT)) others said=""
+    while others=$(foreign_vpackd) && [ -n "$others" ]; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            vp_log "WARNING: vpackd $(words "$others") still running after ${VPHK_WAIT}s; going on ($what)"
+            return 0
+        fi
+        [ -n "$said" ] || vp_log "another vpackd ($(words "$others")) is running: waiting before $what"
+        said=1
+        sleep 2
+    done
+}
+
+# True when something answers on the default control socket.
+default_socket_live() {
+    [ -S "$DEF_SOCK" ] && "$VPACKCTL" status --socket "$DEF_SOCK" >/dev/null 2>&1
+}
+
+is_vpack_hook() {    # PATH: a symlink to a vpack-hook, or a copy of one
+    local t
+    if [ -L "$1" ]; then
+        t=$(readlink "$1")
+        [ "$(basename "$t")" = vpack-hook ] && return 0
+    fi
+    [ -f "$1" ] && grep -aq 'Usage: vpack-hook' "$1"
+}
+
+install_hook() {
+    if [ -e "$HOOK_LINK" ] || [ -L "$HOOK_LINK" ]; then
+        is_vpack_hook "$HOOK_LINK" ||
+            vp_die "$HOOK_LINK exists and is not vpack's hook: not overwriting it"
+        if [ -L "$HOOK_LINK" ]; then
+            prev_hook_target=$(readlink "$HOOK_LINK")
+        else
+            # A copied vpack-hook: keep it aside.
+            prev_hook_target=$work/vpack-hook.saved
+            cp -p "$HOOK_LINK" "$prev_hook_target"
+        fi
+        vp_log "replacing the vpack hook $HOOK_LINK for the test"
+    fi
+    [ -d "$HOOKS" ] || { mkdir -p "$HOOKS"; made_hooks_dir=1; }
+    [ -d "$HOOK_DIR" ] || { mkdir -p "$HOOK_DIR"; made_hook_dir=1; }
+    ln -sfn "$HOOK" "$HOOK_LINK.vphk-tmp"
+    mv -T "$HOOK_LINK.vphk-tmp" "$HOOK_LINK"
+    hook_installed=1
+    vp_log "installed $HOOK_LINK -> $HOOK"
+}
+
+remove_hook() {
+    [ -n "$hook_installed" ] || return 0
+    if [ -L "$HOOK_LINK" ] && [ "$(readlink "$HOOK_LINK")" = "$HOOK" ]; then
+        rm -f "$HOOK_LINK"
+    fi
+    if [ -n "$prev_hook_target" ]; then
+        if [ "$prev_hook_target" = "$work/vpack-hook.saved" ]; then
+            cp -p "$prev_hook_target" "$HOOK_LINK"
+        else
+            ln -sfn "$prev_hook_target" "$HOOK_LINK"
+        fi
+        vp_log "put back the earlier vpack hook $HOOK_LINK"
+    fi
+    hook_installed=""
+    [ -z "$made_hook_dir" ] || rmdir "$HOOK_DIR" 2>/dev/null || true
+    [ -z "$made_hooks_dir" ] || rmdir "$HOOKS" 2>/dev/null || true
+}
+
+# libvirtd looks for hooks only at start and on SIGHUP. Restart (or HUP)
+# it; when this shell started it, the cleanup must stop the new one.
+reload_libvirtd() {
+    local pid new ours=""
+    pid=$(vp__daemon_pid libvirtd) || { vp_start_libvirtd; return 0; }
+    [ "$pid" = "$VP_STARTED_LIBVIRTD_PID" ] && ours=1
+    wait_quiet "reloading libvirtd"
+    if [ "$VPHK_RELOAD" = hup ]; then
+        vp_log "libvirtd ($pid): SIGHUP, to look for hooks again"
+        kill -HUP "$pid"
+        sleep 1
+    else
+        vp_log "restarting libvirtd ($pid), to look for hooks again"
+        kill -TERM "$pid"
+        for _ in $(seq 300); do vp__pid_alive "$pid" || break; sleep 0.1; done
+        if vp__pid_alive "$pid"; then
+            vp_log "libvirtd ($pid) did not stop within 30 s"; return 1
+        fi
+        libvirtd -d
+        for _ in $(seq 100); do
+            new=$(vp__daemon_pid libvirtd) && [ "$new" != "$pid" ] && break
+            new=""; sleep 0.1
+        done
+        [ -n "$new" ] || { vp_log "libvirtd did not start again"; return 1; }
+        [ -z "$ours" ] || VP_STARTED_LIBVIRTD_PID=$new
+    fi
+    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
+    until virsh -c "$VP_URI" version >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || { vp_log "libvirtd does not answer after reloading"; return 1; }
+        sleep 0.2
+    done
+}
+
+# start_vpackd VAR SOCKET STATE_DIR LOG [OPTION...]: starts vpackd in the
+# background (a child of this shell, so that its exit code can be had);
+# sets VAR to its pid once the socket is there.
+start_vpackd() {
+    local var=$1 sock=$2 state=$3 log=$4; shift 4
+    "$VPACKD" --topology "$TOPO" --set control.socket="$sock" --set agent.state_dir="$state" \
+        --set metrics.enabled=false --set agent.log_level=debug "$@" >>"$log" 2>&1 &
+    local pid=$!
+    printf -v "$var" '%s' "$pid"
+    for _ in $(seq 100); do
+        if [ -S "$sock" ]; then return 0; fi
+        vp__pid_alive "$pid" || break
+        sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    printf -v "$var" '%s' ""
+    tail -n 20 "$log" >&2
+    vp_die "vpackd did not open $sock"
+}
+
+stop_vpackd() {     # PID: SIGCONT, SIGTERM; returns vpackd's exit code
+    local pid=$1 rc=0
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" || rc=$?
+    return "$rc"
+}
+
+wait_for() {   # SECONDS CMD...: polls every 0.1 s
+    local deadline=$(( $(now_ms) + $1 * 1000 )); shift
+    until "$@"; do
+        [ "$(now_ms)" -lt "$deadline" ] || return 1
+        sleep 0.1
+    done
+}
+
+domstate() { vp_virsh domstate "$1" 2>/dev/null | head -n1; }
+
+cleanup() {
+    local rc=$?
+    set +e
+    if [ -n "$stalled_pid" ]; then stop_vpackd "$stalled_pid"; stalled_pid=""; fi
+    if [ -n "$agent_pid" ]; then stop_vpackd "$agent_pid"; agent_pid=""; fi
+    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
+        for f in "$work"/*.log; do
+            [ -f "$f" ] || continue
+            echo "---- $(basename "$f") (last 30 lines)"; tail -n 30 "$f"
+        done
+    fi
+    [ -n "$VP_KEEP_DOMAINS" ] || vp_destroy_all_test_domains
+    if [ -n "$hook_installed" ]; then
+        remove_hook
+        # One this shell started is stopped below: no need to reload it.
+        if pid=$(vp__daemon_pid libvirtd) && [ "$pid" != "$VP_STARTED_LIBVIRTD_PID" ]; then
+            reload_libvirtd || vp_log "WARNING: libvirtd could not be reloaded after removing the hook"
+        fi
+    fi
+    if [ -n "$made_run_dir" ] && ! default_socket_live; then rm -rf "$RUN_DIR"; fi
+    rm -rf "$work"
+    vp_cleanup
+    return $rc
+}
+trap cleanup EXIT
+
+# ------------------------------------------------------------------- setup
+vp_install_deps
+vp_start_libvirtd
+vp_build_guest
+vp_destroy_all_test_domains
+[ -e "$RUN_DIR" ] || made_run_dir=1
+
+meta() { echo "<vpack:powerpolicy xmlns:vpack='$NS' level='$1'/>"; }
+
+echo "== reconnect"
+# Running before the hook is installed: libvirtd's restart runs the hook
+# with `reconnect` for it.
+vp_define_start vphk-rc 1 idle "" "$(meta 2)"
+install_hook
+reload_libvirtd || vp_die "libvirtd could not be reloaded"
+if [ "$VPHK_RELOAD" = hup ]; then
+    echo "(SIGHUP: no reconnect to check)"
+elif [ "$(domstate vphk-rc)" = running ]; then
+    pass "a running level-2 domain survived libvirtd's restart with the hook (reconnect)"
+else
+    fail "vphk-rc is '$(domstate vphk-rc)' after libvirtd restarted with the hook"
+fi
+vp_virsh destroy vphk-rc >/dev/null 2>&1 || true
+
+echo "== reject invalid levels"
+for lv in 7 two; do
+    name=vphk-l$lv
+    vp_define "$name" 1 idle "" "$(meta "$lv")" ||
+        { fail "virsh define refused $name (level='$lv')"; continue; }
+    rc=0
+    err=$(vp_virsh start "$name" 2>&1 >/dev/null) || rc=$?
+    echo "virsh start $name: exit $rc: $(echo "$err" | tr '\n' ' ')"
+    if [ $rc -eq 0 ]; then
+        fail "virsh start $name (level='$lv') succeeded"
+    elif ! grep -qF "vpack: domain '$name'" <<<"$err"; then
+        fail "virsh start $name: the error does not name the domain the vpack way"
+    elif ! grep -qF "'$lv'" <<<"$err"; then
+        fail "virsh start $name: the error does not show the bad value '$lv'"
+    else
+        pass "virsh start $name refused (exit $rc) with vpack's message naming '$lv'"
+    fi
+    st=$(domstate "$name")
+    [ "$st" = "shut off" ] && pass "$name is shut off" || fail "$name is '$st' after the refused start"
+done
+
+echo "== valid domain starts"
+vp_define vphk-l2 1 idle "" "$(meta 2)"
+if vp_start vphk-l2 && [ "$(domstate vphk-l2)" = running ]; then
+    pass "level-2 domain started"
+else
+    fail "level-2 domain did not start"
+fi
+vp_virsh destroy vphk-l2 >/dev/null 2>&1 || true
+
+echo "== no agent"
+wait_quiet "checking the case without vpackd"
+if default_socket_live; then
+    vp_die "a vpackd answers on $DEF_SOCK: cannot check the no-agent case"
+fi
+rm -f "$DEF_SOCK"   # a stale socket of a crashed agent: nobody listens
+# start_cycles NAME N: N start/destroy cycles; prints the start times (ms).
+start_cycles() {
+    local name=$1 n=$2 t0 t1
+    for _ in $(seq "$n"); do
+        t0=$(now_ms)
+        vp_virsh start "$name" >/dev/null || { echo "start-failed"; return 1; }
+        t1=$(now_ms)
+        [ "$(domstate "$name")" = running ] || { echo "not-running"; return 1; }
+        echo $((t1 - t0))
+        vp_virsh destroy "$name" >/dev/null
+    done
+}
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+vp_define vphk-na 1 idle "" "$(meta 2)"
+if times_none=$(start_cycles vphk-na 3); then
+    med_none=$(median <<<"$times_none")
+    pass "domain starts with no vpackd and no socket (virsh start: $(words "$times_none") ms)"
+else
+    fail "domain did not start without vpackd ($times_none)"
+    med_none=""
+fi
+
+# The hook alone, talking to a vpackd that accepts but never answers.
+vp_virsh dumpxml vphk-na > "$work/vphk-na.xml"
+start_vpackd stalled_pid "$work/stalled.sock" "$work/stalled-state" "$work/vpackd-stalled.log" \
+    --set agent.interval_ms=600000 --keep-placement
+kill -STOP "$stalled_pid"
+worst=0
+for _ in 1 2 3 4 5; do
+    t0=$(now_ms); rc=0
+    VPACK_SOCKET=$work/stalled.sock "$HOOK" vphk-na started begin - <"$work/vphk-na.xml" \
+        >"$work/hook.out" 2>"$work/hook.err" || rc=$?
+    t=$(( $(now_ms) - t0 ))
+    if [ $t -gt $worst ]; then worst=$t; fi
+    [ $rc -eq 0 ] || fail "hook (stalled vpackd) exited $rc: $(cat "$work/hook.err")"
+    [ ! -s "$work/hook.out" ] || fail "hook wrote to stdout: $(head -c 200 "$work/hook.out")"
+done
+if [ $worst -lt 300 ]; then
+    pass "hook with a SIGSTOPped vpackd: exit 0, worst of 5 runs ${worst} ms (bounded wait 50 ms, limit 300)"
+else
+    fail "hook with a SIGSTOPped vpackd took ${worst} ms (limit 300)"
+fi
+worst=0
+for _ in 1 2 3 4 5; do
+    t0=$(now_ms); rc=0
+    VPACK_SOCKET=$work/none.sock "$HOOK" vphk-na started begin - <"$work/vphk-na.xml" \
+        >/dev/null 2>&1 || rc=$?
+    t=$(( $(now_ms) - t0 ))
+    if [ $t -gt $worst ]; then worst=$t; fi
+    [ $rc -eq 0 ] || fail "hook (no socket) exited $rc"
+done
+[ $worst -lt 300 ] && pass "hook with no socket: exit 0, worst of 5 runs ${worst} ms" ||
+    fail "hook with no socket took ${worst} ms"
+stop_vpackd "$stalled_pid" || true
+stalled_pid=""
+
+# The same stall on the default socket, through libvirtd: started (and
+# stopped, release at destroy) each wait at most 50 ms.
+wait_quiet "starting a vpackd on the default socket"
+default_socket_live && vp_die "a vpackd answers on $DEF_SOCK"
+start_vpackd stalled_pid "$DEF_SOCK" "$RUN_DIR" "$work/vpackd-stalled-default.log" \
+    --set agent.interval_ms=600000 --keep-placement
+kill -STOP "$stalled_pid"
+if times_stall=$(start_cycles vphk-na 3); then
+    med_stall=$(median <<<"$times_stall")
+    echo "virsh start with no agent: $(words "$times_none") ms; with a stalled agent: $(words "$times_stall") ms"
+    if [ -n "$med_none" ] && [ $((med_stall - med_none)) -lt 1000 ]; then
+        pass "domain starts with a SIGSTOPped vpackd on the default socket (median ${med_stall} ms vs ${med_none} ms without)"
+    else
+        fail "start with a stalled vpackd: median ${med_stall} ms vs ${med_none:-?} ms without"
+    fi
+else
+    fail "domain did not start with a SIGSTOPped vpackd on the default socket ($times_stall)"
+fi
+stop_vpackd "$stalled_pid" || true
+stalled_pid=""
+rm -rf "$RUN_DIR/domains"
+
+echo "== agent"
+wait_quiet "starting vpackd on the default socket"
+default_socket_live && vp_die "a vpackd answers on $DEF_SOCK"
+start_vpackd agent_pid "$DEF_SOCK" "$RUN_DIR" "$work/vpackd.log"
+vp_domain_xml vphk-tr 1 idle "" "$(meta 2)" > "$work/vphk-tr.xml"
+rm -f "$(vp_console_log vphk-tr)"
+if ! vp_virsh create "$work/vphk-tr.xml" >/dev/null; then
+    fail "virsh create of a transient level-2 domain failed"
+else
+    uuid=$(vp_virsh domuuid vphk-tr)
+    rec=$RUN_DIR/domains/$uuid.json
+    if wait_for 5 test -s "$rec"; then
+        pass "record $rec written"
+        if python3 - "$rec" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r.get("name") == "vphk-tr" and r.get("level") == 2 else 1)
+EOF
+        then pass "record names vphk-tr with level 2"
+        else fail "record content: $(head -c 300 "$rec")"; fi
+    else
+        fail "no record $rec within 5 s"
+    fi
+    if wait_for 5 grep -q "domain vphk-tr: registered by the hook" "$work/vpackd.log"; then
+        pass "vpackd logged: $(grep -m1 'domain vphk-tr: registered by the hook' "$work/vpackd.log")"
+    else
+        fail "vpackd did not log the registration"
+    fi
+    explain_managed() { "$VPACKCTL" explain vphk-tr 2>/dev/null | grep -Eq '^managed +yes'; }
+    if wait_for 5 explain_managed; then
+        pass "vpackctl explain vphk-tr: managed yes"
+    else
+        fail "vpackctl explain vphk-tr: $("$VPACKCTL" explain vphk-tr 2>&1 | tr '\n' ' ')"
+    fi
+    vp_virsh destroy vphk-tr >/dev/null
+    if wait_for 5 test ! -e "$rec"; then
+        pass "virsh destroy: the hook made vpackd forget the record"
+    else
+        fail "record $rec still there 5 s after virsh destroy"
+    fi
+fi
+rc=0; stop_vpackd "$agent_pid" || rc=$?
+agent_pid=""
+[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+
+echo "== vpackctl define"
+short_xml() {   # NAME LEVEL: domain XML with <powerpolicy level='LEVEL'/> under <domain>
+    vp_domain_xml "$1" 1 idle | sed "s|^\(  <name>.*</name>\)$|\1\n  <powerpolicy level='$2'/>|"
+}
+short_xml vphk-def 2 > "$work/vphk-def.xml"
+grep -q "^  <powerpolicy level='2'/>" "$work/vphk-def.xml" || vp_die "could not build the short-form XML"
+# policy_of NAME [--inactive]: "URI LEVEL" of vpack's element in dumpxml.
+policy_of() {
+    vp_virsh dumpxml "$@" | python3 -c '
+import sys, xml.etree.ElementTree as ET
+ns = "urn:vpack:powerpolicy:1"
+root = ET.fromstring(sys.stdin.read())
+found = [(e.tag, e.get("level")) for m in root.findall("metadata") for e in m
+         if e.tag.startswith("{")]
+for tag, level in found:
+    print(tag[1:].split("}")[0], level)
+'
+}
+out=$("$VPACKCTL" define "$work/vphk-def.xml" 2>&1) && rc=0 || rc=$?
+echo "vpackctl define: exit $rc: $out"
+if [ $rc -ne 0 ]; then
+    fail "vpackctl define of the short form failed"
+else
+    got=$(policy_of vphk-def)
+    [ "$got" = "$NS 2" ] && pass "dumpxml has vpack's element ($NS) with level 2" ||
+        fail "dumpxml policy: '$got'"
+    vp_virsh dumpxml vphk-def | grep -F 'powerpolicy' || true
+fi
+short_xml vphk-def5 5 > "$work/vphk-def5.xml"
+out=$("$VPACKCTL" define "$work/vphk-def5.xml" 2>&1) && rc=0 || rc=$?
+echo "vpackctl define (level 5): exit $rc: $out"
+[ $rc -eq 1 ] && pass "level 5 refused with exit 1" || fail "level 5: exit $rc"
+if vp_virsh dominfo vphk-def5 >/dev/null 2>&1; then
+    fail "vphk-def5 was defined"
+else
+    pass "nothing defined for level 5"
+fi
+[ -z "$(foreign_vpackd)" ] || vp_log "note: another vpackd runs; set-policy does not use it"
+out=$("$VPACKCTL" set-policy vphk-def 1 --config 2>&1) && rc=0 || rc=$?
+echo "vpackctl set-policy: exit $rc: $out"
+got=$(policy_of --inactive vphk-def)
+[ $rc -eq 0 ] && [ "$got" = "$NS 1" ] && pass "set-policy --config: level 1 in dumpxml --inactive" ||
+    fail "set-policy --config: exit $rc, policy '$got'"
+
+echo
+if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi

@@ -1,0 +1,88 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Sets up everything the tests need on a Debian 12 machine (as root) and runs
+# them all: the unit tests in a normal build and in an AddressSanitizer +
+# UndefinedBehaviorSanitizer build, then the integration tests against a real
+# libvirtd with real QEMU guests. Prints "N passed, N failed" last and exits
+# non-zero if anything failed.
+#
+#   tests/run-all.sh            everything
+#   VPACK_SKIP_INTEGRATION=1    unit tests only (for a machine without libvirt)
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+build_pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev libcmocka-dev
+    libhwloc-dev hwloc-nox libxml2-dev libxml2-utils libuv1-dev libvirt-dev
+    libjson-c-dev libinih-dev groff-base)
+
+missing=()
+for p in "${build_pkgs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing build dependencies: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+        || { echo "cannot install build dependencies"; echo "0 passed, 1 failed"; exit 1; }
+fi
+
+passed=0
+failed=0
+
+# Runs one meson test set and adds its counts; the log says what failed.
+run_suite() {
+    local dir=$1; shift
+    local log="$dir/meson-logs/testlog.json"
+    meson test -C "$dir" --print-errorlogs "$@"
+    local rc=$?
+    if [ -f "$log" ]; then
+        local ok bad
+        ok=$(grep -c '"result": "OK"' "$log" || true)
+        bad=$(grep -c -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+        passed=$((passed + ok))
+        failed=$((failed + bad))
+        # A run that failed without a log entry (setup error) still counts.
+        if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then failed=$((failed + 1)); fi
+    else
+        failed=$((failed + 1))
+    fi
+}
+
+build() {
+    local dir=$1; shift
+    if [ -d "$dir" ]; then
+        meson setup --reconfigure "$dir" "$@" >/dev/null
+    else
+        meson setup "$dir" "$@" >/dev/null
+    fi && ninja -C "$dir"
+}
+
+echo "== build (gcc, -Werror)"
+if build build; then
+    run_suite build --suite unit
+else
+    failed=$((failed + 1))
+fi
+
+echo "== build with AddressSanitizer and UndefinedBehaviorSanitizer"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
+    run_suite build-asan --suite unit
+else
+    failed=$((failed + 1))
+fi
+
+if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
+    echo "== integration tests (real libvirtd, real QEMU guests)"
+    if [ -d build ]; then
+        run_suite build --suite integration
+    fi
+fi
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

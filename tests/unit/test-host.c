@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host adapter on fixture trees: uevent parsing, /proc and /sys reads
+ * under a root, and the cgroup v1 cpuset repair on a tree shaped like
+ * libvirt's (machine/<domain>/{vcpuN,emulator}) after CPU 1 went offline and
+ * came back.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cgroup.h"
+#include "host.h"
+
+static char root[256];
+
+static void put(const char *rel, const char *content)
+{
+    char path[1024], dir[1024];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    snprintf(dir, sizeof(dir), "%s", path);
+    for (char *p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(content, f);
+    fclose(f);
+}
+
+static char *get(const char *rel)
+{
+    char *buf = NULL;
+    assert_int_equal(vpack_host_read_file(root, rel, 4096, &buf, NULL), 0);
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof(root), "/tmp/vpack-test-host-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[300];
+    (void)state;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_uevent(void **state)
+{
+    (void)state;
+    int cpu = -1, on = -1;
+    const char off[] = "offline@/devices/system/cpu/cpu1\0ACTION=offline\0DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0";
+    const char onl[] = "online@/devices/system/cpu/cpu12\0ACTION=online\0";
+    const char other[] = "add@/devices/virtual/net/veth0\0ACTION=add\0";
+    const char cache[] = "online@/devices/system/cpu/cpu1/cache\0";
+    const char udev[] = "libudev\0\xfe\xed\xca\xfe";
+    assert_int_equal(vpack_uevent_parse_cpu(off, sizeof(off), &cpu, &on), 1);
+    assert_int_equal(cpu, 1);
+    assert_int_equal(on, 0);
+    assert_int_equal(vpack_uevent_parse_cpu(onl, sizeof(onl), &cpu, &on), 1);
+    assert_int_equal(cpu, 12);
+    assert_int_equal(on, 1);
+    assert_int_equal(vpack_uevent_parse_cpu(other, sizeof(other), &cpu, &on), 0);
+    assert_int_equal(vpack_uevent_parse_cpu(cache, sizeof(cache), &cpu, &on), 0);
+    assert_int_equal(vpack_uevent_parse_cpu(udev, sizeof(udev), &cpu, &on), -EINVAL);
+    assert_int_equal(vpack_uevent_parse_cpu("", 0, &cpu, &on), -EINVAL);
+}
+
+static void test_reads_under_root(void **state)
+{
+    (void)state;
+    put("sys/devices/system/cpu/online", "0-1,4\n");
+    put("proc/stat", "cpu  1 2 3 4\ncpu0 1 0 1 8 0 0 0 0\ncpu4 5 0 0 5 0 0 0 0\n");
+    vpack_cpuset on;
+    char buf[64];
+    assert_int_equal(vpack_host_online_cpus(root, &on), 0);
+    vpack_cpuset_format_buf(&on, buf, sizeof(buf));
+    assert_string_equal(buf, "0-1,4");
+    struct vpack_cpu_times *t = NULL;
+    unsigned n = 0;
+    assert_int_equal(vpack_host_cpu_times(root, &t, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(t[1].cpu, 4);
+    assert_int_equal(t[1].busy, 5);
+    free(t);
+    char *data = NULL;
+    assert_int_equal(vpack_host_read_file(root, "nonexistent", 10, &data, NULL), -ENOENT);
+    assert_int_equal(vpack_host_read_file(root, "proc/stat", 10, &data, NULL), -EFBIG);
+}
+
+#define CG "sys/fs/cgroup/cpuset"
+#define DOM CG "/machine/qemu-1-vptest-a.libvirt-qemu"
+
+static void test_cgroup_repair(void **state)
+{
+    (void)state;
+    /* After CPU 1 went offline and back: the root has it, libvirt's groups do not. */
+    put(CG "/cpuset.cpus", "0-1\n");
+    put(CG "/machine/cpuset.cpus", "0\n");
+    put(DOM "/cpuset.cpus", "0\n");
+    put(DOM "/vcpu0/cpuset.cpus", "0\n");
+    put(DOM "/emulator/cpuset.cpus", "0\n");
+    put(DOM "/iothread1/cpuset.cpus", "0\n");
+    /* A group someone narrowed on purpose keeps what it had, plus what returned. */
+    put(CG "/machine/qemu-2-b.libvirt-qemu/cpuset.cpus", "0\n");
+    /* Groups outside libvirt's partition are not ours. */
+    put(CG "/user/cpuset.cpus", "0\n");
+
+    vpack_cpuset online;
+    vpack_cpuset_zero(&online);
+    vpack_cpuset_set_range(&online, 0, 1);
+    unsigned fixed = 0;
+    assert_int_equal(vpack_cgroup_repair(root, &online, &fixed), 0);
+    assert_int_equal(fixed, 3);
+    char *s;
+    assert_string_equal((s = get(CG "/machine/cpuset.cpus")), "0-1");
+    free(s);
+    assert_string_equal((s = get(DOM "/cpuset.cpus")), "0-1");
+    free(s);
+    assert_string_equal((s = get(CG "/machine/qemu-2-b.libvirt-qemu/cpuset.cpus")), "0-1");
+    free(s);
+    /* Per-thread groups are libvirt's to rewrite when vpack pins through it. */
+    assert_string_equal((s = get(DOM "/vcpu0/cpuset.cpus")), "0");
+    free(s);
+    assert_string_equal((s = get(DOM "/emulator/cpuset.cpus")), "0");
+    free(s);
+    assert_string_equal((s = get(DOM "/iothread1/cpuset.cpus")), "0");
+    free(s);
+    assert_string_equal((s = get(CG "/user/cpuset.cpus")), "0");
+    free(s);
+
+    /* Nothing left to repair: nothing written. */
+    assert_int_equal(vpack_cgroup_repair(root, &online, &fixed), 0);
+    assert_int_equal(fixed, 0);
+
+    /* A CPU still offline is not given back. */
+    put(CG "/cpuset.cpus", "0-2\n");
+    put(CG "/machine/cpuset.cpus", "0\n");
+    assert_int_equal(vpack_cgroup_repair(root, &online, &fixed), 0);
+    assert_string_equal((s = get(CG "/machine/cpuset.cpus")), "0-1");
+    free(s);
+}
+
+static void test_cgroup_v2_noop(void **state)
+{
+    (void)state;
+    char other[300];
+    snprintf(other, sizeof(other), "%s/none", root);
+    vpack_cpuset online;
+    vpack_cpuset_zero(&online);
+    vpack_cpuset_set(&online, 0);
+    unsigned fixed = 7;
+    assert_int_equal(vpack_cgroup_repair(other, &online, &fixed), 0);
+    assert_int_equal(fixed, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uevent),
+        cmocka_unit_test_setup_teardown(test_reads_under_root, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cgroup_repair, setup, teardown),
+        cmocka_unit_test(test_cgroup_v2_noop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/* /proc/stat reader, on texts captured from real kernels. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "vpack/procstat.h"
+
+/* A 2-CPU Linux 6.1 host with cpu1 online. */
+static const char stat_2cpu[] =
+    "cpu  2255 34 2290 22625563 6290 127 456 0 0 0\n"
+    "cpu0 1132 34 1441 11311718 3675 127 438 0 0 0\n"
+    "cpu1 1123 0 849 11313845 2615 0 18 0 0 0\n"
+    "intr 114930548 113199788 3 0 5 263 0 4 [...]\n"
+    "ctxt 1990473\nbtime 1062191376\nprocesses 2915\nprocs_running 1\nprocs_blocked 0\n"
+    "softirq 183433 0 21755 12 39 1137 231 21459 2263\n";
+
+/* The same host with cpu1 offline: its line is gone. cpu10 checks multi-digit ids. */
+static const char stat_offline[] =
+    "cpu  2255 34 2290 22625563 6290 127 456 0 0 0\n"
+    "cpu0 1132 34 1441 11311718 3675 127 438 0 0 0\n"
+    "cpu10 5 0 5 90 0 0 0 0 7 0\n";
+
+static void test_parse(void **state)
+{
+    (void)state;
+    struct vpack_cpu_times *t = NULL;
+    unsigned n = 0;
+    assert_int_equal(vpack_procstat_parse(stat_2cpu, strlen(stat_2cpu), &t, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(t[0].cpu, 0);
+    assert_int_equal(t[0].busy, 1132 + 34 + 1441 + 127 + 438);
+    assert_int_equal(t[0].total, 1132 + 34 + 1441 + 127 + 438 + 11311718 + 3675);
+    assert_int_equal(t[1].cpu, 1);
+    free(t);
+
+    assert_int_equal(vpack_procstat_parse(stat_offline, strlen(stat_offline), &t, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(t[1].cpu, 10);
+    /* guest time (7) is inside user already and is not added again. */
+    assert_int_equal(t[1].busy, 10);
+    assert_int_equal(t[1].total, 100);
+    free(t);
+}
+
+static void test_busy(void **state)
+{
+    (void)state;
+    struct vpack_cpu_times a = {0, 100, 1000}, b = {0, 150, 1100}, c = {0, 150, 1100};
+    assert_true(vpack_cpu_times_busy(&a, &b) > 0.499 && vpack_cpu_times_busy(&a, &b) < 0.501);
+    assert_true(vpack_cpu_times_busy(&b, &c) < 0);
+    assert_true(vpack_cpu_times_busy(&b, &a) < 0);
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    struct vpack_cpu_times *t = NULL;
+    unsigned n = 0;
+    const char *bad[] = {"cpu0 1 2\n", "cpu0 x y z w\n", "cpu99999999999 1 2 3 4\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(vpack_procstat_parse(bad[i], strlen(bad[i]), &t, &n), -EINVAL);
+    /* No trailing newline and a buffer that is not NUL-terminated. */
+    char buf[] = {'c', 'p', 'u', '3', ' ', '1', ' ', '2', ' ', '3', ' ', '4', 'Z'};
+    assert_int_equal(vpack_procstat_parse(buf, sizeof(buf) - 1, &t, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(t[0].cpu, 3);
+    assert_int_equal(t[0].total, 10);
+    free(t);
+    assert_int_equal(vpack_procstat_parse("", 0, &t, &n), 0);
+    assert_int_equal(n, 0);
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_busy),
+        cmocka_unit_test(test_malformed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
