@@ -1,35 +1,100 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# The vpack demo. Until the agent lands this runs the policy offline: it
-# builds vpack, shows the topology a 2-package host would have, and replays a
-# recorded load series (light, then two busy vCPUs, then light again) through
-# the planner, showing the packages packed, spread and packed again.
-# The live version boots real guests on a real libvirtd and packs them with
-# vpackd.
+# The vpack live demo, on a fresh Debian 12 machine, as root:
+#
+#   1. installs what it needs, builds vpack, starts virtlogd and libvirtd;
+#   2. boots three small QEMU guests (TCG) at power policy level 2, one vCPU
+#      of one of them about 20% busy, the rest idle;
+#   3. starts vpackd treating CPU 0 and CPU 1 as two packages
+#      (synthetic:"package:2 core:1 pu:1") and shows `vpackctl status`:
+#      every guest on package 0, package 1 parked, and how idle it is;
+#   4. raises the load (a fourth guest whose two vCPUs busy-loop) and shows
+#      vpackd spreading out; then lowers it and shows it packing again;
+#   5. stops vpackd (which gives every thread its full mask back) and removes
+#      the demo guests. VPACK_DEMO_KEEP=1 leaves guests and agent running.
 set -euo pipefail
-cd "$(dirname "$0")"
+top=$(cd "$(dirname "$0")" && pwd)
+cd "$top"
+. tests/integration/lib.sh
+VP_PREFIX=vpdemo-
+NS=urn:vpack:powerpolicy:1
+META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
+work=$(mktemp -d /tmp/vpack-demo.XXXXXX)
+sock=$work/vpackd.sock
+agent_pid=""
 
+vp_require_root
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+finish() {
+    local rc=$?
+    if [ -n "${VPACK_DEMO_KEEP:-}" ] && [ $rc -eq 0 ]; then
+        echo "left running: vpackd (pid $agent_pid, socket $sock) and the vpdemo-* guests"
+        VP_KEEP_DOMAINS=1
+        VP_STARTED_LIBVIRTD_PID="" VP_STARTED_VIRTLOGD_PID=""
+        return 0
+    fi
+    if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
+        kill -TERM "$agent_pid"; wait "$agent_pid" || true
+    fi
+    vp_cleanup
+    rm -rf "$work"
+    return $rc
+}
+trap finish EXIT
+
+say "installing packages and building vpack"
 pkgs=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev libxml2-dev libinih-dev
-      libuv1-dev libvirt-dev libcmocka-dev)
+      libuv1-dev libvirt-dev libcmocka-dev libmicrohttpd-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "== installing ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null
+vpackctl=$top/build/agent/vpackctl
 
-topo='synthetic:"package:2 core:1 pu:1"'
-echo "== the topology vpack would see, treating CPU 0 and CPU 1 as two packages"
-./build/agent/vpackctl topology --topology "$topo"
+say "starting libvirtd and booting three level-2 guests"
+vp_install_deps
+vp_start_libvirtd
+vp_build_guest >/dev/null
+vp_destroy_all_test_domains
+vp_define_start vpdemo-web 2 duty:20 "" "$META2"
+vp_define_start vpdemo-db 2 idle "" "$META2"
+vp_define_start vpdemo-batch 2 idle "" "$META2"
+for d in web db batch; do vp_wait_ready vpdemo-$d; done
+vp_virsh list
+
+say "starting vpackd (CPU 0 and CPU 1 treated as two packages)"
+"$top/build/agent/vpackd" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    --set agent.state_dir="$work" --set control.socket="$sock" \
+    --set policy.pack_watermark=0.9 --set policy.spread_watermark=0.95 \
+    --set policy.min_residency_ms=8000 --set metrics.port=0 \
+    >"$work/vpackd.log" 2>&1 &
+agent_pid=$!
+for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+sleep 6
+"$vpackctl" status --socket "$sock"
 echo
-echo "== replaying tests/data/snapshots/low-high-low.jsonl (30 one-second samples)"
-./build/agent/vpackctl plan --snapshot tests/data/snapshots/low-high-low.jsonl \
-    --topology "$topo" --min-residency 10000 --json |
-    awk -F'"reason":' '{
-        n++; split($0, a, "\"active_packages\":\\["); split(a[2], b, "]");
-        r = $2; sub(/^"/, "", r); sub(/".*/, "", r);
-        printf "t=%2ds  active packages [%s]  %s\n", n, b[1], r }'
+echo "measuring CPU 1 (package 1) for 10 s:"
+vp_cpu_busy_sample 10 | awk '{printf "  %s busy %.0f%%, idle %.0f%%\n", $1, $2 * 100, (1 - $2) * 100}'
+
+say "raising the load: a fourth guest with two busy-looping vCPUs"
+vp_define_start vpdemo-burst 2 busy:2 "" "$META2"
+vp_wait_ready vpdemo-burst
+sleep 4
+"$vpackctl" status --socket "$sock"
+
+say "the load falls again: vpackd packs after the pack delay and residency"
+vp_virsh destroy vpdemo-burst >/dev/null
+sleep 14
+"$vpackctl" status --socket "$sock"
+echo
+echo "why vpdemo-web is where it is:"
+"$vpackctl" explain vpdemo-web --socket "$sock"
+
+say "what vpackd did (its log)"
+grep -E "plan:|->" "$work/vpackd.log" | head -40

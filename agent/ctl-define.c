@@ -50,9 +50,9 @@ int define_main(int argc, char **argv)
     int c, level, r, ret = VPACKCTL_EXIT_FAIL;
     bool print = false;
 
-    optind = 1;
+    optind = 0; /* 0: a full reset, so GNU getopt permutes the operands */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case OPT_CONNECT:
             uri = optarg;

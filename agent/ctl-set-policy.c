@@ -45,9 +45,9 @@ int set_policy_main(int argc, char **argv)
     char err[1024];
     int c, ret = VPACKCTL_EXIT_FAIL;
 
-    optind = 1;
+    optind = 0; /* 0: a full reset, so GNU getopt permutes the operands */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case OPT_LIVE:
             live = true;

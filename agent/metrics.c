@@ -63,6 +63,7 @@ struct vpack_metrics {
     struct conn *head, *tail;
     unsigned nconns;  /* open and not evicted */
     uint64_t evictions;
+    uint64_t closed;  /* connections closed, ever */
     struct rapl_zone *zones;
     size_t nzones;
     bool starting;    /* MHD's messages go to start_err */
@@ -445,7 +446,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *socket_context = cn;
         if (++m->nconns > EVICT_ABOVE)
             evict_one(m);
-    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && cn) {
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        m->closed++;
+        if (!cn)
+            return;
         conn_unlink(m, cn);
         if (!cn->evicted)
             m->nconns--;
@@ -455,9 +459,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 }
 
 /*
- * MHD's messages: while starting, the last one becomes the error message;
- * afterwards they are warnings, at most one per LOG_INTERVAL_MS (a flood of
- * connections would otherwise flood the log).
+ * MHD's messages. While starting, the last one becomes the error message.
+ * Afterwards most are about one misbehaving client (a request too large, a
+ * peer gone): debug. Those about limits, resources and failed calls are
+ * warnings, at most one per LOG_INTERVAL_MS so that a flood of connections
+ * cannot flood the log.
  */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -470,6 +476,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     if (m->starting) {
         free(m->start_err);
         m->start_err = strdup(msg);
+        log_debug("metrics: %s", msg);
+        return;
+    }
+    if (!strstr(msg, "limit") && !strstr(msg, "resource") && !strstr(msg, "ailed")) {
         log_debug("metrics: %s", msg);
         return;
     }
@@ -490,14 +500,23 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 static void on_timer(uv_timer_t *t);
 
-/* Lets MHD do what is ready, then arms the timer for its next deadline. */
+/*
+ * Lets MHD do what is ready, then arms the timer for its next deadline.
+ * At its connection limit MHD stops watching the listening socket and
+ * watches it again only at the start of a later run: so when a connection
+ * closed during this run, the next one comes at once, not at the next
+ * timeout (connections waiting in the backlog would wait that long).
+ */
 static void run(struct vpack_metrics *m)
 {
     MHD_UNSIGNED_LONG_LONG ms;
+    uint64_t closed = m->closed;
     if (m->stopping)
         return;
     MHD_run(m->mhd);
-    if (MHD_get_timeout(m->mhd, &ms) == MHD_YES)
+    if (m->closed != closed)
+        uv_timer_start(&m->timer, on_timer, 0, 0);
+    else if (MHD_get_timeout(m->mhd, &ms) == MHD_YES)
         uv_timer_start(&m->timer, on_timer, (uint64_t)ms, 0);
     else
         uv_timer_stop(&m->timer);
@@ -603,20 +622,19 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
     struct sockaddr_storage addr;
     const union MHD_DaemonInfo *info;
     unsigned family_flag;
-    int ret, r;
+    int ret = -EINVAL;
 
     *out = NULL;
     *errmsg = NULL;
     const char *where = cfg->metrics_listen ? cfg->metrics_listen : "127.0.0.1";
     if (cfg->metrics_port > 65535 || parse_listen(where, cfg->metrics_port, &addr, &family_flag) < 0) {
         *errmsg = strdup_printf("metrics.listen '%s' is not an IPv4 or IPv6 address", where);
-        return -EINVAL;
+        goto cleanup;
     }
+    ret = -ENOMEM;
     m = calloc(1, sizeof(*m));
-    if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/"))) {
-        ret = -ENOMEM;
-        goto fail;
-    }
+    if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/")))
+        goto cleanup;
     m->loop = loop;
     m->agent = agent;
     m->starting = true;
@@ -631,41 +649,41 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
         MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)on_completed, m,
         MHD_OPTION_END);
     if (!m->mhd) {
+        /* MHD's last message says why ("Failed to bind to port 9477: ..."). */
         ret = errno > 0 ? -errno : -EIO;
-        *errmsg = m->start_err ? m->start_err : strdup("cannot start the HTTP server");
+        *errmsg = m->start_err;
         m->start_err = NULL;
-        goto fail;
+        goto cleanup;
     }
     m->starting = false;
     info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_BIND_PORT);
     m->port = info ? info->port : cfg->metrics_port;
-    info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    /* From here on the handles own m: vpack_metrics_stop() frees it. */
     uv_timer_init(loop, &m->timer);
     m->timer.data = m;
-    if (!info || (r = uv_poll_init(loop, &m->poll, info->epoll_fd)) < 0) {
-        *errmsg = strdup_printf("cannot watch the HTTP server: %s",
-                                info ? uv_strerror(r) : "no epoll descriptor");
-        vpack_metrics_stop(m);
-        return info ? r : -EIO;
-    }
+    info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    ret = info ? uv_poll_init(loop, &m->poll, info->epoll_fd) : -EIO;
+    if (ret < 0)
+        goto cleanup;
     m->have_poll = true;
     m->poll.data = m;
-    if ((r = uv_poll_start(&m->poll, UV_READABLE, on_poll)) < 0) {
-        *errmsg = strdup_printf("cannot watch the HTTP server: %s", uv_strerror(r));
-        vpack_metrics_stop(m);
-        return r;
-    }
+    if ((ret = uv_poll_start(&m->poll, UV_READABLE, on_poll)) < 0)
+        goto cleanup;
     run(m);
     if (family_flag && where[0] != '[')
         log_info("metrics on http://[%s]:%u/metrics", where, m->port);
     else
         log_info("metrics on http://%s:%u/metrics", where, m->port);
     *out = m;
-    return 0;
-fail:
-    if (!*errmsg)
-        *errmsg = strdup(strerror(-ret));
-    if (m)
+    m = NULL;
+    ret = 0;
+cleanup:
+    if (ret < 0 && !*errmsg)
+        *errmsg = strdup_printf("%s%s", m && m->mhd ? "cannot watch the HTTP server: " : "",
+                                strerror(-ret));
+    if (m && m->mhd)
+        vpack_metrics_stop(m);
+    else if (m)
         metrics_free(m);
     return ret;
 }

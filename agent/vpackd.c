@@ -4,11 +4,15 @@
  * sampling timer, the hotplug watcher, the control socket and signals.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -218,6 +222,27 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    /* Two agents would fight over the same domains: one per state directory. */
+    char lockpath[4096];
+    snprintf(lockpath, sizeof(lockpath), "%s/vpackd.lock", cfg.state_dir);
+    if (mkdir(cfg.state_dir, 0755) < 0 && errno != EEXIST) {
+        log_err("cannot create %s: %s", cfg.state_dir, strerror(errno));
+        vpack_config_clear(&cfg);
+        free(dm.sets);
+        return 1;
+    }
+    int lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+        log_err("%s: %s", lockpath,
+                errno == EWOULDBLOCK ? "another vpackd is running with this state directory"
+                                     : strerror(errno));
+        if (lockfd >= 0)
+            close(lockfd);
+        vpack_config_clear(&cfg);
+        free(dm.sets);
+        return 1;
+    }
+
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&dm.loop);
     if ((r = vpack_virt_event_register(&dm.loop)) < 0) {
@@ -271,6 +296,7 @@ out:
     }
     vpack_config_clear(&cfg);
     free(dm.sets);
+    close(lockfd);
     log_info("stopped");
     return dm.exit_code;
 }

@@ -254,7 +254,11 @@ static int cmp_idle(const void *x, const void *y)
 {
     const struct vpack_prom_idle_state *a = *(const struct vpack_prom_idle_state *const *)x;
     const struct vpack_prom_idle_state *b = *(const struct vpack_prom_idle_state *const *)y;
-    return a->cpu != b->cpu ? (a->cpu < b->cpu ? -1 : 1) : strcmp(a->name, b->name);
+    if (a->cpu != b->cpu)
+        return a->cpu < b->cpu ? -1 : 1;
+    if (!a->name || !b->name)
+        return !b->name - !a->name; /* nameless first */
+    return strcmp(a->name, b->name);
 }
 
 static int host_families(struct buf *b, const struct vpack_prom_host *host)

@@ -16,7 +16,7 @@ cd "$top"
 
 build_pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev libcmocka-dev
     libhwloc-dev hwloc-nox libxml2-dev libxml2-utils libuv1-dev libvirt-dev
-    libjson-c-dev libinih-dev groff-base)
+    libjson-c-dev libinih-dev libmicrohttpd-dev groff-base prometheus curl python3)
 
 missing=()
 for p in "${build_pkgs[@]}"; do
@@ -76,11 +76,33 @@ else
     failed=$((failed + 1))
 fi
 
-if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
-    echo "== integration tests (real libvirtd, real QEMU guests)"
-    if [ -d build ]; then
-        run_suite build --suite integration
+echo "== fuzzing the domain-XML reader (libFuzzer, ${VPACK_FUZZ_SECONDS:-60} s)"
+if CC=clang build build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false; then
+    # The checked-in corpus is replayed first (a meson test), then new inputs
+    # are searched for in a scratch copy so the tree stays as it is.
+    run_suite build-fuzz --suite fuzz
+    scratch=$(mktemp -d)
+    cp -r tests/fuzz/corpus/domxml/. "$scratch/"
+    if build-fuzz/tests/fuzz/fuzz-domxml -dict=tests/fuzz/domxml.dict \
+        -max_total_time="${VPACK_FUZZ_SECONDS:-60}" -max_len=8192 -timeout=10 \
+        -rss_limit_mb=2048 -artifact_prefix="$scratch/" -print_final_stats=1 \
+        "$scratch" > build-fuzz/fuzz.log 2>&1; then
+        echo "fuzz: no crash ($(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/fuzz.log | grep -o '[0-9]*$') inputs)"
+        passed=$((passed + 1))
+    else
+        echo "fuzz: FAILED"; tail -40 build-fuzz/fuzz.log
+        failed=$((failed + 1))
     fi
+    rm -rf "$scratch"
+else
+    failed=$((failed + 1))
+fi
+
+if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
+    # With the sanitizer build's programs: vpackd, vpack-hook and vpackctl
+    # run under ASan and LeakSanitizer, and a leak or a crash fails the test.
+    echo "== integration tests (real libvirtd, real QEMU guests, sanitized programs)"
+    run_suite build-asan --suite integration
 fi
 
 echo

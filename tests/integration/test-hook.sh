@@ -16,7 +16,7 @@
 #              told to register with a vpackd stopped by SIGSTOP, exits 0
 #              within its bounded wait (50 ms, asserted < 300 ms wall); a
 #              domain still starts with that stalled vpackd on the default
-#              socket, costing no more than the bounded waits
+#              socket (median of 3 starts < 500 ms over the median without)
 #   agent      with vpackd on the default socket and state dir (libvirtd
 #              gives hooks a clean environment: no VPACK_SOCKET), a
 #              transient level-2 domain from `virsh create` is registered
@@ -38,8 +38,8 @@
 # libvirt facts this relies on (libvirt 9.0, checked on this machine): the
 # daemon looks for hooks at start and on SIGHUP only (a hook added later is
 # not run), but lists qemu.d/ on every call once it has seen one there; the
-# hook's environment is only LC_ALL=C, PATH and HOME (plus LD_PRELOAD,
-# LD_LIBRARY_PATH, USER, LOGNAME, TMPDIR when libvirtd has them); a failed
+# hook's environment is only LC_ALL=C, PATH and HOME (by libvirt's source also
+# LD_PRELOAD, LD_LIBRARY_PATH, USER, LOGNAME, TMPDIR when libvirtd has them); a failed
 # `prepare` shows as
 #   error: Hook script execution failed: internal error: Child process
 #   (LC_ALL=C PATH=... HOME=/root /etc/libvirt/hooks/qemu.d/vpack NAME
@@ -282,6 +282,9 @@ echo "== reconnect"
 # Running before the hook is installed: libvirtd's restart runs the hook
 # with `reconnect` for it.
 vp_define_start vphk-rc 1 idle "" "$(meta 2)"
+# Before the hook is in place: a libvirtd restart by another test would
+# make it live while that test runs.
+wait_quiet "installing the hook"
 install_hook
 reload_libvirtd || vp_die "libvirtd could not be reloaded"
 if [ "$VPHK_RELOAD" = hup ]; then
@@ -395,7 +398,7 @@ kill -STOP "$stalled_pid"
 if times_stall=$(start_cycles vphk-na 3); then
     med_stall=$(median <<<"$times_stall")
     echo "virsh start with no agent: $(words "$times_none") ms; with a stalled agent: $(words "$times_stall") ms"
-    if [ -n "$med_none" ] && [ $((med_stall - med_none)) -lt 1000 ]; then
+    if [ -n "$med_none" ] && [ $((med_stall - med_none)) -lt 500 ]; then
         pass "domain starts with a SIGSTOPped vpackd on the default socket (median ${med_stall} ms vs ${med_none} ms without)"
     else
         fail "start with a stalled vpackd: median ${med_stall} ms vs ${med_none:-?} ms without"
@@ -491,10 +494,17 @@ else
 fi
 [ -z "$(foreign_vpackd)" ] || vp_log "note: another vpackd runs; set-policy does not use it"
 out=$("$VPACKCTL" set-policy vphk-def 1 --config 2>&1) && rc=0 || rc=$?
-echo "vpackctl set-policy: exit $rc: $out"
+echo "vpackctl set-policy vphk-def 1 --config: exit $rc: $out"
 got=$(policy_of --inactive vphk-def)
-[ $rc -eq 0 ] && [ "$got" = "$NS 1" ] && pass "set-policy --config: level 1 in dumpxml --inactive" ||
+if [ $rc -eq 0 ] && [ "$got" = "$NS 1" ]; then
+    pass "set-policy --config: level 1 in dumpxml --inactive"
+elif [ $rc -eq 2 ] && "$VPACKCTL" set-policy --config vphk-def 1 >/dev/null 2>&1 &&
+     [ "$(policy_of --inactive vphk-def)" = "$NS 1" ]; then
+    fail "set-policy refuses options after DOMAIN LEVEL, as its usage writes them" \
+         "(set-policy --config vphk-def 1 works)"
+else
     fail "set-policy --config: exit $rc, policy '$got'"
+fi
 
 echo
 if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi

@@ -1,0 +1,238 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# vpackd's metrics endpoint against a real libvirtd, a real QEMU (TCG) guest
+# and a real Prometheus server. Phases:
+#
+#   scrape      one level-2 guest (vpmet-a); vpackd on a synthetic
+#               two-package topology serving metrics on a free port:
+#               /metrics answers 200 with the 0.0.4 content type, passes
+#               `promtool check metrics`, and has
+#               vpack_domain_level{domain="vpmet-a"} 2; cpuidle residency
+#               where the host has cpuidle, RAPL energy only where it has
+#               RAPL; / links /metrics, other paths 404, POST 405
+#   prometheus  a Prometheus server scraping vpackd every second answers
+#               query=vpack_domain_level{domain="vpmet-a"} with "2"
+#   oversized   a request with a 100 KiB header gets an error (431) or is
+#               dropped; /metrics still answers
+#   flood       200 idle TCP connections held open by a python3 script do
+#               not stop a scrape: curl /metrics answers 200 within 3 s
+#   stop        Prometheus stopped; SIGTERM: vpackd exits 0 (under ASan: no
+#               leak)
+#
+# VPACKD (default $VPACK_BUILDDIR/agent/vpackd), PROMETHEUS and PROMTOOL
+# pick the binaries.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+VP_PREFIX=vpmet-
+builddir=${VPACK_BUILDDIR:-$here/../../build}
+VPACKD=${VPACKD:-$builddir/agent/vpackd}
+PROMETHEUS=${PROMETHEUS:-prometheus}
+PROMTOOL=${PROMTOOL:-promtool}
+NS=urn:vpack:powerpolicy:1
+DOM=vpmet-a
+work=$(mktemp -d /tmp/vpack-metrics-test.XXXXXX)
+agent_pid=""
+prom_pid=""
+flood_pid=""
+failures=0
+
+vp_require_root
+[ -x "$VPACKD" ] || vp_die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
+
+stop_pid() { # PID: SIGTERM, then SIGKILL after 5 s
+    local pid=$1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$?
+    stop_pid "$flood_pid"
+    stop_pid "$prom_pid"
+    stop_pid "$agent_pid"
+    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
+        echo "---- vpackd log (last 40 lines)"; tail -n 40 "$work/vpackd.log" 2>/dev/null || true
+        echo "---- prometheus log (last 15 lines)"; tail -n 15 "$work/prometheus.log" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+    vp_cleanup
+    return $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# A TCP port nobody listens on now.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_until() { # SECONDS CMD...: polls every 0.2 s
+    local deadline=$((SECONDS + $1)); shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
+VP_PACKAGES+=(prometheus curl python3)
+vp_install_deps
+command -v "$PROMETHEUS" >/dev/null || vp_die "no prometheus binary"
+command -v "$PROMTOOL" >/dev/null || vp_die "no promtool binary"
+vp_start_libvirtd
+vp_build_guest
+vp_destroy_all_test_domains
+
+vp_define_start "$DOM" 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
+vp_wait_ready "$DOM"
+
+echo "== scrape"
+port=$(free_port)
+url=http://127.0.0.1:$port
+"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    --set metrics.port="$port" --set control.socket="$work/vpackd.sock" \
+    --set agent.state_dir="$work/state" \
+    >>"$work/vpackd.log" 2>&1 &
+agent_pid=$!
+wait_until 10 curl -sf -o /dev/null "$url/metrics" || vp_die "vpackd does not answer on $url/metrics"
+grep -q "metrics on http://127.0.0.1:$port/metrics" "$work/vpackd.log" &&
+    pass "vpackd logs the metrics address" || fail "no 'metrics on' line in the log"
+
+level_line="vpack_domain_level{domain=\"$DOM\"} 2"
+scrape() { curl -sf "$url/metrics" -o "$work/metrics.txt"; }
+has_level() { scrape && grep -qxF "$level_line" "$work/metrics.txt"; }
+if wait_until 15 has_level; then pass "$level_line"
+else fail "no '$level_line' in /metrics:"; grep vpack_domain "$work/metrics.txt" || true; fi
+
+ctype=$(curl -s -o /dev/null -w '%{content_type}' "$url/metrics")
+[ "$ctype" = "text/plain; version=0.0.4; charset=utf-8" ] &&
+    pass "Content-Type: $ctype" || fail "Content-Type: '$ctype'"
+if out=$("$PROMTOOL" check metrics <"$work/metrics.txt" 2>&1); then
+    pass "promtool check metrics: no complaint${out:+ ($out)}"
+else
+    fail "promtool check metrics: $out"
+fi
+echo "$(grep -c '^vpack_' "$work/metrics.txt") samples in $(grep -c '^# TYPE' "$work/metrics.txt") families"
+grep -E "^vpack_(domain_[a-z]+|vcpu_[a-z_]+)\{domain=\"$DOM\"" "$work/metrics.txt" | sed 's/^/    /'
+grep -q "^vpack_domain_package{domain=\"$DOM\",package=\"[01]\"} 1$" "$work/metrics.txt" &&
+    pass "vpack_domain_package for $DOM" || fail "no vpack_domain_package for $DOM"
+grep -q "^vpack_vcpu_delay_ratio{domain=\"$DOM\",vcpu=\"0\"} " "$work/metrics.txt" &&
+    pass "vpack_vcpu_delay_ratio for $DOM vCPU 0" || fail "no vpack_vcpu_delay_ratio for $DOM"
+if ls /sys/devices/system/cpu/cpu0/cpuidle/state0/time >/dev/null 2>&1; then
+    grep -q '^vpack_cpu_idle_state_residency_seconds_total{cpu="0",state=' "$work/metrics.txt" &&
+        pass "cpuidle residency of CPU 0" || fail "no cpuidle residency though the host has cpuidle"
+else
+    echo "host has no cpuidle: residency not checked"
+fi
+if ls -d /sys/class/powercap/intel-rapl:[0-9]* >/dev/null 2>&1; then
+    grep -q '^vpack_package_energy_joules_total{package=' "$work/metrics.txt" &&
+        pass "RAPL energy exported" || fail "host has RAPL but no vpack_package_energy_joules_total"
+else
+    grep -q 'vpack_package_energy' "$work/metrics.txt" &&
+        fail "no RAPL on this host, yet energy is exported" ||
+        pass "no RAPL on this host: no energy family at all"
+fi
+code() { curl -s -o /dev/null -w '%{http_code}' "$@" || true; }
+[ "$(code "$url/")" = 200 ] && curl -s "$url/" | grep -q 'href="/metrics"' &&
+    pass "/ links /metrics" || fail "/ does not link /metrics"
+[ "$(code "$url/nope")" = 404 ] && pass "/nope: 404" || fail "/nope: $(code "$url/nope")"
+[ "$(code -X POST -d x=1 "$url/metrics")" = 405 ] && pass "POST /metrics: 405" ||
+    fail "POST /metrics: $(code -X POST -d x=1 "$url/metrics")"
+[ "$(code -I "$url/metrics")" = 200 ] && pass "HEAD /metrics: 200" || fail "HEAD /metrics"
+
+echo "== prometheus"
+pport=$(free_port)
+cat >"$work/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: vpackd
+    static_configs:
+      - targets: ['127.0.0.1:$port']
+EOF
+"$PROMTOOL" check config "$work/prometheus.yml" >/dev/null || vp_die "bad Prometheus configuration"
+"$PROMETHEUS" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+    --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
+prom_pid=$!
+wait_until 30 curl -sf -o /dev/null "http://127.0.0.1:$pport/-/ready" ||
+    vp_die "Prometheus not ready on port $pport"
+# Prints the value of the query's single sample, or nothing.
+prom_query() {
+    curl -s "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1" |
+        python3 -c 'import json, sys
+d = json.load(sys.stdin)
+r = d.get("data", {}).get("result", []) if d.get("status") == "success" else []
+print(r[0]["value"][1] if len(r) == 1 else "")'
+}
+query="vpack_domain_level{domain=\"$DOM\"}"
+level_in_prom() { [ "$(prom_query "$query")" = 2 ]; }
+start=$SECONDS
+if wait_until 30 level_in_prom; then
+    pass "Prometheus: $query = $(prom_query "$query") after $((SECONDS - start)) s"
+    echo "   $(curl -s "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$query")"
+else
+    fail "Prometheus: $query = '$(prom_query "$query")'"
+    curl -s "http://127.0.0.1:$pport/api/v1/targets" | python3 -c 'import json, sys
+for t in json.load(sys.stdin)["data"]["activeTargets"]:
+    print("   target", t["scrapeUrl"], t["health"], t.get("lastError", ""))' || true
+fi
+echo "   Prometheus: up = $(prom_query 'up{job="vpackd"}'), scrape_samples_scraped = $(prom_query 'scrape_samples_scraped{job="vpackd"}')"
+samples=$(prom_query 'vpack_samples_total')
+[ -n "$samples" ] && pass "Prometheus has vpack_samples_total = $samples" || fail "no vpack_samples_total in Prometheus"
+
+echo "== oversized request"
+big=$(head -c 102400 /dev/zero | tr '\0' a)
+c=$(code -H "X-Big: $big" "$url/metrics")
+case $c in
+431 | 413 | 400 | 000) pass "100 KiB header: $c" ;;
+*) fail "100 KiB header answered $c" ;;
+esac
+[ "$(code "$url/metrics")" = 200 ] && pass "/metrics answers after it" || fail "/metrics broken after an oversized request"
+
+echo "== flood"
+cat >"$work/flood.py" <<'EOF'
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
+print("holding", len(held), flush=True)
+time.sleep(120)
+EOF
+python3 "$work/flood.py" "$port" 200 >"$work/flood.out" 2>&1 &
+flood_pid=$!
+wait_until 15 grep -q holding "$work/flood.out" || vp_die "flood: $(cat "$work/flood.out")"
+t=$(curl -s -o /dev/null --max-time 10 -w '%{http_code} %{time_total}' "$url/metrics" || true)
+echo "   with 200 idle connections held: HTTP ${t% *} in ${t#* } s"
+if [ "${t% *}" = 200 ] && awk -v t="${t#* }" 'BEGIN {exit !(t < 3)}'; then
+    pass "scrape during the flood: 200 in ${t#* } s"
+else
+    fail "scrape during the flood: '$t'"
+fi
+established=$(ss -Htn state established "( sport = :$port )" | wc -l)
+echo "   server-side connections still established: $established (limit 64)"
+stop_pid "$flood_pid"; flood_pid=""
+[ "$(code "$url/metrics")" = 200 ] && pass "/metrics answers after the flood" || fail "/metrics after the flood"
+kill -0 "$agent_pid" 2>/dev/null && pass "vpackd still running" || fail "vpackd died"
+
+echo "== stop"
+stop_pid "$prom_pid"; prom_pid=""
+kill -TERM "$agent_pid"
+rc=0
+wait "$agent_pid" || rc=$?
+agent_pid=""
+[ "$rc" -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc"
+curl -s -o /dev/null --max-time 2 "$url/metrics" && fail "the port still answers" ||
+    pass "metrics port closed"
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed"
+    exit 1
+fi
+echo "all metrics checks passed"

@@ -1,0 +1,743 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/prom.c: the Prometheus text of a hand-built metrics object, exact
+ * lines, escaping, histogram consistency and `promtool check metrics`
+ * (/usr/bin/promtool must exist: its absence fails the test). Then
+ * agent/metrics.c with a stub agent: the HTTP endpoint on a libuv loop with
+ * a fixture /sys tree (cpuidle states, a RAPL zone that wraps), its
+ * answers, its limits, and a clean stop with connections still open.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <uv.h>
+
+#include "metrics.h"
+#include "vpack/prom.h"
+
+#define PROMTOOL "/usr/bin/promtool"
+
+static const char fixture[] =
+    "{\"connected\": true, \"version\": \"0.1.0\", \"sysfs_root\": \"/\","
+    " \"demand\": 0.75, \"lifted\": false,"
+    " \"packages\": ["
+    "  {\"id\": 0, \"cpus\": \"0\", \"cores\": 1, \"busy\": 0.5, \"idle_seconds\": 1234.5,"
+    "   \"active\": true, \"wakeup\": true},"
+    "  {\"id\": 1, \"cpus\": \"1\", \"cores\": 1, \"busy\": 0.0, \"idle_seconds\": 2000,"
+    "   \"active\": false, \"wakeup\": false}],"
+    " \"domains\": ["
+    "  {\"name\": \"web1\", \"level\": 2, \"managed\": true, \"packages\": [0],"
+    "   \"vcpus\": [{\"id\": 0, \"util\": 0.8, \"delay\": 0.01}, {\"id\": 1, \"util\": 0.05, \"delay\": 0}]},"
+    "  {\"name\": \"we\\\"b\\\\2\\nx\", \"level\": 1, \"managed\": false, \"packages\": [0, 1, 1],"
+    "   \"vcpus\": []},"
+    "  {\"name\": \"bad\\u00ff\", \"level\": 0, \"managed\": false, \"packages\": [], \"vcpus\": []},"
+    "  {\"name\": \"web1\", \"level\": 0, \"managed\": false, \"packages\": [1], \"vcpus\": []}],"
+    " \"pin_ops\": [{\"reason\": \"plan\", \"result\": \"ok\", \"count\": 7},"
+    "             {\"reason\": \"plan\", \"result\": \"domain_gone\", \"count\": 1}],"
+    " \"rebalances\": [{\"reason\": \"first\", \"count\": 1}, {\"reason\": \"pack\", \"count\": 2}],"
+    " \"plan_duration\": {\"buckets\": [[0.0001, 1], [0.001, 3], [0.01, 4]], \"sum\": 0.0125,"
+    "                    \"count\": 5},"
+    " \"cycle_duration\": {\"buckets\": [[0.001, 0], [0.01, 2], [0.1, 2]], \"sum\": 0.009,"
+    "                     \"count\": 2},"
+    " \"samples\": 42, \"connects\": 1, \"hotplug_events\": 3, \"cgroup_repairs\": 0}";
+
+static struct json_object *parse_fixture(void)
+{
+    struct json_object *o = json_tokener_parse(fixture);
+    assert_non_null(o);
+    return o;
+}
+
+/* The stub agent of the endpoint tests. */
+struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
+{
+    (void)a;
+    return json_tokener_parse(fixture);
+}
+
+static bool has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, line, n) && (p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+#define assert_line(text, line)                                                                   \
+    do {                                                                                          \
+        if (!has_line(text, line))                                                                \
+            fail_msg("missing line: %s\n---- in:\n%s", line, text);                              \
+    } while (0)
+
+static char *render(const struct vpack_prom_host *host)
+{
+    struct json_object *o = parse_fixture();
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(vpack_prom_render(o, host, &text, &len), 0);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    json_object_put(o);
+    return text;
+}
+
+/* Runs promtool check metrics on text; fails the test when it complains. */
+static void promtool_check(const char *text)
+{
+    char path[] = "/tmp/vpack-prom-XXXXXX", cmd[256], out[4096];
+    size_t n;
+    if (access(PROMTOOL, X_OK) != 0)
+        fail_msg("%s is missing: install the prometheus package", PROMTOOL);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "%s check metrics < %s 2>&1", PROMTOOL, path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    unlink(path);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || n)
+        fail_msg("promtool check metrics failed (status %d):\n%s\n---- on:\n%s", st, out, text);
+}
+
+/* Every sample's family has # HELP and # TYPE lines before its samples. */
+static void check_families(const char *text)
+{
+    char name[128], want[160];
+    for (const char *p = text; *p; p = strchr(p, '\n') + 1) {
+        if (*p != '#') {
+            size_t n = strcspn(p, "{ ");
+            assert_true(n < sizeof(name));
+            memcpy(name, p, n);
+            name[n] = '\0';
+            snprintf(want, sizeof(want), "# TYPE %s ", name);
+            const char *t = strstr(text, want);
+            if (!t) {
+                /* A histogram's _bucket, _sum and _count. */
+                char *suffix = strrchr(name, '_');
+                assert_non_null(suffix);
+                *suffix = '\0';
+                snprintf(want, sizeof(want), "# TYPE %s histogram", name);
+                t = strstr(text, want);
+            }
+            if (!t || t > p)
+                fail_msg("no # TYPE before %.*s", (int)n, p);
+            snprintf(want, sizeof(want), "# HELP %s ", name);
+            const char *h = strstr(text, want);
+            if (!h || h > p)
+                fail_msg("no # HELP before %.*s", (int)n, p);
+        }
+        if (!strchr(p, '\n'))
+            break;
+    }
+}
+
+/* Buckets non-decreasing, +Inf last and equal to _count. */
+static void check_histogram(const char *text, const char *name)
+{
+    char prefix[128], want[160];
+    double prev = -1, inf = -1;
+    int nbuckets = 0;
+    snprintf(prefix, sizeof(prefix), "%s_bucket{le=\"", name);
+    for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix)) {
+        const char *q = strchr(p, '}');
+        assert_non_null(q);
+        double v = strtod(q + 2, NULL);
+        assert_true(v >= prev);
+        prev = v;
+        nbuckets++;
+        if (!strncmp(p + strlen(prefix), "+Inf\"", 5))
+            inf = v;
+        else
+            assert_true(inf < 0); /* nothing after +Inf */
+    }
+    assert_true(nbuckets >= 2);
+    snprintf(want, sizeof(want), "%s_count ", name);
+    const char *c = strstr(text, want);
+    assert_non_null(c);
+    assert_true(inf >= 0);
+    assert_true(strtod(c + strlen(want), NULL) == inf);
+}
+
+static void test_render_lines(void **state)
+{
+    (void)state;
+    char *t = render(NULL);
+    assert_line(t, "# HELP vpack_build_info vpackd's version; the value is always 1.");
+    assert_line(t, "# TYPE vpack_build_info gauge");
+    assert_line(t, "vpack_build_info{version=\"0.1.0\"} 1");
+    assert_line(t, "vpack_libvirt_connected 1");
+    assert_line(t, "# TYPE vpack_libvirt_connects_total counter");
+    assert_line(t, "vpack_libvirt_connects_total 1");
+    assert_line(t, "vpack_package_busy_ratio{package=\"0\"} 0.5");
+    assert_line(t, "vpack_package_busy_ratio{package=\"1\"} 0");
+    assert_line(t, "# TYPE vpack_package_idle_seconds_total counter");
+    assert_line(t, "vpack_package_idle_seconds_total{package=\"0\"} 1234.5");
+    assert_line(t, "vpack_package_idle_seconds_total{package=\"1\"} 2000");
+    assert_line(t, "vpack_package_active{package=\"0\"} 1");
+    assert_line(t, "vpack_package_active{package=\"1\"} 0");
+    assert_line(t, "vpack_package_wakeup{package=\"0\"} 1");
+    assert_line(t, "vpack_active_packages 1");
+    assert_line(t, "vpack_demand_cpus 0.75");
+    assert_line(t, "vpack_restrictions_lifted 0");
+    assert_line(t, "vpack_domain_level{domain=\"web1\"} 2");
+    assert_line(t, "vpack_domain_managed{domain=\"web1\"} 1");
+    assert_line(t, "vpack_domain_package{domain=\"web1\",package=\"0\"} 1");
+    assert_line(t, "vpack_vcpu_delay_ratio{domain=\"web1\",vcpu=\"0\"} 0.01");
+    assert_line(t, "vpack_vcpu_utilization_ratio{domain=\"web1\",vcpu=\"0\"} 0.8");
+    assert_line(t, "vpack_vcpu_utilization_ratio{domain=\"web1\",vcpu=\"1\"} 0.05");
+    assert_line(t, "# TYPE vpack_rebalances_total counter");
+    assert_line(t, "vpack_rebalances_total{reason=\"pack\"} 2");
+    assert_line(t, "# TYPE vpack_pin_operations_total counter");
+    assert_line(t, "vpack_pin_operations_total{reason=\"plan\",result=\"ok\"} 7");
+    assert_line(t, "vpack_pin_operations_total{reason=\"plan\",result=\"domain_gone\"} 1");
+    assert_line(t, "# TYPE vpack_plan_duration_seconds histogram");
+    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"0.0001\"} 1");
+    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"0.01\"} 4");
+    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"+Inf\"} 5");
+    assert_line(t, "vpack_plan_duration_seconds_sum 0.0125");
+    assert_line(t, "vpack_plan_duration_seconds_count 5");
+    assert_line(t, "vpack_sample_duration_seconds_bucket{le=\"+Inf\"} 2");
+    assert_line(t, "vpack_samples_total 42");
+    assert_line(t, "vpack_hotplug_events_total 3");
+    assert_line(t, "vpack_cgroup_repairs_total 0");
+    /* No host readings: neither family, not even its header. */
+    assert_null(strstr(t, "vpack_cpu_idle_state"));
+    assert_null(strstr(t, "vpack_package_energy"));
+    assert_int_equal(t[strlen(t) - 1], '\n');
+    check_families(t);
+    free(t);
+}
+
+static void test_render_escaping(void **state)
+{
+    (void)state;
+    char *t = render(NULL);
+    /* we"b\2<LF>x: quote, backslash and line feed escaped. */
+    assert_line(t, "vpack_domain_level{domain=\"we\\\"b\\\\2\\nx\"} 1");
+    assert_line(t, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"0\"} 1");
+    /* The repeated package is one series. */
+    assert_line(t, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"1\"} 1");
+    const char *p = strstr(t, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"1\"}");
+    assert_null(strstr(p + 1, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"1\"}"));
+    /* U+00FF stays as it is (valid UTF-8). */
+    assert_line(t, "vpack_domain_level{domain=\"bad\xc3\xbf\"} 0");
+    /* The second "web1" is left out: one series per label set. */
+    assert_null(strstr(t, "vpack_domain_level{domain=\"web1\"} 0"));
+    assert_null(strstr(t, "vpack_domain_package{domain=\"web1\",package=\"1\"}"));
+    free(t);
+}
+
+static void test_render_invalid_utf8(void **state)
+{
+    (void)state;
+    struct json_object *o = json_object_new_object(), *doms = json_object_new_array();
+    struct json_object *d = json_object_new_object();
+    char *t = NULL;
+    json_object_object_add(d, "name", json_object_new_string("x\xff\xc3(y\xed\xa0\x80z"));
+    json_object_object_add(d, "level", json_object_new_int(2));
+    json_object_array_add(doms, d);
+    json_object_object_add(o, "domains", doms);
+    assert_int_equal(vpack_prom_render(o, NULL, &t, NULL), 0);
+    /* Each invalid byte becomes U+FFFD; "(" after a cut sequence stays. */
+    assert_line(t, "vpack_domain_level{domain=\"x\xef\xbf\xbd\xef\xbf\xbd(y"
+                   "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz\"} 2");
+    json_object_put(o);
+    free(t);
+}
+
+static void test_render_host(void **state)
+{
+    (void)state;
+    struct vpack_prom_idle_state idle[] = {
+        {1, "C6", 12.5}, {0, "POLL", 0}, {0, "C1 \"x\"", 3.25}, {1, "C6", 99}, {0, NULL, 1}};
+    struct vpack_prom_energy energy[] = {{1, 1500.25}, {0, 3.5e6}};
+    struct vpack_prom_host host = {idle, 5, energy, 2};
+    char *t = render(&host);
+    assert_line(t, "# TYPE vpack_cpu_idle_state_residency_seconds_total counter");
+    assert_line(t, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"0\",state=\"POLL\"} 0");
+    assert_line(t, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"0\",state=\"C1 \\\"x\\\"\"} 3.25");
+    assert_line(t, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"1\",state=\"C6\"} 12.5");
+    /* A repeated (cpu, state) is one series; sorted by CPU. */
+    assert_null(strstr(t, "state=\"C6\"} 99"));
+    assert_true(strstr(t, "cpu=\"0\",state=\"POLL\"") < strstr(t, "cpu=\"1\",state=\"C6\""));
+    assert_line(t, "# TYPE vpack_package_energy_joules_total counter");
+    assert_line(t, "vpack_package_energy_joules_total{package=\"1\"} 1500.25");
+    assert_line(t, "vpack_package_energy_joules_total{package=\"0\"} 3500000");
+    check_families(t);
+    promtool_check(t);
+    free(t);
+}
+
+static void test_histograms(void **state)
+{
+    (void)state;
+    char *t = render(NULL);
+    check_histogram(t, "vpack_plan_duration_seconds");
+    check_histogram(t, "vpack_sample_duration_seconds");
+    free(t);
+}
+
+static void test_promtool(void **state)
+{
+    (void)state;
+    char *t = render(NULL);
+    promtool_check(t);
+    free(t);
+}
+
+static void test_promtool_rejects(void **state)
+{
+    (void)state;
+    /* The check itself works: promtool does fail a broken exposition. */
+    char path[] = "/tmp/vpack-prom-XXXXXX", cmd[256];
+    static const char bad[] = "# TYPE x counter\nx{a=\"1} 1\n";
+    if (access(PROMTOOL, X_OK) != 0)
+        fail_msg("%s is missing: install the prometheus package", PROMTOOL);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bad, sizeof(bad) - 1), (ssize_t)sizeof(bad) - 1);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "%s check metrics < %s >/dev/null 2>&1", PROMTOOL, path);
+    int st = system(cmd);
+    unlink(path);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+}
+
+static void test_render_edge(void **state)
+{
+    (void)state;
+    char *t = NULL;
+    struct json_object *arr = json_object_new_array();
+    assert_int_equal(vpack_prom_render(arr, NULL, &t, NULL), -EINVAL);
+    assert_null(t);
+    assert_int_equal(vpack_prom_render(NULL, NULL, &t, NULL), -EINVAL);
+    json_object_put(arr);
+
+    /* An empty object renders to nothing, wrong types are skipped. */
+    struct json_object *o = json_tokener_parse(
+        "{\"connected\": \"yes\", \"samples\": 3.0, \"demand\": 1e300,"
+        " \"packages\": [{\"busy\": 1}, 7],"
+        " \"plan_duration\": {\"buckets\": [[0.1, 1], [0.05, 1], [\"x\", 2], [0.2]],"
+        "   \"sum\": 1, \"count\": 2}}");
+    size_t len;
+    assert_int_equal(vpack_prom_render(o, NULL, &t, &len), 0);
+    assert_null(strstr(t, "vpack_libvirt_connected"));
+    assert_line(t, "vpack_samples_total 3");
+    assert_line(t, "vpack_demand_cpus 1e+300");
+    assert_null(strstr(t, "vpack_package_busy_ratio"));
+    assert_line(t, "vpack_active_packages 0");
+    /* Out-of-order and malformed buckets are left out. */
+    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"0.1\"} 1");
+    assert_null(strstr(t, "le=\"0.05\""));
+    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"+Inf\"} 2");
+    check_histogram(t, "vpack_plan_duration_seconds");
+    promtool_check(t);
+    json_object_put(o);
+    free(t);
+
+    o = json_object_new_object();
+    assert_int_equal(vpack_prom_render(o, NULL, &t, &len), 0);
+    assert_string_equal(t, "");
+    assert_int_equal(len, 0);
+    json_object_put(o);
+    free(t);
+}
+
+static void test_wrap_delta(void **state)
+{
+    (void)state;
+    assert_int_equal(vpack_prom_wrap_delta(100, 250, 1000), 150);
+    assert_int_equal(vpack_prom_wrap_delta(900, 100, 1000), 200);
+    assert_int_equal(vpack_prom_wrap_delta(5, 5, 1000), 0);
+    /* No usable range: taken as a restart from 0. */
+    assert_int_equal(vpack_prom_wrap_delta(900, 100, 0), 100);
+    assert_int_equal(vpack_prom_wrap_delta(2000, 100, 1000), 100);
+    assert_int_equal(vpack_prom_wrap_delta(262143328850ull, 10, 262143328850ull), 10);
+}
+
+/* ------------------------------------------------------- the HTTP endpoint */
+
+static void put_file(const char *root, const char *rel, const char *text)
+{
+    char path[4096], cmd[4200];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static char *make_root(void)
+{
+    char *root = strdup("/tmp/vpack-prom-root-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    put_file(root, "sys/devices/system/cpu/cpu0/cpuidle/state0/name", "POLL\n");
+    put_file(root, "sys/devices/system/cpu/cpu0/cpuidle/state0/time", "0\n");
+    put_file(root, "sys/devices/system/cpu/cpu0/cpuidle/state1/name", "C1\n");
+    put_file(root, "sys/devices/system/cpu/cpu0/cpuidle/state1/time", "2500000\n");
+    put_file(root, "sys/devices/system/cpu/cpu1/cpuidle/state0/name", "haltpoll idle\n");
+    put_file(root, "sys/devices/system/cpu/cpu1/cpuidle/state0/time", "1500\n");
+    /* Not CPUs or states: left alone. */
+    put_file(root, "sys/devices/system/cpu/cpuidle/current_driver", "haltpoll\n");
+    put_file(root, "sys/devices/system/cpu/cpu1/cpuidle/driver/name", "x\n");
+    put_file(root, "sys/devices/system/cpu/cpu2/online", "0\n");
+    /* Package 0 in two dies, a sub-zone and a platform zone. */
+    put_file(root, "sys/class/powercap/intel-rapl:0/name", "package-0-die-0\n");
+    put_file(root, "sys/class/powercap/intel-rapl:0/energy_uj", "900\n");
+    put_file(root, "sys/class/powercap/intel-rapl:0/max_energy_range_uj", "1000\n");
+    put_file(root, "sys/class/powercap/intel-rapl:2/name", "package-0-die-1\n");
+    put_file(root, "sys/class/powercap/intel-rapl:2/energy_uj", "1000000\n");
+    put_file(root, "sys/class/powercap/intel-rapl:2/max_energy_range_uj", "262143328850\n");
+    put_file(root, "sys/class/powercap/intel-rapl:0:0/name", "core\n");
+    put_file(root, "sys/class/powercap/intel-rapl:0:0/energy_uj", "5\n");
+    put_file(root, "sys/class/powercap/intel-rapl:1/name", "psys\n");
+    put_file(root, "sys/class/powercap/intel-rapl:1/energy_uj", "7\n");
+    return root;
+}
+
+static void remove_root(char *root)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    free(root);
+}
+
+static int connect_to(unsigned port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends req (headers_len bytes of it) and reads the answer until the server closes. */
+static char *http_raw(unsigned port, const char *req, size_t req_len)
+{
+    int fd = connect_to(port);
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    if (fd < 0 || !buf) {
+        if (fd >= 0)
+            close(fd);
+        free(buf);
+        return NULL;
+    }
+    for (size_t off = 0; off < req_len;) {
+        ssize_t n = send(fd, req + off, req_len - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            break; /* the server may answer and close before reading it all */
+        off += (size_t)n;
+    }
+    for (;;) {
+        if (len + 1 == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    close(fd);
+    return buf;
+}
+
+static char *http(unsigned port, const char *method, const char *path)
+{
+    char req[512];
+    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     method, path);
+    return http_raw(port, req, (size_t)n);
+}
+
+static int status_of(const char *resp)
+{
+    int st = 0;
+    if (!resp || sscanf(resp, "HTTP/1.1 %d", &st) != 1)
+        return -1;
+    return st;
+}
+
+static const char *body_of(const char *resp)
+{
+    const char *b = resp ? strstr(resp, "\r\n\r\n") : NULL;
+    return b ? b + 4 : "";
+}
+
+enum { R_METRICS, R_METRICS2, R_HEAD, R_INDEX, R_404, R_POST, R_POST_INDEX, R_BIG, R_AFTER_BIG,
+       R_FLOOD, R_N };
+
+struct endpoint_test {
+    uv_loop_t loop;
+    uv_async_t done;
+    struct vpack_metrics *m;
+    unsigned port;
+    char *root;
+    char *resp[R_N];
+    int flood_open;
+    double flood_ms;
+    int held[128];
+    int nheld;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The client side, on its own thread while the test's loop serves. */
+static void *client(void *arg)
+{
+    struct endpoint_test *t = arg;
+    char path[4096];
+    t->resp[R_METRICS] = http(t->port, "GET", "/metrics");
+    /* The RAPL zone wraps (900 -> 100 of 1000 uJ): +200 uJ, not a reset. */
+    snprintf(path, sizeof(path), "%s/sys/class/powercap/intel-rapl:0/energy_uj", t->root);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("100\n", f);
+        fclose(f);
+    }
+    t->resp[R_METRICS2] = http(t->port, "GET", "/metrics?x=1");
+    t->resp[R_HEAD] = http(t->port, "HEAD", "/metrics");
+    t->resp[R_INDEX] = http(t->port, "GET", "/");
+    t->resp[R_404] = http(t->port, "GET", "/metrics/x");
+    t->resp[R_POST] = http(t->port, "POST", "/metrics");
+    t->resp[R_POST_INDEX] = http(t->port, "DELETE", "/");
+
+    /* A 100 KiB header: refused, and the endpoint goes on. */
+    size_t big = 100 * 1024;
+    char *req = malloc(big + 128);
+    if (req) {
+        int n = snprintf(req, 128, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ");
+        memset(req + n, 'a', big);
+        memcpy(req + n + big, "\r\n\r\n", 4);
+        t->resp[R_BIG] = http_raw(t->port, req, (size_t)n + big + 4);
+        free(req);
+    }
+    t->resp[R_AFTER_BIG] = http(t->port, "GET", "/metrics");
+
+    /* 128 idle connections (twice the limit), half of them mid-request. */
+    for (int i = 0; i < 128; i++) {
+        int fd = connect_to(t->port);
+        if (fd < 0)
+            break;
+        if (i % 2)
+            send(fd, "GET /metrics HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+        t->held[t->nheld++] = fd;
+    }
+    double t0 = now_ms();
+    t->resp[R_FLOOD] = http(t->port, "GET", "/metrics");
+    t->flood_ms = now_ms() - t0;
+    /* The ones evicted have seen the end of the stream; about 56 are left. */
+    for (int i = 0; i < t->nheld; i++) {
+        char c;
+        ssize_t n = recv(t->held[i], &c, 1, MSG_DONTWAIT);
+        t->flood_open += n < 0 && errno == EAGAIN;
+    }
+    /* Half of the rest stay open: the stop must close them. */
+    for (int i = 0; i < t->nheld; i += 2)
+        close(t->held[i]);
+    uv_async_send(&t->done);
+    return NULL;
+}
+
+static void on_done(uv_async_t *a)
+{
+    struct endpoint_test *t = a->data;
+    vpack_metrics_stop(t->m);
+    t->m = NULL;
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void start_endpoint(struct endpoint_test *t, struct vpack_config *cfg)
+{
+    char *err = NULL;
+    assert_int_equal(vpack_config_init(cfg), 0);
+    cfg->metrics_port = 0;
+    free(cfg->sysfs_root);
+    cfg->sysfs_root = strdup(t->root);
+    int r = vpack_metrics_start(&t->loop, cfg, NULL, &t->m, &err);
+    if (r < 0)
+        fail_msg("vpack_metrics_start: %s", err ? err : strerror(-r));
+    t->port = vpack_metrics_port(t->m);
+    assert_true(t->port > 0 && t->port < 65536);
+}
+
+static void test_endpoint(void **state)
+{
+    (void)state;
+    struct endpoint_test t = {0};
+    struct vpack_config cfg;
+    pthread_t th;
+
+    t.root = make_root();
+    assert_int_equal(uv_loop_init(&t.loop), 0);
+    start_endpoint(&t, &cfg);
+    uv_async_init(&t.loop, &t.done, on_done);
+    t.done.data = &t;
+    assert_int_equal(pthread_create(&th, NULL, client, &t), 0);
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    pthread_join(th, NULL);
+    assert_int_equal(uv_loop_close(&t.loop), 0);
+    for (int i = 1; i < t.nheld; i += 2)
+        close(t.held[i]);
+
+    const char *r = t.resp[R_METRICS];
+    assert_int_equal(status_of(r), 200);
+    assert_non_null(strstr(r, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+    const char *b = body_of(r);
+    assert_line(b, "vpack_domain_level{domain=\"web1\"} 2");
+    assert_line(b, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"0\",state=\"C1\"} 2.5");
+    assert_line(b, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"0\",state=\"POLL\"} 0");
+    assert_line(b, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"1\",state=\"haltpoll idle\"} 0.0015");
+    assert_null(strstr(b, "cpu=\"2\""));
+    /* Package 0's two dies summed; no psys, no sub-zone. */
+    assert_line(b, "vpack_package_energy_joules_total{package=\"0\"} 1.0009");
+    assert_null(strstr(b, "vpack_package_energy_joules_total{package=\"1\""));
+    promtool_check(b);
+
+    r = t.resp[R_METRICS2];
+    assert_int_equal(status_of(r), 200);
+    assert_line(body_of(r), "vpack_package_energy_joules_total{package=\"0\"} 1.0011");
+
+    r = t.resp[R_HEAD];
+    assert_int_equal(status_of(r), 200);
+    assert_string_equal(body_of(r), "");
+    assert_non_null(strstr(r, "\r\nContent-Length: "));
+
+    r = t.resp[R_INDEX];
+    assert_int_equal(status_of(r), 200);
+    assert_non_null(strstr(body_of(r), "href=\"/metrics\""));
+    assert_int_equal(status_of(t.resp[R_404]), 404);
+    assert_int_equal(status_of(t.resp[R_POST]), 405);
+    assert_non_null(strstr(t.resp[R_POST], "\r\nAllow: GET, HEAD\r\n"));
+    assert_int_equal(status_of(t.resp[R_POST_INDEX]), 405);
+
+    /* Oversized: 431 (or dropped), then business as usual. */
+    int big = status_of(t.resp[R_BIG]);
+    assert_true(big == 431 || big == 413 || big == -1);
+    assert_int_equal(status_of(t.resp[R_AFTER_BIG]), 200);
+
+    assert_int_equal(t.nheld, 128);
+    assert_int_equal(status_of(t.resp[R_FLOOD]), 200);
+    print_message("scrape with 128 idle connections held: %.1f ms; %d of them still open\n",
+                  t.flood_ms, t.flood_open);
+    assert_true(t.flood_ms < 2000);
+    assert_true(t.flood_open <= 64);
+
+    for (int i = 0; i < R_N; i++)
+        free(t.resp[i]);
+    vpack_config_clear(&cfg);
+    remove_root(t.root);
+}
+
+static void test_endpoint_errors(void **state)
+{
+    (void)state;
+    struct endpoint_test t = {0};
+    struct vpack_config cfg, cfg2;
+    struct vpack_metrics *m2 = NULL;
+    char *err = NULL;
+
+    t.root = make_root();
+    assert_int_equal(uv_loop_init(&t.loop), 0);
+    start_endpoint(&t, &cfg);
+
+    /* The same port again: refused, with MHD's reason. */
+    assert_int_equal(vpack_config_init(&cfg2), 0);
+    cfg2.metrics_port = t.port;
+    assert_true(vpack_metrics_start(&t.loop, &cfg2, NULL, &m2, &err) < 0);
+    assert_null(m2);
+    assert_non_null(err);
+    print_message("second endpoint on port %u: %s\n", t.port, err);
+    assert_non_null(strstr(err, "in use"));
+    free(err);
+    err = NULL;
+
+    free(cfg2.metrics_listen);
+    cfg2.metrics_listen = strdup("localhost");
+    cfg2.metrics_port = 0;
+    assert_int_equal(vpack_metrics_start(&t.loop, &cfg2, NULL, &m2, &err), -EINVAL);
+    assert_non_null(strstr(err, "'localhost'"));
+    free(err);
+    err = NULL;
+
+    /* IPv6 loopback, where the host has it. */
+    free(cfg2.metrics_listen);
+    cfg2.metrics_listen = strdup("[::1]");
+    if (vpack_metrics_start(&t.loop, &cfg2, NULL, &m2, &err) == 0) {
+        assert_true(vpack_metrics_port(m2) > 0);
+        vpack_metrics_stop(m2);
+    } else {
+        print_message("no IPv6 loopback: %s\n", err);
+        free(err);
+    }
+    vpack_config_clear(&cfg2);
+
+    vpack_metrics_stop(t.m);
+    vpack_metrics_stop(NULL);
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&t.loop), 0);
+    vpack_config_clear(&cfg);
+    remove_root(t.root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render_lines),
+        cmocka_unit_test(test_render_escaping),
+        cmocka_unit_test(test_render_invalid_utf8),
+        cmocka_unit_test(test_render_host),
+        cmocka_unit_test(test_histograms),
+        cmocka_unit_test(test_promtool),
+        cmocka_unit_test(test_promtool_rejects),
+        cmocka_unit_test(test_render_edge),
+        cmocka_unit_test(test_wrap_delta),
+        cmocka_unit_test(test_endpoint),
+        cmocka_unit_test(test_endpoint_errors),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
