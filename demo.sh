@@ -27,6 +27,20 @@ agent_pid=""
 vp_require_root
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+# The demo checks what it shows, so that it doubles as a test.
+state_of() { # PACKAGE: "active" or "parked", from vpackctl status --json
+    "$vpackctl" status --json --socket "$sock" |
+        python3 -c "import json,sys; print([p['state'] for p in json.load(sys.stdin)['packages'] if p['id'] == $1][0])"
+}
+expect_state() { # PACKAGE STATE SECONDS
+    for _ in $(seq $(($3 * 5))); do
+        [ "$(state_of "$1")" = "$2" ] && return 0
+        sleep 0.2
+    done
+    echo "demo: package $1 is not $2 after $3 s" >&2
+    return 1
+}
+
 finish() {
     local rc=$?
     if [ -n "${VPACK_DEMO_KEEP:-}" ] && [ $rc -eq 0 ]; then
@@ -76,7 +90,8 @@ say "starting vpackd (CPU 0 and CPU 1 treated as two packages)"
     >"$work/vpackd.log" 2>&1 &
 agent_pid=$!
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-sleep 6
+expect_state 1 parked 20
+sleep 2
 "$vpackctl" status --socket "$sock"
 echo
 echo "measuring CPU 1 (package 1) for 10 s:"
@@ -85,12 +100,12 @@ vp_cpu_busy_sample 10 | awk '{printf "  %s busy %.0f%%, idle %.0f%%\n", $1, $2 *
 say "raising the load: a fourth guest with two busy-looping vCPUs"
 vp_define_start vpdemo-burst 2 busy:2 "" "$META2"
 vp_wait_ready vpdemo-burst
-sleep 4
+expect_state 1 active 10
 "$vpackctl" status --socket "$sock"
 
 say "the load falls again: vpackd packs after the pack delay and residency"
 vp_virsh destroy vpdemo-burst >/dev/null
-sleep 14
+expect_state 1 parked 40
 "$vpackctl" status --socket "$sock"
 echo
 echo "why vpdemo-web is where it is:"

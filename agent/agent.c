@@ -1154,7 +1154,7 @@ struct json_object *vpack_agent_status_json(struct vpack_agent *a)
         struct json_object *o = json_object_new_object();
         json_object_object_add(o, "name", json_object_new_string(d->name));
         json_object_object_add(o, "level", json_object_new_int(effective_level(a, d)));
-        json_object_object_add(o, "managed", json_object_new_boolean(d->known));
+        json_object_object_add(o, "managed", json_object_new_boolean(d->known && effective_level(a, d) >= 1));
         struct json_object *pk = json_object_new_array();
         for (int k = 0; k < d->npackages; k++)
             json_object_array_add(pk, json_object_new_int(d->packages[k]));
@@ -1203,7 +1203,7 @@ struct json_object *vpack_agent_explain_json(struct vpack_agent *a, const char *
         json_object_object_add(o, "uuid", json_object_new_string(d->uuid));
         json_object_object_add(o, "level", json_object_new_int(effective_level(a, d)));
         json_object_object_add(o, "level_set", json_object_new_boolean(d->level >= 0));
-        json_object_object_add(o, "managed", json_object_new_boolean(d->known));
+        json_object_object_add(o, "managed", json_object_new_boolean(d->known && effective_level(a, d) >= 1));
         json_object_object_add(o, "cpuset", d->has_bound ? cpuset_json(&d->bound) : NULL);
         json_object_object_add(o, "reason", json_object_new_string(d->reason ? d->reason : ""));
         struct json_object *pk = json_object_new_array();
@@ -1439,7 +1439,7 @@ struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
         struct json_object *o = json_object_new_object();
         json_object_object_add(o, "name", json_object_new_string(d->name));
         json_object_object_add(o, "level", json_object_new_int(effective_level(a, d)));
-        json_object_object_add(o, "managed", json_object_new_boolean(d->known));
+        json_object_object_add(o, "managed", json_object_new_boolean(d->known && effective_level(a, d) >= 1));
         struct json_object *pk = json_object_new_array();
         for (int k = 0; k < d->npackages; k++)
             json_object_array_add(pk, json_object_new_int(d->packages[k]));

@@ -27,8 +27,10 @@ struct client {
     char *buf;
     size_t len, cap;
     bool privileged;
+    bool draining;         /* no more reading; closes once its answers are written */
     uid_t uid;
     int closing;           /* handles still to close */
+    uv_shutdown_t shutdown;
 };
 
 struct vpack_control {
@@ -69,6 +71,28 @@ static void client_close(struct client *cl)
     cl->closing = 2;
     uv_close((uv_handle_t *)&cl->pipe, client_freed);
     uv_close((uv_handle_t *)&cl->idle, client_freed);
+}
+
+static void on_drained(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    client_close(req->data);
+}
+
+/*
+ * Stops reading and closes the client once the answers already queued are
+ * written (a client that half-closes after pipelining its requests gets them
+ * all). One that does not read them is closed by its idle timer.
+ */
+static void client_finish(struct client *cl)
+{
+    if (cl->closing || cl->draining)
+        return;
+    cl->draining = true;
+    uv_read_stop((uv_stream_t *)&cl->pipe);
+    cl->shutdown.data = cl;
+    if (uv_shutdown(&cl->shutdown, (uv_stream_t *)&cl->pipe, on_drained) < 0)
+        client_close(cl);
 }
 
 struct write_req {
@@ -144,8 +168,11 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     req = json_tokener_parse_ex(tok, line, (int)len);
     if (!req || json_tokener_get_error(tok) != json_tokener_success ||
         json_tokener_get_parse_end(tok) != len) {
+        enum json_tokener_error e = json_tokener_get_error(tok);
         send_error(cl, "invalid JSON: %s",
-                   req ? "trailing data" : json_tokener_error_desc(json_tokener_get_error(tok)));
+                   req                            ? "trailing data"
+                   : e == json_tokener_continue ? "incomplete"
+                                                  : json_tokener_error_desc(e));
         goto out;
     }
     if (!json_object_is_type(req, json_type_object) || !json_object_object_get_ex(req, "op", &op) ||
@@ -257,7 +284,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     struct client *cl = s->data;
     (void)buf;
     if (n < 0) {
-        client_close(cl);
+        if (n == UV_EOF)
+            client_finish(cl);
+        else
+            client_close(cl);
         return;
     }
     cl->len += (size_t)n;
@@ -269,7 +299,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         size_t ll = (size_t)(nl - cl->buf);
         if (ll > cl->ctl->max_line) {
             send_error(cl, "request line longer than %zu bytes", cl->ctl->max_line);
-            client_close(cl);
+            client_finish(cl);
             return;
         }
         if (ll > 0)
@@ -281,7 +311,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (cl->len > cl->ctl->max_line) {
         send_error(cl, "request line longer than %zu bytes", cl->ctl->max_line);
-        client_close(cl);
+        client_finish(cl);
     }
 }
 

@@ -272,8 +272,18 @@ int vpackctl_request(const char *path, struct json_object *req, int timeout_ms,
             snprintf(why, whylen, "%s", strerror(-ret));
         goto cleanup;
     }
-    if ((ret = send_all(fd, line, len, deadline)) < 0 ||
-        (ret = recv_line(fd, deadline, &reply, &rlen)) < 0) {
+    ret = send_all(fd, line, len, deadline);
+    /*
+     * The agent may answer and close before it reads the request ("too many
+     * clients"): the send fails, but what it said is still there to read.
+     */
+    if (ret == 0 || ret == -EPIPE || ret == -ECONNRESET) {
+        int r = recv_line(fd, deadline, &reply, &rlen);
+
+        if (ret == 0 || r == 0)
+            ret = r;
+    }
+    if (ret < 0) {
         if (ret == -ETIMEDOUT)
             snprintf(why, whylen, "no answer within %s", tmo);
         else if (ret == -ECONNRESET || ret == -EPIPE)
