@@ -20,6 +20,7 @@
 #include "log.h"
 #include "virt.h"
 #include "vpack/domxml.h"
+#include "vpack/procstat.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
 
@@ -56,6 +57,9 @@ struct agent_dom {
     char *reason;          /* the policy's last word on it */
     int npackages;
     int packages[8];
+    char *memcg;           /* its cgroup v1 memory group, for memory.numa_stat */
+    unsigned nmem;
+    struct vpack_mem_share mem[16]; /* share of its memory per NUMA node */
 };
 
 /* Pin operations by why and how they ended, for the metrics. */
@@ -120,6 +124,7 @@ static void dom_free(struct agent_dom *d)
     free(d->vcpu_online);
     free(d->iothreads);
     free(d->reason);
+    free(d->memcg);
     memset(d, 0, sizeof(*d));
 }
 
@@ -180,6 +185,46 @@ static void free_mask(const struct vpack_agent *a, const struct agent_dom *d,
 static int effective_level(const struct vpack_agent *a, const struct agent_dom *d)
 {
     return d->level >= 0 ? d->level : a->cfg.policy.default_level;
+}
+
+/* The cgroup v1 memory group of a process ("/machine/qemu-1-a.libvirt-qemu"), or NULL. */
+static char *memory_cgroup(const struct vpack_agent *a, int pid)
+{
+    char path[64], *buf = NULL, *res = NULL;
+    if (pid <= 0)
+        return NULL;
+    snprintf(path, sizeof(path), "proc/%d/cgroup", pid);
+    if (vpack_host_read_file(a->cfg.sysfs_root, path, 1 << 16, &buf, NULL) < 0)
+        return NULL;
+    for (char *line = strtok(buf, "\n"); line && !res; line = strtok(NULL, "\n")) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        /* "4:memory:/machine/..." (the controller list may hold several names) */
+        for (char *tok = strtok_r(c1 + 1, ",", &c1); tok; tok = strtok_r(NULL, ",", &c1))
+            if (!strcmp(tok, "memory")) {
+                res = strdup(c2 + 1);
+                break;
+            }
+    }
+    free(buf);
+    return res;
+}
+
+/* Where the domain's memory is (memory.numa_stat); read every few samples. */
+static void sample_memory(struct vpack_agent *a, struct agent_dom *d)
+{
+    char path[4096], *buf = NULL;
+    size_t len;
+    if (!d->memcg)
+        return;
+    snprintf(path, sizeof(path), "sys/fs/cgroup/memory%s/memory.numa_stat", d->memcg);
+    if (vpack_host_read_file(a->cfg.sysfs_root, path, 1 << 20, &buf, &len) < 0)
+        return;
+    if (vpack_numastat_parse(buf, len, d->mem, 16, &d->nmem) < 0)
+        d->nmem = 0;
+    free(buf);
 }
 
 /* Re-reads what the guest asked for (inactive XML) and what is applied (live pins). */
@@ -306,6 +351,8 @@ static int dom_refresh(struct vpack_agent *a, struct agent_dom *d)
                 d->iothreads[i].applied_known = true;
             }
     }
+    free(d->memcg);
+    d->memcg = memory_cgroup(a, info.pid);
     d->refresh = false;
     r = 0;
     log_debug("domain %s: refreshed (level %d, %u vCPUs, %u iothreads%s)", d->name, d->level,
@@ -473,6 +520,8 @@ static void sample_domains(struct vpack_agent *a)
         }
         d->prev_cpu_time = recs[i].cpu_time_ns;
         d->have_prev_cpu = true;
+        if (a->ctr.samples % 5 == 1)
+            sample_memory(a, d);
     }
     vpack_virt_stats_free(recs, n);
     a->prev_ns = now;
@@ -529,6 +578,13 @@ static int build_snapshot(struct vpack_agent *a, struct vpack_snapshot **out, un
             if (!ds->cpuset)
                 goto fail;
             *ds->cpuset = d->bound;
+        }
+        if (d->nmem) {
+            ds->memory = malloc(d->nmem * sizeof(*ds->memory));
+            if (!ds->memory)
+                goto fail;
+            memcpy(ds->memory, d->mem, d->nmem * sizeof(*ds->memory));
+            ds->nmemory = d->nmem;
         }
         unsigned j = 0;
         for (unsigned v = 0; v < d->nvcpus; v++)
@@ -1455,6 +1511,26 @@ struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
             json_object_array_add(vc, t);
         }
         json_object_object_add(o, "vcpus", vc);
+        /* Memory outside the packages it is placed on, where NUMA nodes are known. */
+        if (d->nmem && d->npackages > 0 && d->known && effective_level(a, d) >= 1) {
+            double local = 0;
+            bool nodes = false;
+            for (int k = 0; k < d->npackages; k++) {
+                int pi = vpack_topology_package_index(a->topo, d->packages[k]);
+                if (pi < 0)
+                    continue;
+                const struct vpack_package *pkg = &a->topo->packages[pi];
+                for (unsigned nn = 0; nn < pkg->nnuma; nn++) {
+                    nodes = true;
+                    for (unsigned m = 0; m < d->nmem; m++)
+                        if (d->mem[m].node == pkg->numa_nodes[nn])
+                            local += d->mem[m].share;
+                }
+            }
+            if (nodes)
+                json_object_object_add(o, "remote_memory",
+                                       json_object_new_double(local >= 1 ? 0 : 1 - local));
+        }
         json_object_array_add(doms, o);
     }
     json_object_object_add(root, "domains", doms);

@@ -465,6 +465,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
  * warnings, at most one per LOG_INTERVAL_MS so that a flood of connections
  * cannot flood the log.
  */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct vpack_metrics *m = cls;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "vpack/procstat.h"
 
+#include "vpack/snapshot.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -78,4 +80,49 @@ double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct v
         return -1;
     double b = (double)(after->busy - before->busy) / (double)(after->total - before->total);
     return b > 1 ? 1 : b;
+}
+
+int vpack_numastat_parse(const char *buf, size_t len, struct vpack_mem_share *out, unsigned max,
+                         unsigned *n)
+{
+    const char *p = buf, *end = buf + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        if (eol - p > 6 && !memcmp(p, "total=", 6)) {
+            const char *q = p + 6;
+            uint64_t total, pages;
+            unsigned cnt = 0;
+            double sum = 0;
+            if (read_u64(&q, eol, &total) < 0)
+                return -EINVAL;
+            while (q < eol) {
+                while (q < eol && *q == ' ')
+                    q++;
+                if (q >= eol)
+                    break;
+                uint64_t node;
+                if (*q != 'N' || (q++, read_u64(&q, eol, &node) < 0) || q >= eol || *q != '=')
+                    return -EINVAL;
+                q++;
+                if (read_u64(&q, eol, &pages) < 0)
+                    return -EINVAL;
+                if (cnt < max && node < 1u << 20) {
+                    out[cnt].node = (int)node;
+                    out[cnt].share = (double)pages;
+                    sum += (double)pages;
+                    cnt++;
+                }
+            }
+            if (total == 0 || sum <= 0)
+                return -ENODATA;
+            for (unsigned i = 0; i < cnt; i++)
+                out[i].share /= sum;
+            *n = cnt;
+            return 0;
+        }
+        p = eol + 1;
+    }
+    return -EINVAL;
 }

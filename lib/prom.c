@@ -398,6 +398,15 @@ static int domains(struct buf *b, struct json_object *mj)
             sample(b, &fp, "", l, 2, "1");
         }
     }
+    struct family fr = {"vpack_domain_remote_memory_ratio", "gauge",
+                        "Share of the domain's memory on NUMA nodes outside the packages it is "
+                        "placed on (vpack never migrates memory).",
+                        false};
+    for (size_t i = 0; i < nd; i++) {
+        struct label l = {"domain", d[i].name};
+        if (num(d[i].o, "remote_memory", v, sizeof(v)))
+            sample(b, &fr, "", &l, 1, v);
+    }
     vcpus(b, d, nd, "delay", "vpack_vcpu_delay_ratio",
           "Run-queue delay of the vCPU thread over the last interval, as a fraction of it.");
     vcpus(b, d, nd, "util", "vpack_vcpu_utilization_ratio",

@@ -78,6 +78,7 @@ fi
 
 echo "== fuzzing the domain-XML reader (libFuzzer, ${VPACK_FUZZ_SECONDS:-60} s)"
 if CC=clang build build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false; then
+    # (build() builds everything with clang too: a second compiler's -Werror.)
     # The checked-in corpus is replayed first (a meson test), then new inputs
     # are searched for in a scratch copy so the tree stays as it is.
     run_suite build-fuzz --suite fuzz

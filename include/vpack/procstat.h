@@ -27,4 +27,15 @@ int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **o
  */
 double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after);
 
+/*
+ * Parses the "total=" line of a cgroup v1 memory.numa_stat text
+ * ("total=512 N0=500 N1=12") into the share of pages per NUMA node. Writes
+ * at most max entries to out (node ascending, shares summing to 1), sets *n,
+ * and returns 0; -EINVAL when there is no total line, -ENODATA when the
+ * total is 0.
+ */
+struct vpack_mem_share;
+int vpack_numastat_parse(const char *buf, size_t len, struct vpack_mem_share *out, unsigned max,
+                         unsigned *n);
+
 #endif

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "vpack/procstat.h"
+#include "vpack/snapshot.h"
 
 /* A 2-CPU Linux 6.1 host with cpu1 online. */
 static const char stat_2cpu[] =
@@ -77,12 +78,34 @@ static void test_malformed(void **state)
     free(t);
 }
 
+static void test_numastat(void **state)
+{
+    (void)state;
+    /* A cgroup v1 memory.numa_stat of a domain on a 2-node host. */
+    const char text[] = "total=1000 N0=750 N1=250\nfile=10 N0=10 N1=0\nanon=990 N0=740 N1=250\n"
+                        "hierarchical_total=1000 N0=750 N1=250\n";
+    struct vpack_mem_share m[4];
+    unsigned n = 0;
+    assert_int_equal(vpack_numastat_parse(text, sizeof(text) - 1, m, 4, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(m[0].node, 0);
+    assert_true(m[0].share > 0.7499 && m[0].share < 0.7501);
+    assert_int_equal(m[1].node, 1);
+    assert_true(m[1].share > 0.2499 && m[1].share < 0.2501);
+    const char empty[] = "total=0 N0=0\n";
+    assert_int_equal(vpack_numastat_parse(empty, sizeof(empty) - 1, m, 4, &n), -ENODATA);
+    const char bad[] = "total=5 X0=5\n";
+    assert_int_equal(vpack_numastat_parse(bad, sizeof(bad) - 1, m, 4, &n), -EINVAL);
+    assert_int_equal(vpack_numastat_parse("file=1 N0=1\n", 12, m, 4, &n), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_busy),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_numastat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
