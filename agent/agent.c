@@ -520,7 +520,8 @@ static void sample_domains(struct vpack_agent *a)
         }
         d->prev_cpu_time = recs[i].cpu_time_ns;
         d->have_prev_cpu = true;
-        if (a->ctr.samples % 5 == 1)
+        /* Memory moves slowly: read it at once for a new domain, then every 5th sample. */
+        if (d->nmem == 0 || a->ctr.samples % 5 == 1)
             sample_memory(a, d);
     }
     vpack_virt_stats_free(recs, n);
