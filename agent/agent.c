@@ -669,7 +669,7 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
         return 1;
     int r = vpack_virt_pin(a->virt, d->uuid, kind, t->id, &want, err, sizeof(err));
     enum pin_why why = reason && !strcmp(reason, "agent stopping")            ? PIN_STOP
-                       : reason && !strcmp(reason, "guest pin after hotplug") ? PIN_HOTPLUG
+                       : reason && !strcmp(reason, "restore after hotplug")   ? PIN_HOTPLUG
                                                                               : PIN_PLAN;
     a->pin_ops[why][r == 0 ? RES_OK
                     : r == -ENOENT ? RES_GONE
@@ -796,28 +796,36 @@ static void handle_hotplug(struct vpack_agent *a)
 }
 
 /*
- * Threads of domains that vpack never manages keep whatever they have; but
- * after a hotplug cycle their guest pins are restored as well: the kernel
- * forgot them, and the guest asked for them.
+ * Threads of domains that vpack does not place keep whatever they have; but
+ * after a hotplug cycle the kernel has narrowed them (a thread whose CPU went
+ * away stays on the CPUs left, and its cgroup keeps the CPU removed). Their
+ * intent is restored: the guest's pin, or the domain's full bound. Only
+ * threads whose mask is unknown since the hotplug are touched.
  */
-static void restore_guest_pins(struct vpack_agent *a, const struct vpack_plan *plan,
-                               const unsigned *map)
+static void restore_after_hotplug(struct vpack_agent *a, const struct vpack_plan *plan,
+                                  const unsigned *map)
 {
+    static const char why[] = "restore after hotplug";
+    vpack_cpuset want;
     for (unsigned i = 0; i < plan->ndomains; i++) {
         struct agent_dom *d = &a->doms[map[i]];
         if (!d->known || plan->domains[i].level >= 1 || d->managed)
             continue;
         for (unsigned v = 0; v < d->nvcpus; v++)
-            if (d->vcpu_online[v] && d->vcpus[v].has_pin && !d->vcpus[v].applied_known)
-                apply_thread(a, d, &d->vcpus[v], VPACK_THREAD_VCPU, &d->vcpus[v].pin, false,
-                             "guest pin after hotplug", NULL, NULL);
-        if (d->emulator.has_pin && !d->emulator.applied_known)
-            apply_thread(a, d, &d->emulator, VPACK_THREAD_EMULATOR, &d->emulator.pin, false,
-                         "guest pin after hotplug", NULL, NULL);
+            if (d->vcpu_online[v] && !d->vcpus[v].applied_known) {
+                free_mask(a, d, &d->vcpus[v], &want);
+                apply_thread(a, d, &d->vcpus[v], VPACK_THREAD_VCPU, &want, false, why, NULL, NULL);
+            }
+        if (!d->emulator.applied_known) {
+            free_mask(a, d, &d->emulator, &want);
+            apply_thread(a, d, &d->emulator, VPACK_THREAD_EMULATOR, &want, false, why, NULL, NULL);
+        }
         for (unsigned t = 0; t < d->niothreads; t++)
-            if (d->iothreads[t].has_pin && !d->iothreads[t].applied_known)
-                apply_thread(a, d, &d->iothreads[t], VPACK_THREAD_IOTHREAD, &d->iothreads[t].pin,
-                             false, "guest pin after hotplug", NULL, NULL);
+            if (!d->iothreads[t].applied_known) {
+                free_mask(a, d, &d->iothreads[t], &want);
+                apply_thread(a, d, &d->iothreads[t], VPACK_THREAD_IOTHREAD, &want, false, why,
+                             NULL, NULL);
+            }
     }
 }
 
@@ -851,7 +859,7 @@ static int cycle(struct vpack_agent *a, bool dry_run, struct vpack_move **moves,
     a->ctr.plans++;
     r = act(a, plan, map, dry_run, moves, nmoves);
     if (!dry_run) {
-        restore_guest_pins(a, plan, map);
+        restore_after_hotplug(a, plan, map);
         if (r > 0) {
             a->ctr.rebalances++;
             const char *why = plan->reason;

@@ -184,7 +184,11 @@ else fail "level 0 -> 2 not applied within an interval: $(pins vpag-z)"; fi
 
 echo "== guest pins"
 vp_define_start vpag-p 2 idle "<vcpupin vcpu='1' cpuset='1'/>" "$META2"
+# A level-0 guest: vpack never places it, but after the hotplug cycle it
+# must not stay squeezed where the kernel left it.
+vp_define_start vpag-y 2 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='0'/>"
 vp_wait_ready vpag-p
+vp_wait_ready vpag-y
 check_pin() {
     local where=$1 lv th
     lv=$(pins vpag-p | tr ' ' '\n' | awk -F= '$1 == "vcpu1" {print $2}')
@@ -207,13 +211,16 @@ echo 1 > /sys/devices/system/cpu/cpu1/online
 sleep 4
 check_pin "CPU 1 offline/online"
 # The others are restored too: nobody is left squeezed on CPU 0 by the kernel.
-for d in vpag-a vpag-b vpag-c vpag-z; do
+for d in vpag-a vpag-b vpag-c vpag-z vpag-y; do
     want=$(pins "$d" | tr ' ' '\n' | awk -F= '$1 == "vcpu0" {print $2}')
     th=$(thread_affinity "$d" 0)
     [ "$th" = "$want" ] && pass "$d vCPU 0 thread back on $want after hotplug" ||
         fail "$d vCPU 0 thread allowed on $th, libvirt says $want, after hotplug"
 done
 grep -q "repaired" "$work/vpackd.log" && pass "cgroup cpusets repaired" || fail "no cgroup repair logged"
+th=$(thread_affinity vpag-y 0)
+[ "$th" = "0-1" ] && pass "level-0 vpag-y vCPU 0 allowed on 0-1 again after hotplug" ||
+    fail "level-0 vpag-y vCPU 0 left on $th after hotplug"
 
 kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
 mid=$(pins vpag-p)
