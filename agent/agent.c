@@ -33,6 +33,8 @@ struct agent_thread {
     bool have_prev;
     uint64_t prev_time, prev_delay;
     double util, delay;    /* smoothed */
+    uint64_t prev_ticks;   /* iothreads: CPU time of the group's tasks, in ticks */
+    bool have_ticks;
 };
 
 struct agent_dom {
@@ -58,6 +60,8 @@ struct agent_dom {
     int npackages;
     int packages[8];
     char *memcg;           /* its cgroup v1 memory group, for memory.numa_stat */
+    char *cpusetcg;        /* its cgroup v1 cpuset group (iothreadN/ below it) */
+    int pid;               /* QEMU's pid */
     unsigned nmem;
     struct vpack_mem_share mem[16]; /* share of its memory per NUMA node */
 };
@@ -125,6 +129,7 @@ static void dom_free(struct agent_dom *d)
     free(d->iothreads);
     free(d->reason);
     free(d->memcg);
+    free(d->cpusetcg);
     memset(d, 0, sizeof(*d));
 }
 
@@ -187,8 +192,8 @@ static int effective_level(const struct vpack_agent *a, const struct agent_dom *
     return d->level >= 0 ? d->level : a->cfg.policy.default_level;
 }
 
-/* The cgroup v1 memory group of a process ("/machine/qemu-1-a.libvirt-qemu"), or NULL. */
-static char *memory_cgroup(const struct vpack_agent *a, int pid)
+/* The cgroup v1 group of a process for controller ("/machine/qemu-1-a.libvirt-qemu"), or NULL. */
+static char *process_cgroup(const struct vpack_agent *a, int pid, const char *controller)
 {
     char path[64], *buf = NULL, *res = NULL;
     if (pid <= 0)
@@ -203,13 +208,43 @@ static char *memory_cgroup(const struct vpack_agent *a, int pid)
         *c2 = '\0';
         /* "4:memory:/machine/..." (the controller list may hold several names) */
         for (char *tok = strtok_r(c1 + 1, ",", &c1); tok; tok = strtok_r(NULL, ",", &c1))
-            if (!strcmp(tok, "memory")) {
+            if (!strcmp(tok, controller)) {
                 res = strdup(c2 + 1);
                 break;
             }
     }
     free(buf);
     return res;
+}
+
+/*
+ * CPU time of one iothread, in clock ticks: the tasks of its cgroup v1
+ * group (libvirt puts each iothread in iothreadN/), read from
+ * /proc/PID/task/TID/stat. libvirt's stats have no iothread CPU time.
+ */
+static int iothread_ticks(const struct vpack_agent *a, const struct agent_dom *d, int id,
+                          uint64_t *ticks)
+{
+    char path[4096], *buf = NULL, *save = NULL;
+    int r;
+    if (!d->cpusetcg || d->pid <= 0)
+        return -ENOENT;
+    snprintf(path, sizeof(path), "sys/fs/cgroup/cpuset%s/iothread%d/tasks", d->cpusetcg, id);
+    if ((r = vpack_host_read_file(a->cfg.sysfs_root, path, 1 << 16, &buf, NULL)) < 0)
+        return r;
+    *ticks = 0;
+    for (char *tid = strtok_r(buf, "\n", &save); tid; tid = strtok_r(NULL, "\n", &save)) {
+        char *st = NULL;
+        size_t len;
+        uint64_t t;
+        snprintf(path, sizeof(path), "proc/%d/task/%s/stat", d->pid, tid);
+        if (vpack_host_read_file(a->cfg.sysfs_root, path, 4096, &st, &len) == 0 &&
+            vpack_task_stat_parse(st, len, &t) == 0)
+            *ticks += t;
+        free(st);
+    }
+    free(buf);
+    return 0;
 }
 
 /* Where the domain's memory is (memory.numa_stat); read every few samples. */
@@ -352,7 +387,16 @@ static int dom_refresh(struct vpack_agent *a, struct agent_dom *d)
             }
     }
     free(d->memcg);
-    d->memcg = memory_cgroup(a, info.pid);
+    d->memcg = process_cgroup(a, info.pid, "memory");
+    free(d->cpusetcg);
+    /* QEMU's main thread sits in the domain's emulator/ group. */
+    d->cpusetcg = process_cgroup(a, info.pid, "cpuset");
+    if (d->cpusetcg) {
+        char *slash = strrchr(d->cpusetcg, '/');
+        if (slash && !strcmp(slash, "/emulator"))
+            *slash = '\0';
+    }
+    d->pid = info.pid;
     d->refresh = false;
     r = 0;
     log_debug("domain %s: refreshed (level %d, %u vCPUs, %u iothreads%s)", d->name, d->level,
@@ -513,10 +557,28 @@ static void sample_domains(struct vpack_agent *a)
             t->have_prev = true;
             d->vcpu_online[v] = recs[i].vcpu_online[v];
         }
+        /* iothreads from their cgroups; the emulator is what is left of cpu.time. */
+        double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+        double iosum = 0;
+        for (unsigned t = 0; t < d->niothreads; t++) {
+            struct agent_thread *io = &d->iothreads[t];
+            uint64_t ticks;
+            if (iothread_ticks(a, d, io->id, &ticks) < 0) {
+                io->have_ticks = false;
+                continue;
+            }
+            if (io->have_ticks && dt > 0 && ticks >= io->prev_ticks) {
+                double ns = (double)(ticks - io->prev_ticks) * tick_ns;
+                smooth(a, &io->util, ns / dt, false);
+                iosum += ns;
+            }
+            io->prev_ticks = ticks;
+            io->have_ticks = true;
+        }
         if (d->have_prev_cpu && dt > 0 && recs[i].cpu_time_ns >= d->prev_cpu_time) {
-            uint64_t all = recs[i].cpu_time_ns - d->prev_cpu_time;
-            double rest = all > vsum ? (double)(all - vsum) / dt : 0;
-            smooth(a, &d->emulator.util, rest, false);
+            double all = (double)(recs[i].cpu_time_ns - d->prev_cpu_time);
+            double rest = all - (double)vsum - iosum;
+            smooth(a, &d->emulator.util, rest > 0 ? rest / dt : 0, false);
         }
         d->prev_cpu_time = recs[i].cpu_time_ns;
         d->have_prev_cpu = true;

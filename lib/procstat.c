@@ -126,3 +126,29 @@ int vpack_numastat_parse(const char *buf, size_t len, struct vpack_mem_share *ou
     }
     return -EINVAL;
 }
+
+int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
+{
+    const char *end = buf + len, *p = NULL;
+    /* The name ends at the last ')': "1234 (CPU 0/TCG) S 1 ...". */
+    for (const char *q = buf; q < end; q++)
+        if (*q == ')')
+            p = q;
+    if (!p)
+        return -EINVAL;
+    p++;
+    /* Field 3 (state) is next; utime is field 14, stime field 15. */
+    for (int field = 3; field < 14; field++) {
+        while (p < end && *p == ' ')
+            p++;
+        while (p < end && *p != ' ')
+            p++;
+        if (p >= end)
+            return -EINVAL;
+    }
+    uint64_t utime, stime;
+    if (read_u64(&p, end, &utime) < 0 || read_u64(&p, end, &stime) < 0)
+        return -EINVAL;
+    *ticks = utime + stime;
+    return 0;
+}

@@ -28,6 +28,13 @@ int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **o
 double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after);
 
 /*
+ * Reads the CPU time of one thread from its /proc/PID/task/TID/stat text:
+ * utime + stime (fields 14 and 15, after the parenthesised name, which may
+ * itself hold spaces and parentheses), in clock ticks. Returns 0 or -EINVAL.
+ */
+int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
+
+/*
  * Parses the "total=" line of a cgroup v1 memory.numa_stat text
  * ("total=512 N0=500 N1=12") into the share of pages per NUMA node. Writes
  * at most max entries to out (node ascending, shares summing to 1), sets *n,

@@ -99,6 +99,19 @@ static void test_numastat(void **state)
     assert_int_equal(vpack_numastat_parse("file=1 N0=1\n", 12, m, 4, &n), -EINVAL);
 }
 
+static void test_task_stat(void **state)
+{
+    (void)state;
+    /* A QEMU iothread's stat on Linux 6.1; the name holds a space and a ')'. */
+    const char text[] = "4242 (IO iothr) 1) S 1 4200 4200 0 -1 4194368 95 0 0 0 "
+                        "1234 56 0 0 20 0 5 0 12345 1562196 56218 18446744073709551615\n";
+    uint64_t t = 0;
+    assert_int_equal(vpack_task_stat_parse(text, sizeof(text) - 1, &t), 0);
+    assert_int_equal(t, 1234 + 56);
+    assert_int_equal(vpack_task_stat_parse("4242 (x) S 1 2", 14, &t), -EINVAL);
+    assert_int_equal(vpack_task_stat_parse("garbage", 7, &t), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -106,6 +119,7 @@ int main(void)
         cmocka_unit_test(test_busy),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_numastat),
+        cmocka_unit_test(test_task_stat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
