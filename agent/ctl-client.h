@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <json-c/json.h>
 
@@ -24,6 +25,66 @@
  * and not empty, else VPACK_DEFAULT_SOCKET. Borrowed.
  */
 const char *vpackctl_socket_path(const char *option);
+
+/* What a command that talks to the agent takes on its command line. */
+struct vpackctl_cmdline {
+    const char *cmd;          /* the subcommand, for messages: "status" */
+    void (*usage)(FILE *f);   /* printed on stdout for -h and --help */
+    bool dry_run;             /* --dry-run is an option too */
+    const char *arg;          /* the one argument it needs ("DOMAIN"), or NULL for none */
+};
+
+/* ... and what vpackctl_parse_args() read from it. */
+struct vpackctl_args {
+    const char *cmd;          /* the vpackctl_cmdline's, for messages */
+    const char *socket;       /* the socket to use: see vpackctl_socket_path() */
+    const char *arg;          /* the argument, if the vpackctl_cmdline names one; not empty */
+    bool json;                /* --json */
+    bool dry_run;             /* --dry-run */
+};
+
+/* vpackctl_parse_args()'s answer when the command should go on. */
+#define VPACKCTL_PROCEED (-1)
+
+/*
+ * Parses the command line of cl->cmd (argv[0] is the subcommand): --json,
+ * --socket PATH, -h/--help and, if cl->dry_run, --dry-run; then cl->arg if
+ * not NULL, and nothing more. Returns VPACKCTL_PROCEED with *a filled in;
+ * else the exit code: VPACKCTL_EXIT_OK after the usage for --help,
+ * VPACKCTL_EXIT_USAGE after one line on stderr.
+ */
+int vpackctl_parse_args(int argc, char **argv, const struct vpackctl_cmdline *cl,
+                        struct vpackctl_args *a);
+
+/*
+ * A request {"op": op, KEY: VALUE, ...} from the (const char *KEY, struct
+ * json_object *VALUE) pairs that follow op, up to a NULL KEY; the request
+ * owns the values, and puts them if it cannot be made. The caller puts the
+ * result; NULL after "CMD: out of memory" on stderr, a NULL VALUE included.
+ */
+struct json_object *vpackctl_new_request(const struct vpackctl_args *a, const char *op, ...)
+    __attribute__((sentinel));
+
+/*
+ * Asks the agent at a->socket with vpackctl_call(), the request made as by
+ * vpackctl_new_request() from op and the pairs that follow it. On success
+ * returns VPACKCTL_EXIT_OK with *body (the caller puts it): the object at
+ * member in the answer, or if member is NULL the whole answer without its
+ * "ok". Otherwise returns VPACKCTL_EXIT_FAIL or VPACKCTL_EXIT_NOAGENT after
+ * one line on stderr ("CMD: invalid answer from vpackd: no "MEMBER" object"
+ * when the answer lacks it).
+ */
+int vpackctl_ask(const struct vpackctl_args *a, int timeout_ms, const char *member,
+                 struct json_object **body, const char *op, ...) __attribute__((sentinel));
+
+/*
+ * Prints body on stdout: as JSON with --json (vpackctl_print_json()), else
+ * with print_text, which returns 0 or -1 when out of memory; then flushes.
+ * Returns the exit code, after "CMD: out of memory" or a failed write's
+ * message on stderr if it is not VPACKCTL_EXIT_OK.
+ */
+int vpackctl_show(const struct vpackctl_args *a, struct json_object *body,
+                  int (*print_text)(struct json_object *body, const struct vpackctl_args *a));
 
 /*
  * Sends req as one line to the agent listening at path and reads one answer

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* vpackctl explain: where one domain's threads are, and why. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +7,6 @@
 
 #include "ctl-client.h"
 #include "vpackctl.h"
-
-enum { OPT_JSON = 256, OPT_SOCKET };
 
 static void usage(FILE *f)
 {
@@ -87,13 +84,15 @@ static int print_threads(struct json_object *d)
     return 0;
 }
 
-static int print_explain(struct json_object *d)
+/* The text form. Returns 0 or -1 (out of memory). */
+static int print_explain(struct json_object *d, const struct vpackctl_args *a)
 {
     const char *level = vpackctl_json_text(d, "level", "?");
     const char *reason = vpackctl_json_str(d, "reason", "");
     const char *bound = vpackctl_json_str(d, "cpuset", NULL);
     char *pk = vpackctl_json_list(d, "packages", "none");
 
+    (void)a;
     if (!pk)
         return -1;
     printf("domain    %s\n", vpackctl_json_str(d, "name", "?"));
@@ -118,79 +117,18 @@ static int print_explain(struct json_object *d)
 
 int explain_main(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"json", no_argument, NULL, OPT_JSON},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    struct json_object *req = NULL, *ans = NULL, *d;
-    const char *socket_opt = NULL, *domain;
-    bool as_json = false;
-    int ret, c;
+    static const struct vpackctl_cmdline cl = {.cmd = "explain", .usage = usage,
+                                               .arg = "DOMAIN"};
+    struct vpackctl_args a;
+    struct json_object *d;
+    int ret;
 
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_JSON:
-            as_json = true;
-            break;
-        case OPT_SOCKET:
-            socket_opt = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return VPACKCTL_EXIT_OK;
-        default:
-            vpackctl_option_error("explain", c, argv);
-            return VPACKCTL_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        vpackctl_err("explain: missing DOMAIN (see 'vpackctl explain --help')");
-        return VPACKCTL_EXIT_USAGE;
-    }
-    domain = argv[optind++];
-    if (optind < argc) {
-        vpackctl_err("explain: unexpected argument '%s' (see 'vpackctl explain --help')",
-                     argv[optind]);
-        return VPACKCTL_EXIT_USAGE;
-    }
-    if (!*domain) {
-        vpackctl_err("explain: DOMAIN is empty");
-        return VPACKCTL_EXIT_USAGE;
-    }
-    if (socket_opt && !*socket_opt) {
-        vpackctl_err("explain: --socket needs a path");
-        return VPACKCTL_EXIT_USAGE;
-    }
-
-    ret = VPACKCTL_EXIT_FAIL;
-    if (!(req = json_object_new_object()) ||
-        json_object_object_add(req, "op", json_object_new_string("explain")) < 0 ||
-        json_object_object_add(req, "domain", json_object_new_string(domain)) < 0) {
-        vpackctl_err("explain: out of memory");
-        goto cleanup;
-    }
-    if ((ret = vpackctl_call(vpackctl_socket_path(socket_opt), req, VPACKCTL_TIMEOUT_MS, &ans)))
-        goto cleanup;
-    ret = VPACKCTL_EXIT_FAIL;
-    if (!json_object_object_get_ex(ans, "domain", &d) || !json_object_is_type(d, json_type_object)) {
-        vpackctl_err("explain: invalid answer from vpackd: no \"domain\" object");
-        goto cleanup;
-    }
-    if (as_json) {
-        ret = vpackctl_print_json(d);
-        goto cleanup;
-    }
-    if (print_explain(d) < 0) {
-        vpackctl_err("explain: out of memory");
-        goto cleanup;
-    }
-    ret = vpackctl_flush();
-cleanup:
-    json_object_put(ans);
-    json_object_put(req);
+    if ((ret = vpackctl_parse_args(argc, argv, &cl, &a)) != VPACKCTL_PROCEED)
+        return ret;
+    if ((ret = vpackctl_ask(&a, VPACKCTL_TIMEOUT_MS, "domain", &d, "explain", "domain",
+                            json_object_new_string(a.arg), NULL)))
+        return ret;
+    ret = vpackctl_show(&a, d, print_explain);
+    json_object_put(d);
     return ret;
 }

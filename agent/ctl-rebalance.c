@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* vpackctl rebalance: asks the agent to plan and apply a placement now. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ctl-client.h"
 #include "vpackctl.h"
-
-enum { OPT_DRY_RUN = 256, OPT_JSON, OPT_SOCKET };
 
 static void usage(FILE *f)
 {
@@ -68,71 +65,28 @@ static void print_moves(struct json_object *moves, bool dry_run)
         printf("(dry run: nothing applied)\n");
 }
 
+/* The text form; a is for the dry run when the answer does not say. */
+static int print_answer(struct json_object *ans, const struct vpackctl_args *a)
+{
+    print_moves(vpackctl_json_array(ans, "moves"), vpackctl_json_bool(ans, "dry_run", a->dry_run));
+    return 0;
+}
+
 int rebalance_main(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    struct json_object *req = NULL, *ans = NULL;
-    const char *socket_opt = NULL;
-    bool as_json = false, dry_run = false;
-    int ret, c;
+    static const struct vpackctl_cmdline cl = {.cmd = "rebalance", .usage = usage,
+                                               .dry_run = true};
+    struct vpackctl_args a;
+    struct json_object *ans;
+    int ret;
 
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_DRY_RUN:
-            dry_run = true;
-            break;
-        case OPT_JSON:
-            as_json = true;
-            break;
-        case OPT_SOCKET:
-            socket_opt = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return VPACKCTL_EXIT_OK;
-        default:
-            vpackctl_option_error("rebalance", c, argv);
-            return VPACKCTL_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        vpackctl_err("rebalance: unexpected argument '%s' (see 'vpackctl rebalance --help')",
-                     argv[optind]);
-        return VPACKCTL_EXIT_USAGE;
-    }
-    if (socket_opt && !*socket_opt) {
-        vpackctl_err("rebalance: --socket needs a path");
-        return VPACKCTL_EXIT_USAGE;
-    }
-
-    ret = VPACKCTL_EXIT_FAIL;
-    if (!(req = json_object_new_object()) ||
-        json_object_object_add(req, "op", json_object_new_string("rebalance")) < 0 ||
-        json_object_object_add(req, "dry_run", json_object_new_boolean(dry_run)) < 0) {
-        vpackctl_err("rebalance: out of memory");
-        goto cleanup;
-    }
-    if ((ret = vpackctl_call(vpackctl_socket_path(socket_opt), req,
-                             VPACKCTL_REBALANCE_TIMEOUT_MS, &ans)))
-        goto cleanup;
-    if (as_json) {
-        /* The answer as it came, without the envelope's "ok". */
-        json_object_object_del(ans, "ok");
-        ret = vpackctl_print_json(ans);
-        goto cleanup;
-    }
-    print_moves(vpackctl_json_array(ans, "moves"), vpackctl_json_bool(ans, "dry_run", dry_run));
-    ret = vpackctl_flush();
-cleanup:
+    if ((ret = vpackctl_parse_args(argc, argv, &cl, &a)) != VPACKCTL_PROCEED)
+        return ret;
+    /* With --json, the answer as it came, without the envelope's "ok". */
+    if ((ret = vpackctl_ask(&a, VPACKCTL_REBALANCE_TIMEOUT_MS, NULL, &ans, "rebalance", "dry_run",
+                            json_object_new_boolean(a.dry_run), NULL)))
+        return ret;
+    ret = vpackctl_show(&a, ans, print_answer);
     json_object_put(ans);
-    json_object_put(req);
     return ret;
 }

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* vpackctl status: the packages, their load and state, and the domains on them. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +10,6 @@
 
 /* Width of the busy bar, in characters. */
 #define BAR_WIDTH 20
-
-enum { OPT_JSON = 256, OPT_SOCKET };
 
 static void usage(FILE *f)
 {
@@ -153,74 +150,27 @@ cleanup:
     return ret;
 }
 
-int status_main(int argc, char **argv)
+/* The text form: header, packages, domains. Returns 0 or -1 (out of memory). */
+static int print_status(struct json_object *st, const struct vpackctl_args *a)
 {
-    static const struct option options[] = {
-        {"json", no_argument, NULL, OPT_JSON},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    struct json_object *req = NULL, *ans = NULL, *st;
-    const char *socket_opt = NULL;
-    bool as_json = false;
-    int ret = VPACKCTL_EXIT_USAGE;
-    int c;
-
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_JSON:
-            as_json = true;
-            break;
-        case OPT_SOCKET:
-            socket_opt = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return VPACKCTL_EXIT_OK;
-        default:
-            vpackctl_option_error("status", c, argv);
-            return VPACKCTL_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        vpackctl_err("status: unexpected argument '%s' (see 'vpackctl status --help')",
-                     argv[optind]);
-        return VPACKCTL_EXIT_USAGE;
-    }
-    if (socket_opt && !*socket_opt) {
-        vpackctl_err("status: --socket needs a path");
-        return VPACKCTL_EXIT_USAGE;
-    }
-
-    ret = VPACKCTL_EXIT_FAIL;
-    if (!(req = json_object_new_object()) ||
-        json_object_object_add(req, "op", json_object_new_string("status")) < 0) {
-        vpackctl_err("status: out of memory");
-        goto cleanup;
-    }
-    if ((ret = vpackctl_call(vpackctl_socket_path(socket_opt), req, VPACKCTL_TIMEOUT_MS, &ans)))
-        goto cleanup;
-    ret = VPACKCTL_EXIT_FAIL;
-    if (!json_object_object_get_ex(ans, "status", &st) || !json_object_is_type(st, json_type_object)) {
-        vpackctl_err("status: invalid answer from vpackd: no \"status\" object");
-        goto cleanup;
-    }
-    if (as_json) {
-        ret = vpackctl_print_json(st);
-        goto cleanup;
-    }
+    (void)a;
     print_header(st);
     print_packages(vpackctl_json_array(st, "packages"));
-    if (print_domains(vpackctl_json_array(st, "domains")) < 0) {
-        vpackctl_err("status: out of memory");
-        goto cleanup;
-    }
-    ret = vpackctl_flush();
-cleanup:
-    json_object_put(ans);
-    json_object_put(req);
+    return print_domains(vpackctl_json_array(st, "domains"));
+}
+
+int status_main(int argc, char **argv)
+{
+    static const struct vpackctl_cmdline cl = {.cmd = "status", .usage = usage};
+    struct vpackctl_args a;
+    struct json_object *st;
+    int ret;
+
+    if ((ret = vpackctl_parse_args(argc, argv, &cl, &a)) != VPACKCTL_PROCEED)
+        return ret;
+    if ((ret = vpackctl_ask(&a, VPACKCTL_TIMEOUT_MS, "status", &st, "status", NULL)))
+        return ret;
+    ret = vpackctl_show(&a, st, print_status);
+    json_object_put(st);
     return ret;
 }
