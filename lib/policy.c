@@ -715,6 +715,11 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
         total_busy += b;
     }
 
+    for (unsigned i = 0; i < st->nactive; i++) {
+        int p = vpack_topology_package_index(topo, st->active_ids[i]);
+        if (p >= 0)
+            pl.was_active[p] = true;
+    }
     /* Describe domains; pinned busy threads keep their package awake. */
     double threads_total = 0, movable_total = 0, max_delay = 0;
     for (unsigned i = 0; i < snap->ndomains; i++) {
@@ -733,11 +738,13 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
             const struct vpack_thread_sample *t =
                 j < d->nvcpus ? &d->vcpus[j]
                               : (j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1]);
-            if (t->pin && t->util >= PINNED_AWAKE_UTIL) {
+            if (t->pin && t->util >= PINNED_AWAKE_UTIL / 2) {
                 vpack_cpuset usable;
                 vpack_cpuset_and(&usable, t->pin, &topo->cpus);
                 int p = single_package(&pl, &usable);
-                if (p >= 0)
+                /* Hysteresis: an active package stays awake down to half the threshold. */
+                if (p >= 0 && t->util >= (pl.was_active[p] ? PINNED_AWAKE_UTIL / 2
+                                                            : PINNED_AWAKE_UTIL))
                     pl.forced[p] = true;
             }
         }
@@ -745,11 +752,6 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
     double demand = total_busy > threads_total ? total_busy : threads_total;
     plan->demand = demand;
 
-    for (unsigned i = 0; i < st->nactive; i++) {
-        int p = vpack_topology_package_index(topo, st->active_ids[i]);
-        if (p >= 0)
-            pl.was_active[p] = true;
-    }
     unsigned nforced = 0;
     for (unsigned p = 0; p < P; p++) {
         pl.awake[p] = pl.load[p] >= AWAKE_SHARE * pl.cap[p];

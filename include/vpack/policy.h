@@ -20,8 +20,9 @@
  *     is larger). Capacity is counted in physical cores, never SMT threads.
  *  4. How many packages. The lower bound is the fewest packages, taken in
  *     preference order, whose cores * pack_watermark hold the demand, and at
- *     least every package a guest-pinned busy thread (util >= 0.05) keeps
- *     awake because its pin lies in that package alone. With no previous state
+ *     least every package a guest-pinned busy thread (util >= 0.05, or >= 0.025
+ *     for a package already active: hysteresis) keeps awake because its pin
+ *     lies in that package alone. With no previous state
  *     the planner uses the lower bound at once. Afterwards it spreads fast:
  *     when the demand exceeds spread_watermark of the active cores for
  *     spread_samples snapshots in a row (one snapshot if it exceeds all of

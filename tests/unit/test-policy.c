@@ -1067,6 +1067,64 @@ static void test_pinned_busy_keeps_package_awake(void **unused)
 }
 
 /*
+ * The pinned-busy threshold has hysteresis: a pinned thread hovering just
+ * under 0.05 keeps its already active package awake (down to 0.025), so the
+ * package does not flap; below that it is let go, and a parked package is
+ * only woken at 0.05.
+ */
+static void test_pinned_busy_hysteresis(void **unused)
+{
+    (void)unused;
+    static const struct {
+        double util;
+        const char *want;
+    } steps[] = {
+        /* Another domain's busy pin keeps package 1 awake throughout. */
+        {0.06, "1,3"}, /* busy: wakes package 3 */
+        {0.04, "1,3"}, /* under 0.05 but package 3 is active: stays */
+        {0.03, "1,3"},
+        {0.01, "1"},   /* let go */
+    };
+    struct runner r;
+    runner_init(&r, "package:4 core:4 pu:2");
+    r.params.pack_delay_ms = 0;
+    r.params.min_residency_ms = 0;
+    for (unsigned c = 0; c < sizeof(steps) / sizeof(steps[0]); c++) {
+        struct vpack_snapshot *s = snap_new(r.topo, 2);
+        struct vpack_domain_sample *d = dom_init(s, 0, "pinned", 0, 2, 0, 0.0);
+        pin(&d->vcpus[0], "24-25");
+        d->vcpus[0].util = steps[c].util;
+        struct vpack_domain_sample *o = dom_init(s, 1, "other", 0, 2, 0, 0.0);
+        pin(&o->vcpus[0], "8-9");
+        o->vcpus[0].util = 0.5;
+        struct vpack_plan *p = plan_step(&r, s);
+        vpack_cpuset want = set_of(steps[c].want), got;
+        vpack_cpuset_zero(&got);
+        for (unsigned i = 0; i < p->nactive; i++)
+            vpack_cpuset_set(&got, (unsigned)p->active_packages[i]);
+        if (!vpack_cpuset_equal(&got, &want))
+            fail_msg("step %u (util %.2f): active packages %s, want {%s} (%s)", c, steps[c].util,
+                     active_str(p), steps[c].want, p->reason);
+        vpack_plan_free(p);
+        vpack_snapshot_free(s);
+    }
+    /* A parked package is not woken by a thread under 0.05. */
+    struct runner r2;
+    runner_init(&r2, "package:4 core:4 pu:2");
+    struct vpack_snapshot *s = snap_new(r2.topo, 1);
+    struct vpack_domain_sample *d = dom_init(s, 0, "pinned", 0, 2, 0, 0.0);
+    pin(&d->vcpus[0], "24-25");
+    d->vcpus[0].util = 0.04;
+    struct vpack_plan *p = plan_step(&r2, s);
+    if (p->nactive != 1 || p->active_packages[0] != 0)
+        fail_msg("util 0.04 woke a parked package: active %s", active_str(p));
+    vpack_plan_free(p);
+    vpack_snapshot_free(s);
+    runner_fini(&r2);
+    runner_fini(&r);
+}
+
+/*
  * Rule 4 lists what keeps a package active: the demand, busy guest-pinned
  * threads, hysteresis and residency. An idle domain whose cpuset lies in one
  * package is none of these, and keeps its bound.
@@ -2003,6 +2061,7 @@ int main(void)
         cmocka_unit_test(test_package_count_lower_bound),
         cmocka_unit_test(test_pinned_busy_keeps_package_awake),
         cmocka_unit_test(test_idle_bound_does_not_wake_package),
+        cmocka_unit_test(test_pinned_busy_hysteresis),
         cmocka_unit_test(test_capacity_counts_cores_not_threads),
         cmocka_unit_test(test_package_preference),
         cmocka_unit_test(test_spike_spreads_within_two_snapshots),
