@@ -805,9 +805,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
         /* With every package active there is nowhere to spread to. */
         over_count = (over_load || over_delay) && nprev < P ? over_count + 1 : 0;
         n = nprev;
-        /* One sample is enough when vCPUs queue for more than twice the threshold. */
-        bool severe = max_delay > 2 * par->delay_threshold;
-        if (nprev < P && (over_all || severe || over_count >= par->spread_samples)) {
+        if (nprev < P && (over_all || over_count >= par->spread_samples)) {
             n = nlow > nprev + 1 ? nlow : nprev + 1;
             spreading = true;
             /* Delay spread at a load the watermarks call light: packing again

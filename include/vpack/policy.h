@@ -26,8 +26,7 @@
  *     the planner uses the lower bound at once. Afterwards it spreads fast:
  *     when the demand exceeds spread_watermark of the active cores for
  *     spread_samples snapshots in a row (one snapshot if it exceeds all of
- *     them), or a managed vCPU's delay exceeds delay_threshold as long (one
- *     snapshot if it exceeds twice the threshold), it
+ *     them), or a managed vCPU's delay exceeds delay_threshold as long, it
  *     grows to max(lower bound, active + 1). It packs slowly: only after the
  *     lower bound has stayed below the active count for pack_delay_ms, and
  *     never by moving a domain placed less than min_residency_ms ago (such a
