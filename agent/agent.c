@@ -457,6 +457,12 @@ static int load_topology(struct vpack_agent *a, char **errmsg)
     return 0;
 }
 
+/* Moving average: rises followed fast, falls slowly. */
+static void smooth(const struct vpack_agent *a, double *avg, double sample)
+{
+    *avg += (sample > *avg ? a->cfg.smoothing_rise : a->cfg.smoothing_fall) * (sample - *avg);
+}
+
 /* Reads /proc/stat and updates each CPU's smoothed busy fraction. */
 static void sample_cpus(struct vpack_agent *a)
 {
@@ -482,41 +488,37 @@ static void sample_cpus(struct vpack_agent *a)
         a->cpu_busy = b;
         a->ncpu_busy = (unsigned)(maxcpu + 1);
     }
+    /*
+     * /proc/stat lists CPUs in ascending order, so the two readings are
+     * merged in one pass. A CPU with no line (offline) reports nothing.
+     */
+    unsigned k = 0;
+    int next = 0;
     for (unsigned i = 0; i < n; i++) {
-        for (unsigned k = 0; k < a->nprev_times; k++) {
-            if (a->prev_times[k].cpu != t[i].cpu)
-                continue;
-            double busy = vpack_cpu_times_busy(&a->prev_times[k], &t[i]);
-            double *s = &a->cpu_busy[t[i].cpu];
-            if (busy < 0)
-                break;
-            if (*s < 0)
-                *s = busy;
-            else
-                *s += (busy > *s ? a->cfg.smoothing_rise : a->cfg.smoothing_fall) * (busy - *s);
-            break;
-        }
+        int c = t[i].cpu;
+        for (; next < c; next++)
+            a->cpu_busy[next] = -1;
+        next = c + 1;
+        while (k < a->nprev_times && a->prev_times[k].cpu < c)
+            k++;
+        if (k == a->nprev_times || a->prev_times[k].cpu != c)
+            continue;
+        double busy = vpack_cpu_times_busy(&a->prev_times[k], &t[i]);
+        double *s = &a->cpu_busy[c];
+        if (busy < 0)
+            continue;
+        if (*s < 0)
+            *s = busy;
+        else
+            smooth(a, s, busy);
     }
-    /* Offline CPUs have no line: they report nothing. */
-    for (unsigned c = 0; c < a->ncpu_busy; c++) {
-        bool present = false;
-        for (unsigned i = 0; i < n && !present; i++)
-            present = t[i].cpu == (int)c;
-        if (!present)
-            a->cpu_busy[c] = -1;
-    }
+    for (; next < (int)a->ncpu_busy; next++)
+        a->cpu_busy[next] = -1;
     free(a->prev_times);
     a->prev_times = t;
     a->nprev_times = n;
 }
 
-static void smooth(const struct vpack_agent *a, double *avg, double sample, bool first)
-{
-    if (first)
-        *avg = sample;
-    else
-        *avg += (sample > *avg ? a->cfg.smoothing_rise : a->cfg.smoothing_fall) * (sample - *avg);
-}
 
 /* One bulk stats call: per-vCPU run time and delay, the rest to the emulator. */
 static void sample_domains(struct vpack_agent *a)
@@ -548,8 +550,8 @@ static void sample_domains(struct vpack_agent *a)
             if (t->have_prev && dt > 0 && tm >= t->prev_time) {
                 double util = (double)(tm - t->prev_time) / dt;
                 double delay = dl >= t->prev_delay ? (double)(dl - t->prev_delay) / dt : 0;
-                smooth(a, &t->util, util, false);
-                smooth(a, &t->delay, delay, false);
+                smooth(a, &t->util, util);
+                smooth(a, &t->delay, delay);
                 vsum += tm - t->prev_time;
             }
             t->prev_time = tm;
@@ -569,7 +571,7 @@ static void sample_domains(struct vpack_agent *a)
             }
             if (io->have_ticks && dt > 0 && ticks >= io->prev_ticks) {
                 double ns = (double)(ticks - io->prev_ticks) * tick_ns;
-                smooth(a, &io->util, ns / dt, false);
+                smooth(a, &io->util, ns / dt);
                 iosum += ns;
             }
             io->prev_ticks = ticks;
@@ -578,7 +580,7 @@ static void sample_domains(struct vpack_agent *a)
         if (d->have_prev_cpu && dt > 0 && recs[i].cpu_time_ns >= d->prev_cpu_time) {
             double all = (double)(recs[i].cpu_time_ns - d->prev_cpu_time);
             double rest = all - (double)vsum - iosum;
-            smooth(a, &d->emulator.util, rest > 0 ? rest / dt : 0, false);
+            smooth(a, &d->emulator.util, rest > 0 ? rest / dt : 0);
         }
         d->prev_cpu_time = recs[i].cpu_time_ns;
         d->have_prev_cpu = true;

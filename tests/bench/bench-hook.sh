@@ -63,34 +63,24 @@ done
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 # ------------------------------------------------------------------ helpers
-foreign_vpackd() {
-    local p
-    for p in $(pgrep -x vpackd 2>/dev/null || true); do
-        [ "$p" = "$agent_pid" ] || echo "$p"
-    done
-}
 
-wait_quiet() {   # another test's vpackd and a libvirtd restart do not mix
-    local deadline=$((SECONDS + VPHK_WAIT)) others said=""
-    while others=$(foreign_vpackd) && [ -n "$others" ]; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            vp_log "WARNING: another vpackd still running after ${VPHK_WAIT}s; going on"
-            return 0
-        fi
-        [ -n "$said" ] || vp_log "another vpackd is running: waiting before $1"
-        said=1
-        sleep 2
-    done
-}
 
+wait_quiet() { vp_wait_no_other_vpackd "$VPHK_WAIT" "$1" "$agent_pid"; }
+reload_libvirtd() {
+    local pid
+    wait_quiet "reloading libvirtd"
+    if [ "$VPHK_RELOAD" = hup ] && pid=$(vp__daemon_pid libvirtd); then
+        kill -HUP "$pid"; sleep 1
+        vp__wait_libvirtd
+    else
+        vp_restart_libvirtd
+    fi
+}
+is_vpack_hook() { vp_is_vpack_hook "$1"; }
 default_socket_live() {
     [ -S "$DEF_SOCK" ] && "$VPACKCTL" status --socket "$DEF_SOCK" >/dev/null 2>&1
 }
 
-is_vpack_hook() {
-    if [ -L "$1" ] && [ "$(basename "$(readlink "$1")")" = vpack-hook ]; then return 0; fi
-    [ -f "$1" ] && grep -aq 'Usage: vpack-hook' "$1"
-}
 
 # Moves whatever vpack hook is installed out of the way (once).
 save_hook() {
@@ -128,32 +118,6 @@ restore_hook() {
 }
 
 # libvirtd looks for hooks at start and on SIGHUP only.
-reload_libvirtd() {
-    local pid new ours=""
-    pid=$(vp__daemon_pid libvirtd) || { vp_start_libvirtd; return 0; }
-    [ "$pid" = "$VP_STARTED_LIBVIRTD_PID" ] && ours=1
-    wait_quiet "reloading libvirtd"
-    if [ "$VPHK_RELOAD" = hup ]; then
-        kill -HUP "$pid"; sleep 1
-    else
-        vp_log "restarting libvirtd ($pid)"
-        kill -TERM "$pid"
-        for _ in $(seq 300); do vp__pid_alive "$pid" || break; sleep 0.1; done
-        if vp__pid_alive "$pid"; then vp_log "libvirtd ($pid) did not stop"; return 1; fi
-        libvirtd -d
-        for _ in $(seq 100); do
-            new=$(vp__daemon_pid libvirtd) && [ "$new" != "$pid" ] && break
-            new=""; sleep 0.1
-        done
-        [ -n "$new" ] || { vp_log "libvirtd did not start again"; return 1; }
-        [ -z "$ours" ] || VP_STARTED_LIBVIRTD_PID=$new
-    fi
-    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
-    until virsh -c "$VP_URI" version >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || { vp_log "libvirtd does not answer"; return 1; }
-        sleep 0.2
-    done
-}
 
 start_agent() {
     wait_quiet "starting vpackd"

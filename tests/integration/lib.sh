@@ -146,12 +146,7 @@ vp_start_libvirtd() {
         [ -n "$pid" ] || vp_die "libvirtd did not start"
         VP_STARTED_LIBVIRTD_PID=$pid
     fi
-    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
-    until virsh -c "$VP_URI" version >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] ||
-            vp_die "libvirtd does not answer on $VP_URI after ${VP_DAEMON_TIMEOUT}s"
-        sleep 0.2
-    done
+    vp__wait_libvirtd || vp_die "libvirtd does not answer on $VP_URI after ${VP_DAEMON_TIMEOUT}s"
 }
 
 vp__stop_pid() {   # PID NAME
@@ -174,6 +169,85 @@ vp_stop_libvirtd() {
         vp__stop_pid "$VP_STARTED_VIRTLOGD_PID" virtlogd
         VP_STARTED_VIRTLOGD_PID=""
     fi
+}
+
+# vp_restart_libvirtd: stop libvirtd and start it again (it then looks for
+# hooks again and runs their "reconnect"); if this shell had started it, the
+# cleanup stops the new one. Waits until it answers.
+vp_restart_libvirtd() {
+    local pid new ours=""
+    pid=$(vp__daemon_pid libvirtd) || { vp_start_libvirtd; return 0; }
+    [ "$pid" = "$VP_STARTED_LIBVIRTD_PID" ] && ours=1
+    vp_log "restarting libvirtd ($pid)"
+    kill -TERM "$pid"
+    for _ in $(seq 300); do vp__pid_alive "$pid" || break; sleep 0.1; done
+    if vp__pid_alive "$pid"; then vp_log "libvirtd ($pid) did not stop within 30 s"; return 1; fi
+    libvirtd -d
+    for _ in $(seq 100); do
+        new=$(vp__daemon_pid libvirtd) && [ "$new" != "$pid" ] && break
+        new=""; sleep 0.1
+    done
+    [ -n "$new" ] || { vp_log "libvirtd did not start again"; return 1; }
+    [ -z "$ours" ] || VP_STARTED_LIBVIRTD_PID=$new
+    vp__wait_libvirtd
+}
+
+vp__wait_libvirtd() {
+    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
+    until virsh -c "$VP_URI" version >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || { vp_log "libvirtd does not answer on $VP_URI"; return 1; }
+        sleep 0.2
+    done
+}
+
+# vp_stop_pid PID: SIGTERM, then SIGKILL after 5 s; reaps it if it is ours.
+vp_stop_pid() {
+    local pid=$1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+# vp_free_port: a TCP port on 127.0.0.1 nobody listens on now.
+vp_free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# vp_foreign_vpackd [OWN_PID...]: pids of running vpackd processes but these.
+# Another test's agent would pin the same guests.
+vp_foreign_vpackd() {
+    local p o mine
+    for p in $(pgrep -x vpackd 2>/dev/null || true); do
+        mine=""
+        for o in "$@"; do [ "$p" = "$o" ] && mine=1; done
+        [ -n "$mine" ] || echo "$p"
+    done
+}
+
+# vp_wait_no_other_vpackd SECONDS WHAT [OWN_PID...]: waits (bounded) until no
+# other vpackd runs, before something that must not race it (WHAT says what).
+vp_wait_no_other_vpackd() {
+    local limit=$1 what=$2 deadline others said=""
+    shift 2
+    deadline=$((SECONDS + limit))
+    while others=$(vp_foreign_vpackd "$@") && [ -n "$others" ]; do
+        others=$(printf '%s' "$others" | tr -s '\n' ' ')
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            vp_log "WARNING: vpackd $others still running after ${limit}s; going on ($what)"
+            return 0
+        fi
+        [ -n "$said" ] || vp_log "another vpackd ($others) is running: waiting before $what"
+        said=1
+        sleep 2
+    done
+}
+
+# vp_is_vpack_hook PATH: a symlink to a vpack-hook, or a copy of one.
+vp_is_vpack_hook() {
+    if [ -L "$1" ] && [ "$(basename "$(readlink "$1")")" = vpack-hook ]; then return 0; fi
+    [ -f "$1" ] && grep -aq 'Usage: vpack-hook' "$1"
 }
 
 # ------------------------------------------------------------- guest image

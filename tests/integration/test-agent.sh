@@ -232,13 +232,7 @@ check_pin "agent restart"
 
 echo "== libvirtd restart"
 c0=$(counter connects)
-lpid=$(vp__daemon_pid libvirtd)
-kill "$lpid"
-for _ in $(seq 50); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.1; done
-libvirtd -d
-for _ in $(seq 50); do vp__daemon_pid libvirtd >/dev/null && break; sleep 0.1; done
-# If this shell started libvirtd, the cleanup stops the new one.
-[ -z "$VP_STARTED_LIBVIRTD_PID" ] || VP_STARTED_LIBVIRTD_PID=$(vp__daemon_pid libvirtd)
+vp_restart_libvirtd
 if wait_for 40 bash -c "[ \$($VPACKCTL status --json --socket $sock | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"counters\"][\"connects\"])') -gt $c0 ]" >/dev/null; then
     pass "vpackd reconnected after libvirtd restarted"
 else

@@ -80,20 +80,12 @@ vp_require_root
 [ -x "$VPACKD" ] || die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
 work=$(mktemp -d /tmp/vpack-contrib-test.XXXXXX)
 
-stop_pid() { # PID: SIGTERM, then SIGKILL after 5 s
-    local pid=$1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
 
 cleanup() {
     local rc=$?
     set +e
-    stop_pid "$prom_pid"
-    stop_pid "$agent_pid"
+    vp_stop_pid "$prom_pid"
+    vp_stop_pid "$agent_pid"
     if [ $rc -ne 0 ]; then
         echo "---- prometheus log (last 20 lines)"; tail -n 20 "$work/prometheus.log" 2>/dev/null
         echo "---- vpackd log (last 30 lines)"; tail -n 30 "$work/vpackd.log" 2>/dev/null
@@ -228,9 +220,6 @@ if err:
 EOF
 
 # ------------------------------------------------------------------ agent
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 wait_until() { # SECONDS CMD...: polls every 0.2 s
     local deadline=$((SECONDS + $1)); shift
     until "$@"; do
@@ -243,7 +232,7 @@ vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
 
-port=$(free_port)
+port=$(vp_free_port)
 metrics_url=http://127.0.0.1:$port/metrics
 log "agent: starting $VPACKD (metrics on 127.0.0.1:$port)"
 "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
@@ -254,7 +243,7 @@ wait_until 15 curl -sf -o /dev/null "$metrics_url" || die "vpackd does not answe
 version=$("$VPACKD" --version | awk '{print $2}')
 
 # The contrib configuration, scraping vpackd every second.
-prom_port=$(free_port)
+prom_port=$(vp_free_port)
 mkdir -p "$work/run"
 cp "$rules" "$work/run/"
 sed -e "s/127\.0\.0\.1:9477/127.0.0.1:$port/" \
@@ -694,7 +683,7 @@ EOF
 
 # ------------------------------------------------------------------- stop
 log "stop: Prometheus, then SIGTERM to vpackd"
-stop_pid "$prom_pid"; prom_pid=""
+vp_stop_pid "$prom_pid"; prom_pid=""
 kill -TERM "$agent_pid"
 rc=0
 wait "$agent_pid" || rc=$?

@@ -95,42 +95,33 @@ words() { printf '%s\n' "$@" | tr -s '\n' ' ' | sed 's/ $//'; }   # one line
 
 # ------------------------------------------------------------------ helpers
 # Pids of vpackd processes this script did not start.
-foreign_vpackd() {
-    local p
-    for p in $(pgrep -x vpackd 2>/dev/null || true); do
-        [ "$p" = "$agent_pid" ] || [ "$p" = "$stalled_pid" ] || echo "$p"
-    done
-}
 
 # Another test's vpackd would fight ours over the same domains, and a
 # libvirtd restart under it disturbs what it measures: wait (bounded) until
 # there is none.
-wait_quiet() {
-    local what=$1 deadline=$((SECONDS + VPHK_WAIT)) others said=""
-    while others=$(foreign_vpackd) && [ -n "$others" ]; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            vp_log "WARNING: vpackd $(words "$others") still running after ${VPHK_WAIT}s; going on ($what)"
-            return 0
-        fi
-        [ -n "$said" ] || vp_log "another vpackd ($(words "$others")) is running: waiting before $what"
-        said=1
-        sleep 2
-    done
-}
 
 # True when something answers on the default control socket.
+# Waits for other tests' agents (they would pin our guests) before a step
+# that must not race them.
+wait_quiet() { vp_wait_no_other_vpackd "$VPHK_WAIT" "$1" "$agent_pid" "$stalled_pid"; }
+# Makes libvirtd look for hooks again: a restart (which also runs the hook's
+# "reconnect"), or with VPHK_RELOAD=hup a reload.
+reload_libvirtd() {
+    local pid
+    wait_quiet "reloading libvirtd"
+    if [ "$VPHK_RELOAD" = hup ] && pid=$(vp__daemon_pid libvirtd); then
+        vp_log "libvirtd ($pid): SIGHUP, to look for hooks again"
+        kill -HUP "$pid"; sleep 1
+        vp__wait_libvirtd
+    else
+        vp_restart_libvirtd
+    fi
+}
+is_vpack_hook() { vp_is_vpack_hook "$1"; }
 default_socket_live() {
     [ -S "$DEF_SOCK" ] && "$VPACKCTL" status --socket "$DEF_SOCK" >/dev/null 2>&1
 }
 
-is_vpack_hook() {    # PATH: a symlink to a vpack-hook, or a copy of one
-    local t
-    if [ -L "$1" ]; then
-        t=$(readlink "$1")
-        [ "$(basename "$t")" = vpack-hook ] && return 0
-    fi
-    [ -f "$1" ] && grep -aq 'Usage: vpack-hook' "$1"
-}
 
 install_hook() {
     if [ -e "$HOOK_LINK" ] || [ -L "$HOOK_LINK" ]; then
@@ -173,36 +164,6 @@ remove_hook() {
 
 # libvirtd looks for hooks only at start and on SIGHUP. Restart (or HUP)
 # it; when this shell started it, the cleanup must stop the new one.
-reload_libvirtd() {
-    local pid new ours=""
-    pid=$(vp__daemon_pid libvirtd) || { vp_start_libvirtd; return 0; }
-    [ "$pid" = "$VP_STARTED_LIBVIRTD_PID" ] && ours=1
-    wait_quiet "reloading libvirtd"
-    if [ "$VPHK_RELOAD" = hup ]; then
-        vp_log "libvirtd ($pid): SIGHUP, to look for hooks again"
-        kill -HUP "$pid"
-        sleep 1
-    else
-        vp_log "restarting libvirtd ($pid), to look for hooks again"
-        kill -TERM "$pid"
-        for _ in $(seq 300); do vp__pid_alive "$pid" || break; sleep 0.1; done
-        if vp__pid_alive "$pid"; then
-            vp_log "libvirtd ($pid) did not stop within 30 s"; return 1
-        fi
-        libvirtd -d
-        for _ in $(seq 100); do
-            new=$(vp__daemon_pid libvirtd) && [ "$new" != "$pid" ] && break
-            new=""; sleep 0.1
-        done
-        [ -n "$new" ] || { vp_log "libvirtd did not start again"; return 1; }
-        [ -z "$ours" ] || VP_STARTED_LIBVIRTD_PID=$new
-    fi
-    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
-    until virsh -c "$VP_URI" version >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || { vp_log "libvirtd does not answer after reloading"; return 1; }
-        sleep 0.2
-    done
-}
 
 # start_vpackd VAR SOCKET STATE_DIR LOG [OPTION...]: starts vpackd in the
 # background (a child of this shell, so that its exit code can be had);
@@ -492,7 +453,7 @@ if vp_virsh dominfo vphk-def5 >/dev/null 2>&1; then
 else
     pass "nothing defined for level 5"
 fi
-[ -z "$(foreign_vpackd)" ] || vp_log "note: another vpackd runs; set-policy does not use it"
+[ -z "$(vp_foreign_vpackd "$agent_pid" "$stalled_pid")" ] || vp_log "note: another vpackd runs; set-policy does not use it"
 out=$("$VPACKCTL" set-policy vphk-def 1 --config 2>&1) && rc=0 || rc=$?
 echo "vpackctl set-policy vphk-def 1 --config: exit $rc: $out"
 got=$(policy_of --inactive vphk-def)

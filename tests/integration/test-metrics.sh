@@ -41,20 +41,12 @@ failures=0
 vp_require_root
 [ -x "$VPACKD" ] || vp_die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
 
-stop_pid() { # PID: SIGTERM, then SIGKILL after 5 s
-    local pid=$1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
 
 cleanup() {
     local rc=$?
-    stop_pid "$flood_pid"
-    stop_pid "$prom_pid"
-    stop_pid "$agent_pid"
+    vp_stop_pid "$flood_pid"
+    vp_stop_pid "$prom_pid"
+    vp_stop_pid "$agent_pid"
     if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
         echo "---- vpackd log (last 40 lines)"; tail -n 40 "$work/vpackd.log" 2>/dev/null || true
         echo "---- prometheus log (last 15 lines)"; tail -n 15 "$work/prometheus.log" 2>/dev/null || true
@@ -68,10 +60,6 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# A TCP port nobody listens on now.
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 wait_until() { # SECONDS CMD...: polls every 0.2 s
     local deadline=$((SECONDS + $1)); shift
@@ -93,7 +81,7 @@ vp_define_start "$DOM" 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'
 vp_wait_ready "$DOM"
 
 echo "== scrape"
-port=$(free_port)
+port=$(vp_free_port)
 url=http://127.0.0.1:$port
 "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
     --set metrics.port="$port" --set control.socket="$work/vpackd.sock" \
@@ -147,7 +135,7 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$@" || true; }
 [ "$(code -I "$url/metrics")" = 200 ] && pass "HEAD /metrics: 200" || fail "HEAD /metrics"
 
 echo "== prometheus"
-pport=$(free_port)
+pport=$(vp_free_port)
 cat >"$work/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
@@ -217,12 +205,12 @@ else
 fi
 established=$(ss -Htn state established "( sport = :$port )" | wc -l)
 echo "   server-side connections still established: $established (limit 64)"
-stop_pid "$flood_pid"; flood_pid=""
+vp_stop_pid "$flood_pid"; flood_pid=""
 [ "$(code "$url/metrics")" = 200 ] && pass "/metrics answers after the flood" || fail "/metrics after the flood"
 kill -0 "$agent_pid" 2>/dev/null && pass "vpackd still running" || fail "vpackd died"
 
 echo "== stop"
-stop_pid "$prom_pid"; prom_pid=""
+vp_stop_pid "$prom_pid"; prom_pid=""
 kill -TERM "$agent_pid"
 rc=0
 wait "$agent_pid" || rc=$?
