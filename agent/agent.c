@@ -592,8 +592,7 @@ static void sample_domains(struct vpack_agent *a)
     a->prev_ns = now;
 }
 
-static int thread_to_sample(const struct vpack_agent *a, const struct agent_dom *d,
-                            const struct agent_thread *t, struct vpack_thread_sample *s)
+static int thread_to_sample(const struct agent_thread *t, struct vpack_thread_sample *s)
 {
     s->id = t->id;
     s->util = t->util;
@@ -605,8 +604,6 @@ static int thread_to_sample(const struct vpack_agent *a, const struct agent_dom 
             return -ENOMEM;
         *s->pin = t->pin;
     }
-    (void)a;
-    (void)d;
     return 0;
 }
 
@@ -653,13 +650,13 @@ static int build_snapshot(struct vpack_agent *a, struct vpack_snapshot **out, un
         }
         unsigned j = 0;
         for (unsigned v = 0; v < d->nvcpus; v++)
-            if (d->vcpu_online[v] && thread_to_sample(a, d, &d->vcpus[v], &ds->vcpus[j++]) < 0)
+            if (d->vcpu_online[v] && thread_to_sample(&d->vcpus[v], &ds->vcpus[j++]) < 0)
                 goto fail;
-        if (thread_to_sample(a, d, &d->emulator, &ds->emulator) < 0)
+        if (thread_to_sample(&d->emulator, &ds->emulator) < 0)
             goto fail;
         ds->emulator.id = -1;
         for (unsigned t = 0; t < d->niothreads; t++)
-            if (thread_to_sample(a, d, &d->iothreads[t], &ds->iothreads[t]) < 0)
+            if (thread_to_sample(&d->iothreads[t], &ds->iothreads[t]) < 0)
                 goto fail;
     }
     *out = s;
@@ -984,8 +981,7 @@ static void on_connected(void *opaque)
 
 static void on_disconnected(void *opaque)
 {
-    struct vpack_agent *a = opaque;
-    (void)a;
+    (void)opaque;
     log_warn("lost the connection to libvirt; reconnecting");
 }
 

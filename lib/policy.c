@@ -564,7 +564,7 @@ static const vpack_cpuset *union_mask(struct planner *pl, const struct dom_info 
     return c;
 }
 
-static int build_domain(struct planner *pl, struct vpack_plan *plan, struct dom_info *di,
+static int build_domain(struct planner *pl, struct dom_info *di,
                         struct vpack_plan_domain *out, bool lifted, int wake, int *ids)
 {
     const struct vpack_domain_sample *d = di->d;
@@ -606,7 +606,6 @@ static int build_domain(struct planner *pl, struct vpack_plan *plan, struct dom_
             if (vpack_cpuset_intersects(&pl->pkg_mask[p], bound))
                 ids[nids++] = pl->topo->packages[p].id;
     }
-    (void)plan;
 
     out->name = strdup(d->name);
     out->level = di->level;
@@ -995,7 +994,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
     for (unsigned i = 0; i < snap->ndomains; i++) {
         struct dom_info *di = &pl.di[i];
         plan->ndomains = i + 1;
-        if ((ret = build_domain(&pl, plan, di, &plan->domains[i], lifted, wake, ids)) < 0)
+        if ((ret = build_domain(&pl, di, &plan->domains[i], lifted, wake, ids)) < 0)
             goto cleanup;
         ret = -ENOMEM;
         if (!di->managed)
