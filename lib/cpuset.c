@@ -156,11 +156,28 @@ static int read_id(const char **p, unsigned *out)
     return 0;
 }
 
+/* The text as the message quotes it: at most QUOTE_MAX bytes, control characters as '?'. */
+#define QUOTE_MAX 64
+
 static int parse_error(char *err, size_t errlen, const char *text, const char *at, const char *what)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "invalid cpuset '%s': %s at character %zu", text, what,
-                 (size_t)(at - text) + 1);
+    char quoted[QUOTE_MAX + 4];
+    size_t i;
+
+    if (!err || !errlen)
+        return -EINVAL;
+    /* A message is one line: the text may come from JSON with "\n" in it. */
+    for (i = 0; text[i] && i < QUOTE_MAX; i++)
+        quoted[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
+    if (text[i]) {
+        while (i > 0 && ((unsigned char)text[i] & 0xC0) == 0x80)
+            i--; /* cut on a UTF-8 character boundary */
+        memcpy(quoted + i, "...", 3);
+        i += 3;
+    }
+    quoted[i] = '\0';
+    snprintf(err, errlen, "invalid cpuset '%s': %s at character %zu", quoted, what,
+             (size_t)(at - text) + 1);
     return -EINVAL;
 }
 

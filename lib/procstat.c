@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads an unsigned decimal at *p (after blanks); -EINVAL if none. */
+/* Reads an unsigned decimal at *p (after blanks); -EINVAL if none or above UINT64_MAX. */
 static int read_u64(const char **p, const char *end, uint64_t *v)
 {
     while (*p < end && (**p == ' ' || **p == '\t'))
@@ -17,11 +17,20 @@ static int read_u64(const char **p, const char *end, uint64_t *v)
         return -EINVAL;
     uint64_t x = 0;
     while (*p < end && isdigit((unsigned char)**p)) {
-        x = x * 10 + (uint64_t)(**p - '0');
+        unsigned d = (unsigned)(**p - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return -EINVAL;
+        x = x * 10 + d;
         (*p)++;
     }
     *v = x;
     return 0;
+}
+
+/* a + b, stopping at UINT64_MAX: counters near the top must not wrap to small. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n)
@@ -56,11 +65,14 @@ int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **o
                 arr = t;
                 cap = ncap;
             }
-            uint64_t idle = f[3] + f[4];
-            uint64_t busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+            uint64_t idle = add_sat(f[3], f[4]);
+            uint64_t busy = 0;
+            for (int k = 0; k < 8; k++)
+                if (k != 3 && k != 4)
+                    busy = add_sat(busy, f[k]);
             arr[cnt].cpu = (int)id;
             arr[cnt].busy = busy;
-            arr[cnt].total = busy + idle;
+            arr[cnt].total = add_sat(busy, idle);
             cnt++;
         }
         p = eol + 1;
@@ -149,6 +161,6 @@ int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
     uint64_t utime, stime;
     if (read_u64(&p, end, &utime) < 0 || read_u64(&p, end, &stime) < 0)
         return -EINVAL;
-    *ticks = utime + stime;
+    *ticks = add_sat(utime, stime);
     return 0;
 }

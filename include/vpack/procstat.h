@@ -16,8 +16,9 @@ struct vpack_cpu_times {
  * Parses the "cpuN ..." lines of a /proc/stat text of len bytes; the
  * aggregate "cpu" line and other lines are skipped. guest and guest_nice are
  * already part of user and nice, so they are not added again. Offline CPUs
- * have no line. Returns 0 with *out (caller frees) and *n set, or -EINVAL for
- * a malformed cpu line, -ENOMEM.
+ * have no line. Sums stop at UINT64_MAX. Returns 0 with *out (caller frees) and
+ * *n set, or -EINVAL for a malformed cpu line (a number beyond 64 bits
+ * included), -ENOMEM.
  */
 int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n);
 

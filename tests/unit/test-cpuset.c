@@ -93,6 +93,22 @@ static void test_parse_garbage(void **state)
     expect_error("0x3", "unexpected character");
 }
 
+/* Found by fuzz-snapshot (regress-cpuset-control-char): messages are one bounded line. */
+static void test_parse_error_quoting(void **state)
+{
+    (void)state;
+    vpack_cpuset s;
+    char err[256], text[200];
+    assert_int_equal(vpack_cpuset_parse(&s, "0-\x01" "1", err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "invalid cpuset '0-?1': expected the end of a range at character 3");
+    memset(text, '1', sizeof(text));
+    text[150] = 'x';
+    text[199] = '\0';
+    assert_int_equal(vpack_cpuset_parse(&s, text, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "invalid cpuset '1111111111111111111111111111111111111111111111111111"
+                             "111111111111...': CPU id out of range (max 16383) at character 1");
+}
+
 static void test_format(void **state)
 {
     (void)state;
@@ -196,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_parse_libvirt_examples),
         cmocka_unit_test(test_parse_blanks_and_trailing_comma),
         cmocka_unit_test(test_parse_garbage),
+        cmocka_unit_test(test_parse_error_quoting),
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_roundtrip),

@@ -78,6 +78,31 @@ static void test_malformed(void **state)
     free(t);
 }
 
+/*
+ * Found by fuzz-procstat (regress-overflow-*): numbers beyond 64 bits wrapped
+ * and sums near the top wrapped to small, giving busy > total.
+ */
+static void test_overflow(void **state)
+{
+    (void)state;
+    struct vpack_cpu_times *t = NULL;
+    unsigned n = 0;
+    uint64_t ticks = 0;
+    const char *big = "cpu0 18446744073709551616 0 0 0\n";
+    assert_int_equal(vpack_procstat_parse(big, strlen(big), &t, &n), -EINVAL);
+    const char *top = "cpu0 18446744073709551615 0 0 5\n";
+    assert_int_equal(vpack_procstat_parse(top, strlen(top), &t, &n), 0);
+    assert_int_equal(n, 1);
+    assert_true(t[0].busy == UINT64_MAX && t[0].total == UINT64_MAX);
+    free(t);
+    const char *task = "1 (x) S 1 1 1 0 -1 0 0 0 0 0 18446744073709551615 7 0\n";
+    assert_int_equal(vpack_task_stat_parse(task, strlen(task), &ticks), 0);
+    assert_true(ticks == UINT64_MAX);
+    const char *numa = "total=99999999999999999999 N0=1\n";
+    struct vpack_mem_share out[2];
+    assert_int_equal(vpack_numastat_parse(numa, strlen(numa), out, 2, &n), -EINVAL);
+}
+
 static void test_numastat(void **state)
 {
     (void)state;
@@ -118,6 +143,7 @@ int main(void)
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_busy),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_numastat),
         cmocka_unit_test(test_task_stat),
     };

@@ -473,6 +473,10 @@ static void test_errors_domain(void **state)
     expect_error(DOM("'cpuset': '0-3,^0-3', 'vcpus': []"),
                  "domains[0] (web1).cpuset: invalid cpuset '0-3,^0-3': '^' takes a single CPU, "
                  "not a range at character 7");
+    /* Found by fuzz-snapshot (regress-cpuset-control-char): the message is one line. */
+    expect_error(DOM("'cpuset': '0-\\u00011', 'vcpus': []"),
+                 "domains[0] (web1).cpuset: invalid cpuset '0-?1': expected the end of a range "
+                 "at character 3");
     expect_error(DOM("'cpuset': [0, 1], 'vcpus': []"),
                  "domains[0] (web1).cpuset: expected a string, got an array");
     expect_error(DOM("'level': 2"), "domains[0] (web1).vcpus: missing (required)");
