@@ -1360,18 +1360,6 @@ struct json_object *vpack_agent_snapshot_json(struct vpack_agent *a)
     return o;
 }
 
-static bool uuid_ok(const char *u)
-{
-    if (!u || strlen(u) != 36)
-        return false;
-    for (int i = 0; i < 36; i++) {
-        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? u[i] != '-' : !strchr("0123456789abcdefABCDEF", u[i]))
-            return false;
-    }
-    return true;
-}
-
 static int record_path(const struct vpack_agent *a, const char *uuid, char *buf, size_t len,
                        bool mkdirs)
 {
@@ -1396,33 +1384,23 @@ static const char *json_str(struct json_object *o, const char *key)
     return json_object_get_string(v);
 }
 
-int vpack_agent_register(struct vpack_agent *a, struct json_object *req, char **errmsg)
+int vpack_agent_register(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg)
 {
-    struct json_object *dom;
     char path[4096], tmp[4200];
+    const char *uuid = req->uuid, *name = req->name;
     *errmsg = NULL;
-    if (!json_object_object_get_ex(req, "domain", &dom) || !json_object_is_type(dom, json_type_object)) {
-        *errmsg = strdup("needs a \"domain\" object");
-        return -EINVAL;
-    }
-    const char *uuid = json_str(dom, "uuid"), *name = json_str(dom, "name");
-    if (!name || !uuid_ok(uuid)) {
-        *errmsg = strdup("the domain record needs a \"name\" and a valid \"uuid\"");
-        return -EINVAL;
-    }
     int r = record_path(a, uuid, path, sizeof(path), true);
     if (r < 0)
         return r;
     /* At libvirtd's reconnect the live XML may carry vpack's own pins: the
      * record from the domain's start, if there is one, stays the record. */
-    const char *event = json_str(req, "event");
-    if (event && !strcmp(event, "reconnect") && access(path, F_OK) == 0) {
+    if (req->reconnect && access(path, F_OK) == 0) {
         log_debug("domain %s: reconnect: keeping the record from its start", name);
         return 0;
     }
     /* Write-then-rename: a crash never leaves half a record. */
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (json_object_to_file_ext(tmp, dom, JSON_C_TO_STRING_PLAIN) < 0 || rename(tmp, path) < 0) {
+    if (json_object_to_file_ext(tmp, req->record, JSON_C_TO_STRING_PLAIN) < 0 || rename(tmp, path) < 0) {
         r = -errno ? -errno : -EIO;
         unlink(tmp);
         if (asprintf(errmsg, "cannot store the record in %s: %s", path, strerror(-r)) < 0)
@@ -1436,16 +1414,11 @@ int vpack_agent_register(struct vpack_agent *a, struct json_object *req, char **
     return 0;
 }
 
-int vpack_agent_forget(struct vpack_agent *a, struct json_object *req, char **errmsg)
+int vpack_agent_forget(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg)
 {
     char path[4096];
-    const char *uuid = json_str(req, "uuid");
     *errmsg = NULL;
-    if (!uuid_ok(uuid)) {
-        *errmsg = strdup("needs a valid \"uuid\"");
-        return -EINVAL;
-    }
-    if (record_path(a, uuid, path, sizeof(path), false) == 0)
+    if (record_path(a, req->uuid, path, sizeof(path), false) == 0)
         unlink(path);
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "vpack/config.h"
 #include "vpack/policy.h"
+#include "vpack/protocol.h"
 
 struct vpack_agent;
 
@@ -54,13 +55,13 @@ void vpack_moves_free(struct vpack_move *moves, unsigned n);
 
 /*
  * The hook's hand-over (control socket ops "register" and "forget"): req is
- * the whole request object. register keeps the domain record (what the
+ * the checked request (lib/protocol.c). register keeps the domain record (what the
  * guest asked for, as the hook saw it at start) under state_dir/domains/ so
  * that a restarted agent still knows it; it is the record of transient
  * domains. Returns 0 or -errno with *errmsg (caller frees).
  */
-int vpack_agent_register(struct vpack_agent *a, struct json_object *req, char **errmsg);
-int vpack_agent_forget(struct vpack_agent *a, struct json_object *req, char **errmsg);
+int vpack_agent_register(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg);
+int vpack_agent_forget(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg);
 
 /* Counters the metrics endpoint exports. */
 struct vpack_agent_counters {

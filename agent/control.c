@@ -161,37 +161,16 @@ static struct json_object *ok_obj(void)
 static void handle_line(struct client *cl, const char *line, size_t len)
 {
     struct vpack_control *ctl = cl->ctl;
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *req = NULL, *op = NULL, *ans = NULL;
-    if (!tok)
+    struct vpack_ctl_request req;
+    struct json_object *ans = NULL;
+    char msg[512];
+    /* lib/protocol.c checks the request, the permission and the arguments. */
+    if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, msg,
+                                sizeof(msg)) < 0) {
+        send_error(cl, "%s", msg);
         return;
-    req = json_tokener_parse_ex(tok, line, (int)len);
-    if (!req || json_tokener_get_error(tok) != json_tokener_success ||
-        json_tokener_get_parse_end(tok) != len) {
-        enum json_tokener_error e = json_tokener_get_error(tok);
-        send_error(cl, "invalid JSON: %s",
-                   req                            ? "trailing data"
-                   : e == json_tokener_continue ? "incomplete"
-                                                  : json_tokener_error_desc(e));
-        goto out;
     }
-    if (!json_object_is_type(req, json_type_object) || !json_object_object_get_ex(req, "op", &op) ||
-        !json_object_is_type(op, json_type_string)) {
-        send_error(cl, "a request is an object with a string \"op\"");
-        goto out;
-    }
-    const char *name = json_object_get_string(op);
-    bool writes = !strcmp(name, "rebalance") || !strcmp(name, "register") || !strcmp(name, "forget");
-    if (writes) {
-        struct json_object *dry;
-        bool dry_run = !strcmp(name, "rebalance") && json_object_object_get_ex(req, "dry_run", &dry) &&
-                       json_object_get_boolean(dry);
-        if (!cl->privileged && !dry_run) {
-            send_error(cl, "permission denied: '%s' needs root or the vpack control group "
-                           "(uid %u)", name, (unsigned)cl->uid);
-            goto out;
-        }
-    }
+    const char *name = req.op_name;
     if (!strcmp(name, "version")) {
         ans = ok_obj();
         json_object_object_add(ans, "version", json_object_new_string(VPACK_VERSION));
@@ -202,23 +181,15 @@ static void handle_line(struct client *cl, const char *line, size_t len)
         ans = ok_obj();
         json_object_object_add(ans, "snapshot", vpack_agent_snapshot_json(ctl->agent));
     } else if (!strcmp(name, "explain")) {
-        struct json_object *dom;
-        if (!json_object_object_get_ex(req, "domain", &dom) ||
-            !json_object_is_type(dom, json_type_string)) {
-            send_error(cl, "explain needs a string \"domain\"");
-            goto out;
-        }
-        struct json_object *e = vpack_agent_explain_json(ctl->agent, json_object_get_string(dom));
+        struct json_object *e = vpack_agent_explain_json(ctl->agent, req.domain);
         if (!e) {
-            send_error(cl, "domain '%s' is not running or not known to vpackd",
-                       json_object_get_string(dom));
+            send_error(cl, "domain '%s' is not running or not known to vpackd", req.domain);
             goto out;
         }
         ans = ok_obj();
         json_object_object_add(ans, "domain", e);
     } else if (!strcmp(name, "rebalance")) {
-        struct json_object *dry;
-        bool dry_run = json_object_object_get_ex(req, "dry_run", &dry) && json_object_get_boolean(dry);
+        bool dry_run = req.dry_run;
         struct vpack_move *moves = NULL;
         unsigned n = 0;
         int r = vpack_agent_rebalance(ctl->agent, dry_run, &moves, &n);
@@ -243,23 +214,19 @@ static void handle_line(struct client *cl, const char *line, size_t len)
         json_object_object_add(ans, "moves", arr);
     } else if (!strcmp(name, "register") || !strcmp(name, "forget")) {
         char *err = NULL;
-        int r = !strcmp(name, "register") ? vpack_agent_register(ctl->agent, req, &err)
-                                          : vpack_agent_forget(ctl->agent, req, &err);
+        int r = !strcmp(name, "register") ? vpack_agent_register(ctl->agent, &req, &err)
+                                          : vpack_agent_forget(ctl->agent, &req, &err);
         if (r < 0) {
             send_error(cl, "%s: %s", name, err ? err : strerror(-r));
             free(err);
             goto out;
         }
         ans = ok_obj();
-    } else {
-        send_error(cl, "unknown op '%s'", name);
-        goto out;
     }
     send_obj(cl, ans);
 out:
     json_object_put(ans);
-    json_object_put(req);
-    json_tokener_free(tok);
+    vpack_ctl_request_clear(&req);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

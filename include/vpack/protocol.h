@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control protocol's requests: one JSON object per line on vpackd's
+ * socket (agent/control.c does the socket). This is the pure part: a line
+ * and the peer's privilege in, a checked request or the answer's error text
+ * out. Ops:
+ *
+ *   version, status, snapshot              anyone who can connect
+ *   explain {"domain": NAME}               anyone
+ *   rebalance {"dry_run": BOOL}            root or [control] group; anyone when dry_run
+ *   register {"domain": RECORD, "event"}   root or [control] group
+ *   forget {"uuid"}                        root or [control] group
+ *
+ * The permission check comes before the arguments are checked: a peer that
+ * may not write learns nothing about its arguments.
+ */
+#ifndef VPACK_PROTOCOL_H
+#define VPACK_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+enum vpack_ctl_op {
+    VPACK_CTL_VERSION,
+    VPACK_CTL_STATUS,
+    VPACK_CTL_SNAPSHOT,
+    VPACK_CTL_EXPLAIN,
+    VPACK_CTL_REBALANCE,
+    VPACK_CTL_REGISTER,
+    VPACK_CTL_FORGET,
+};
+
+struct vpack_ctl_request {
+    enum vpack_ctl_op op;
+    const char *op_name;           /* "version", ... (static) */
+    bool dry_run;                  /* rebalance: plan only */
+    const char *domain;            /* explain: the domain's name */
+    struct json_object *record;    /* register: the hook's domain record */
+    const char *name;              /* register: the record's "name" */
+    const char *uuid;              /* register: the record's "uuid"; forget: the request's */
+    bool reconnect;                /* register: "event" is "reconnect" */
+    struct json_object *obj;       /* the whole request; the pointers above point into it */
+};
+
+/*
+ * Reads one request line of len bytes (without its '\n'; no NUL needed) from
+ * a peer that is privileged (root or the control group) or not; uid is
+ * named in a refusal. Returns 0 with *req filled (release it with
+ * vpack_ctl_request_clear()), or -EINVAL (not a request, unknown op, bad
+ * arguments), -EPERM (the op changes something and the peer may not) or
+ * -ENOMEM, with the text of the answer's "error" in err: one line,
+ * NUL-terminated, cut to errlen. Strings with a NUL character in them are
+ * not names, uuids or ops.
+ */
+int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
+                            struct vpack_ctl_request *req, char *err, size_t errlen);
+void vpack_ctl_request_clear(struct vpack_ctl_request *req);
+
+/* True for a libvirt UUID in its 36-character text form. */
+bool vpack_ctl_uuid_ok(const char *uuid);
+
+#endif

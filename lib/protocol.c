@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+#include "vpack/protocol.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const op_names[] = {
+    [VPACK_CTL_VERSION] = "version",     [VPACK_CTL_STATUS] = "status",
+    [VPACK_CTL_SNAPSHOT] = "snapshot",   [VPACK_CTL_EXPLAIN] = "explain",
+    [VPACK_CTL_REBALANCE] = "rebalance", [VPACK_CTL_REGISTER] = "register",
+    [VPACK_CTL_FORGET] = "forget",
+};
+
+/* For quoting what the peer sent: at most this many bytes. */
+#define QUOTE_MAX 64
+
+static int __attribute__((format(printf, 4, 5)))
+fail(int ret, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return ret;
+}
+
+/* s (len bytes) for a message: control characters as '?', cut after QUOTE_MAX bytes. */
+static void quote(char *dst, const char *s, size_t len)
+{
+    size_t i, take = len > QUOTE_MAX ? QUOTE_MAX : len;
+    if (take < len)
+        while (take > 0 && ((unsigned char)s[take] & 0xC0) == 0x80)
+            take--; /* cut on a UTF-8 character boundary */
+    for (i = 0; i < take; i++)
+        dst[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    if (take < len) {
+        memcpy(dst + i, "...", 3);
+        i += 3;
+    }
+    dst[i] = '\0';
+}
+
+/* The string member key of o, or NULL when absent, not a string or holding a NUL. */
+static const char *str_member(struct json_object *o, const char *key)
+{
+    struct json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    const char *s = json_object_get_string(v);
+    return strlen(s) == (size_t)json_object_get_string_len(v) ? s : NULL;
+}
+
+bool vpack_ctl_uuid_ok(const char *u)
+{
+    if (!u || strlen(u) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? u[i] != '-' : !strchr("0123456789abcdefABCDEF", u[i]))
+            return false;
+    }
+    return true;
+}
+
+void vpack_ctl_request_clear(struct vpack_ctl_request *req)
+{
+    json_object_put(req->obj);
+    memset(req, 0, sizeof(*req));
+}
+
+static int check_args(struct vpack_ctl_request *req, char *err, size_t errlen)
+{
+    struct json_object *o = req->obj, *v;
+    switch (req->op) {
+    case VPACK_CTL_EXPLAIN:
+        if (!(req->domain = str_member(o, "domain")))
+            return fail(-EINVAL, err, errlen, "explain needs a string \"domain\"");
+        return 0;
+    case VPACK_CTL_REGISTER:
+        if (!json_object_object_get_ex(o, "domain", &v) || !json_object_is_type(v, json_type_object))
+            return fail(-EINVAL, err, errlen, "register: needs a \"domain\" object");
+        req->record = v;
+        req->name = str_member(v, "name");
+        req->uuid = str_member(v, "uuid");
+        if (!req->name || !vpack_ctl_uuid_ok(req->uuid))
+            return fail(-EINVAL, err, errlen,
+                        "register: the domain record needs a \"name\" and a valid \"uuid\"");
+        const char *event = str_member(o, "event");
+        req->reconnect = event && !strcmp(event, "reconnect");
+        return 0;
+    case VPACK_CTL_FORGET:
+        req->uuid = str_member(o, "uuid");
+        if (!vpack_ctl_uuid_ok(req->uuid))
+            return fail(-EINVAL, err, errlen, "forget: needs a valid \"uuid\"");
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
+                            struct vpack_ctl_request *req, char *err, size_t errlen)
+{
+    struct json_tokener *tok;
+    struct json_object *op, *dry;
+    enum json_tokener_error e;
+    char quoted[QUOTE_MAX + 4];
+    size_t i;
+    int ret;
+
+    memset(req, 0, sizeof(*req));
+    if (err && errlen)
+        err[0] = '\0';
+    if (len > INT_MAX)
+        return fail(-EINVAL, err, errlen, "invalid JSON: the line is too long");
+    if (!(tok = json_tokener_new()))
+        return fail(-ENOMEM, err, errlen, "out of memory");
+    req->obj = json_tokener_parse_ex(tok, line, (int)len);
+    e = json_tokener_get_error(tok);
+    if (!req->obj || e != json_tokener_success || json_tokener_get_parse_end(tok) != len) {
+        ret = fail(-EINVAL, err, errlen, "invalid JSON: %s",
+                   req->obj                     ? "trailing data"
+                   : e == json_tokener_continue ? "incomplete"
+                                                : json_tokener_error_desc(e));
+        json_tokener_free(tok);
+        goto fail;
+    }
+    json_tokener_free(tok);
+    if (!json_object_is_type(req->obj, json_type_object) ||
+        !json_object_object_get_ex(req->obj, "op", &op) || !json_object_is_type(op, json_type_string)) {
+        ret = fail(-EINVAL, err, errlen, "a request is an object with a string \"op\"");
+        goto fail;
+    }
+    const char *name = json_object_get_string(op);
+    size_t name_len = (size_t)json_object_get_string_len(op);
+    for (i = 0; i < sizeof(op_names) / sizeof(op_names[0]); i++)
+        if (strlen(op_names[i]) == name_len && !memcmp(op_names[i], name, name_len))
+            break;
+    if (i == sizeof(op_names) / sizeof(op_names[0])) {
+        quote(quoted, name, name_len);
+        ret = fail(-EINVAL, err, errlen, "unknown op '%s'", quoted);
+        goto fail;
+    }
+    req->op = (enum vpack_ctl_op)i;
+    req->op_name = op_names[i];
+    /* json-c's truthiness: true, non-zero numbers and non-empty strings. */
+    req->dry_run = req->op == VPACK_CTL_REBALANCE && json_object_object_get_ex(req->obj, "dry_run", &dry) &&
+                   json_object_get_boolean(dry);
+    bool writes = req->op == VPACK_CTL_REBALANCE || req->op == VPACK_CTL_REGISTER ||
+                  req->op == VPACK_CTL_FORGET;
+    if (writes && !privileged && !req->dry_run) {
+        ret = fail(-EPERM, err, errlen,
+                   "permission denied: '%s' needs root or the vpack control group (uid %u)",
+                   req->op_name, uid);
+        goto fail;
+    }
+    if ((ret = check_args(req, err, errlen)) < 0)
+        goto fail;
+    return 0;
+fail:
+    vpack_ctl_request_clear(req);
+    return ret;
+}

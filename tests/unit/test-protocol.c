@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/protocol.c: one control-socket request line in, a checked request or
+ * the exact error text of the answer out; the permission rule (writes need
+ * a privileged peer, except a dry-run rebalance) before the arguments.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "vpack/protocol.h"
+
+#define UUID "c7a5fdbd-edaf-9455-926a-d65c16db1809"
+
+static int parse(const char *line, bool privileged, struct vpack_ctl_request *req, char *err)
+{
+    memset(err, 'x', 512);
+    return vpack_ctl_request_parse(line, strlen(line), privileged, 1000, req, err, 512);
+}
+
+static void expect_error(const char *line, bool privileged, int code, const char *msg)
+{
+    struct vpack_ctl_request req;
+    char err[512];
+    assert_int_equal(parse(line, privileged, &req, err), code);
+    assert_string_equal(err, msg);
+    assert_null(req.obj);
+}
+
+static void test_ops(void **state)
+{
+    (void)state;
+    struct vpack_ctl_request req;
+    char err[512];
+    const struct {
+        const char *line;
+        enum vpack_ctl_op op;
+    } ok[] = {
+        {"{\"op\": \"version\"}", VPACK_CTL_VERSION},
+        {"{\"op\": \"status\", \"extra\": [1, 2]}", VPACK_CTL_STATUS},
+        {" {\"op\":\"snapshot\"} ", VPACK_CTL_SNAPSHOT},
+        {"{\"op\": \"explain\", \"domain\": \"web1\"}", VPACK_CTL_EXPLAIN},
+        {"{\"op\": \"rebalance\"}", VPACK_CTL_REBALANCE},
+        {"{\"op\": \"forget\", \"uuid\": \"" UUID "\", \"name\": \"web1\"}", VPACK_CTL_FORGET},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        assert_int_equal(parse(ok[i].line, true, &req, err), 0);
+        assert_int_equal(req.op, ok[i].op);
+        assert_non_null(req.obj);
+        vpack_ctl_request_clear(&req);
+        assert_null(req.obj);
+    }
+    assert_int_equal(parse("{\"op\": \"explain\", \"domain\": \"web1\"}", false, &req, err), 0);
+    assert_string_equal(req.domain, "web1");
+    assert_string_equal(req.op_name, "explain");
+    vpack_ctl_request_clear(&req);
+
+    assert_int_equal(parse("{\"op\": \"register\", \"event\": \"reconnect\", \"domain\": "
+                           "{\"name\": \"web1\", \"uuid\": \"" UUID "\", \"vcpupin\": {}}}",
+                           true, &req, err), 0);
+    assert_int_equal(req.op, VPACK_CTL_REGISTER);
+    assert_string_equal(req.name, "web1");
+    assert_string_equal(req.uuid, UUID);
+    assert_true(req.reconnect);
+    assert_true(json_object_is_type(req.record, json_type_object));
+    vpack_ctl_request_clear(&req);
+    assert_int_equal(parse("{\"op\": \"register\", \"event\": \"prepare\", \"domain\": "
+                           "{\"name\": \"web1\", \"uuid\": \"" UUID "\"}}", true, &req, err), 0);
+    assert_false(req.reconnect);
+    vpack_ctl_request_clear(&req);
+}
+
+static void test_permission(void **state)
+{
+    (void)state;
+    struct vpack_ctl_request req;
+    char err[512];
+    expect_error("{\"op\": \"rebalance\"}", false, -EPERM,
+                 "permission denied: 'rebalance' needs root or the vpack control group (uid 1000)");
+    expect_error("{\"op\": \"rebalance\", \"dry_run\": false}", false, -EPERM,
+                 "permission denied: 'rebalance' needs root or the vpack control group (uid 1000)");
+    /* Refused before the arguments are looked at. */
+    expect_error("{\"op\": \"register\"}", false, -EPERM,
+                 "permission denied: 'register' needs root or the vpack control group (uid 1000)");
+    expect_error("{\"op\": \"forget\", \"uuid\": \"" UUID "\"}", false, -EPERM,
+                 "permission denied: 'forget' needs root or the vpack control group (uid 1000)");
+    /* A dry run changes nothing: anyone. */
+    assert_int_equal(parse("{\"op\": \"rebalance\", \"dry_run\": true}", false, &req, err), 0);
+    assert_true(req.dry_run);
+    vpack_ctl_request_clear(&req);
+    assert_int_equal(parse("{\"op\": \"rebalance\", \"dry_run\": 0}", true, &req, err), 0);
+    assert_false(req.dry_run);
+    vpack_ctl_request_clear(&req);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error("{\"op\": \"version\"", true, -EINVAL, "invalid JSON: incomplete");
+    expect_error("{\"op\": \"version\"} {}", true, -EINVAL, "invalid JSON: trailing data");
+    expect_error("{op: version}", true, -EINVAL, "invalid JSON: quoted object property name expected");
+    expect_error("[1]", true, -EINVAL, "a request is an object with a string \"op\"");
+    expect_error("{\"op\": 7}", true, -EINVAL, "a request is an object with a string \"op\"");
+    expect_error("{\"op\": \"reboot\"}", true, -EINVAL, "unknown op 'reboot'");
+    expect_error("{\"op\": \"VERSION\"}", true, -EINVAL, "unknown op 'VERSION'");
+    /* A NUL inside the op is not the op before it; control characters are quoted. */
+    expect_error("{\"op\": \"version\\u0000x\"}", true, -EINVAL, "unknown op 'version?x'");
+    expect_error("{\"op\": \"a\\nb\"}", true, -EINVAL, "unknown op 'a?b'");
+    expect_error("{\"op\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}",
+                 true, -EINVAL,
+                 "unknown op 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'");
+    expect_error("{\"op\": \"explain\"}", false, -EINVAL, "explain needs a string \"domain\"");
+    expect_error("{\"op\": \"explain\", \"domain\": 3}", false, -EINVAL,
+                 "explain needs a string \"domain\"");
+    expect_error("{\"op\": \"explain\", \"domain\": \"web1\\u0000x\"}", false, -EINVAL,
+                 "explain needs a string \"domain\"");
+    expect_error("{\"op\": \"register\"}", true, -EINVAL, "register: needs a \"domain\" object");
+    expect_error("{\"op\": \"register\", \"domain\": \"web1\"}", true, -EINVAL,
+                 "register: needs a \"domain\" object");
+    expect_error("{\"op\": \"register\", \"domain\": {\"name\": \"web1\"}}", true, -EINVAL,
+                 "register: the domain record needs a \"name\" and a valid \"uuid\"");
+    expect_error("{\"op\": \"register\", \"domain\": {\"uuid\": \"" UUID "\"}}", true, -EINVAL,
+                 "register: the domain record needs a \"name\" and a valid \"uuid\"");
+    expect_error("{\"op\": \"register\", \"domain\": {\"name\": \"w\", \"uuid\": \"../../etc/passwd\"}}",
+                 true, -EINVAL, "register: the domain record needs a \"name\" and a valid \"uuid\"");
+    expect_error("{\"op\": \"forget\"}", true, -EINVAL, "forget: needs a valid \"uuid\"");
+    expect_error("{\"op\": \"forget\", \"uuid\": \"" UUID "\\u0000/x\"}", true, -EINVAL,
+                 "forget: needs a valid \"uuid\"");
+    /* The message is cut to the caller's buffer. */
+    struct vpack_ctl_request req;
+    char err[8];
+    assert_int_equal(vpack_ctl_request_parse("[", 1, true, 0, &req, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "invalid");
+}
+
+static void test_uuid(void **state)
+{
+    (void)state;
+    assert_true(vpack_ctl_uuid_ok(UUID));
+    assert_true(vpack_ctl_uuid_ok("C7A5FDBD-EDAF-9455-926A-D65C16DB1809"));
+    assert_false(vpack_ctl_uuid_ok(NULL));
+    assert_false(vpack_ctl_uuid_ok(""));
+    assert_false(vpack_ctl_uuid_ok("c7a5fdbd-edaf-9455-926a-d65c16db180"));
+    assert_false(vpack_ctl_uuid_ok("c7a5fdbd-edaf-9455-926a-d65c16db18090"));
+    assert_false(vpack_ctl_uuid_ok("c7a5fdbd/edaf-9455-926a-d65c16db1809"));
+    assert_false(vpack_ctl_uuid_ok("g7a5fdbd-edaf-9455-926a-d65c16db1809"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops),
+        cmocka_unit_test(test_permission),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_uuid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
