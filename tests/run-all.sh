@@ -3,12 +3,14 @@
 #
 # Sets up everything the tests need on a Debian 12 machine (as root) and runs
 # them all: the unit tests in a normal build and in an AddressSanitizer +
-# UndefinedBehaviorSanitizer build, then the integration tests against a real
-# libvirtd with real QEMU guests. Prints "N passed, N failed" last and exits
+# UndefinedBehaviorSanitizer build, the fuzz targets (corpus replay and a
+# short run each), then the integration tests against a real libvirtd with
+# real QEMU guests. Prints "N passed, N failed" last and exits
 # non-zero if anything failed.
 #
 #   tests/run-all.sh            everything
-#   VPACK_SKIP_INTEGRATION=1    unit tests only (for a machine without libvirt)
+#   VPACK_SKIP_INTEGRATION=1    unit tests and fuzzing only (for a machine without libvirt)
+#   VPACK_FUZZ_SECONDS=N        fuzz each target N s (default 15; the domain XML 2N)
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,25 +78,36 @@ else
     failed=$((failed + 1))
 fi
 
-echo "== fuzzing the domain-XML reader (libFuzzer, ${VPACK_FUZZ_SECONDS:-60} s)"
+# Each libFuzzer target (tests/fuzz/README.md) briefly: VPACK_FUZZ_SECONDS
+# each (default 15), the domain-XML reader twice that.
+fuzz_seconds=${VPACK_FUZZ_SECONDS:-15}
+echo "== fuzzing (libFuzzer, ASan + UBSan): corpus replay, then ${fuzz_seconds} s per target"
 if CC=clang build build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false; then
     # (build() builds everything with clang too: a second compiler's -Werror.)
-    # The checked-in corpus is replayed first (a meson test), then new inputs
-    # are searched for in a scratch copy so the tree stays as it is.
+    # The checked-in corpora are replayed first (meson tests), then new
+    # inputs are searched for in scratch copies so the tree stays as it is.
+    # A crash leaves its input in build-fuzz/crash-<target>-*.
     run_suite build-fuzz --suite fuzz
-    scratch=$(mktemp -d)
-    cp -r tests/fuzz/corpus/domxml/. "$scratch/"
-    if build-fuzz/tests/fuzz/fuzz-domxml -dict=tests/fuzz/domxml.dict \
-        -max_total_time="${VPACK_FUZZ_SECONDS:-60}" -max_len=8192 -timeout=10 \
-        -rss_limit_mb=2048 -artifact_prefix="$scratch/" -print_final_stats=1 \
-        "$scratch" > build-fuzz/fuzz.log 2>&1; then
-        echo "fuzz: no crash ($(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/fuzz.log | grep -o '[0-9]*$') inputs)"
-        passed=$((passed + 1))
-    else
-        echo "fuzz: FAILED"; tail -40 build-fuzz/fuzz.log
-        failed=$((failed + 1))
-    fi
-    rm -rf "$scratch"
+    for target in cpuset procstat snapshot protocol metrics domxml; do
+        secs=$fuzz_seconds
+        [ "$target" = domxml ] && secs=$((fuzz_seconds * 2))
+        dict=()
+        [ -f "tests/fuzz/$target.dict" ] && dict=(-dict="tests/fuzz/$target.dict")
+        scratch=$(mktemp -d)
+        cp -r "tests/fuzz/corpus/$target/." "$scratch/"
+        log="build-fuzz/fuzz-$target.log"
+        if "build-fuzz/tests/fuzz/fuzz-$target" "${dict[@]}" \
+            -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+            -artifact_prefix="build-fuzz/crash-$target-" -print_final_stats=1 \
+            "$scratch" > "$log" 2>&1; then
+            echo "fuzz-$target: no crash ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') inputs in $secs s)"
+            passed=$((passed + 1))
+        else
+            echo "fuzz-$target: FAILED"; tail -40 "$log"
+            failed=$((failed + 1))
+        fi
+        rm -rf "$scratch"
+    done
 else
     failed=$((failed + 1))
 fi
