@@ -4,7 +4,8 @@
  * The input is one cpuset text, or two joined by '|'. Checked on every input:
  *
  *  - the parser either succeeds with a non-empty set, or fails with -EINVAL
- *    and a non-empty, NUL-terminated message that fits the buffer;
+ *    and a non-empty, NUL-terminated message that fits the buffer, without
+ *    control characters (the text it quotes may hold any);
  *  - format then re-parse gives the same set (round trip), and formatting is
  *    canonical: digits, ',' and '-' only, ascending runs, formatting the
  *    re-parsed set gives the same text;
@@ -32,6 +33,8 @@ static int parse_checked(const char *text, vpack_cpuset *out)
     if (r < 0) {
         CHECK(r == -EINVAL);
         CHECK(memchr(err, '\0', sizeof(err)) != NULL && err[0] != '\0');
+        for (const char *c = err; *c; c++) /* one line: the text is quoted */
+            CHECK((unsigned char)*c >= 0x20 && *c != 0x7f);
         return r;
     }
     CHECK(r == 0);

@@ -183,6 +183,12 @@ static int status_of(const char *r, size_t len)
     return (r[9] - '0') * 100 + (r[10] - '0') * 10 + (r[11] - '0');
 }
 
+/* The end of a line at d[i]: "\n" or "\r\n" (a lone '\r' is part of the line for MHD). */
+static bool eol(const uint8_t *d, size_t len, size_t i)
+{
+    return d[i] == '\n' || (d[i] == '\r' && i + 1 < len && d[i + 1] == '\n');
+}
+
 static int hexval(char c)
 {
     return isdigit((unsigned char)c) ? c - '0' : isxdigit((unsigned char)c) ? (tolower(c) - 'a' + 10) : -1;
@@ -202,7 +208,7 @@ static void request_line(const uint8_t *d, size_t len, char *method, size_t mlen
         i++;
     }
     /* (A NUL ends the method for libmicrohttpd as for strcmp: "GET\0\0 /" is a GET.) */
-    for (start = i; i < len && d[i] != ' ' && d[i] != '\r' && d[i] != '\n'; i++)
+    for (start = i; i < len && d[i] != ' ' && !eol(d, len, i); i++)
         if (k + 1 < mlen)
             method[k++] = (char)d[i];
     method[k] = '\0';
@@ -210,8 +216,7 @@ static void request_line(const uint8_t *d, size_t len, char *method, size_t mlen
     while (i < len && d[i] == ' ')
         i++;
     k = 0;
-    for (; i < len && d[i] != ' ' && d[i] != '?' && d[i] != '\r' && d[i] != '\n' && k + 1 < plen;
-         i++) {
+    for (; i < len && d[i] != ' ' && d[i] != '?' && !eol(d, len, i) && k + 1 < plen; i++) {
         /* (a path longer than plen cannot decode to "/" or "/metrics": cut, it fails) */
         if (d[i] == '%' && i + 2 < len && hexval((char)d[i + 1]) >= 0 && hexval((char)d[i + 2]) >= 0) {
             path[k++] = (char)(hexval((char)d[i + 1]) * 16 + hexval((char)d[i + 2]));
