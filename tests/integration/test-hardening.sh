@@ -62,7 +62,7 @@ repair_cpusets() {
     local top=/sys/fs/cgroup/cpuset f
     [ -r "$top/cpuset.cpus" ] || return 0
     find "$top"/machine "$top"/machine.slice -name cpuset.cpus 2>/dev/null | sort |
-        while read -r f; do cat "$top/cpuset.cpus" > "$f" 2>/dev/null || true; done
+        while read -r f; do cat "$top/cpuset.cpus" > "$f" 2>/dev/null || true; done || true
 }
 
 cleanup() {
@@ -164,9 +164,9 @@ rc=0; (sandbox touch /etc/vpack-hardening-probe 2>/dev/null) || rc=$?
 rc=0; (sandbox touch "$rundir/probe") || rc=$?
 [ $rc -eq 0 ] && [ -e "$rundir/probe" ] && pass "the run directory is writable" || fail "run directory not writable"
 rm -f "$rundir/probe"
-n=$(sandbox sh -c 'ls -A /root | wc -l')
+n=$(sandbox sh -c 'ls -A /root 2>/dev/null | wc -l')
 t=$(sandbox stat -f -c %T /root)
-[ "$n" = 0 ] && [ "$t" = tmpfs ] && pass "/root is an empty tmpfs" || fail "/root: $n entries, $t"
+[ "$n" = 0 ] && [ "$t" = tmpfs ] && pass "/root is an empty tmpfs root cannot even list" || fail "/root: $n entries, $t"
 out=$(sandbox python3 -c '
 import socket
 socket.socket(socket.AF_UNIX).close(); socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15).close()
