@@ -119,6 +119,7 @@ struct vpack_agent {
     uint64_t rebalances[REB_N];
     struct histogram plan_hist, cycle_hist;
     bool stopping;
+    char *pin_gate;        /* VPACK_TEST_PIN_GATE: test-only fault injection */
 };
 
 static void dom_free(struct agent_dom *d)
@@ -702,6 +703,46 @@ void vpack_moves_free(struct vpack_move *moves, unsigned n)
 }
 
 /*
+ * Test-only fault injection, for the fault tests: with VPACK_TEST_PIN_GATE=DIR
+ * in the environment at startup, a pin call that finds DIR/arm (empty, or
+ * naming its domain) removes it,
+ * writes "DOMAIN THREAD" to DIR/paused and holds the whole agent there, after
+ * sampling and planning and before libvirt is asked, until DIR/paused is
+ * removed (at most 60 s). The test destroys a domain or takes a CPU offline
+ * in that window. Without the variable nothing is read or waited for.
+ */
+static void pin_gate(const struct vpack_agent *a, const char *dom, const char *label)
+{
+    char arm[4200], paused[4200], tmp[4210];
+    if (!a->pin_gate)
+        return;
+    snprintf(arm, sizeof(arm), "%s/arm", a->pin_gate);
+    FILE *f = fopen(arm, "r");
+    if (!f)
+        return;
+    char only[256] = "";
+    if (!fgets(only, sizeof(only), f))
+        only[0] = '\0';
+    fclose(f);
+    only[strcspn(only, "\n")] = '\0';
+    bool mine = !only[0] || !strcmp(only, dom);
+    if (!mine || unlink(arm) < 0)
+        return;
+    snprintf(paused, sizeof(paused), "%s/paused", a->pin_gate);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", paused);
+    f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s %s\n", dom, label) < 0 || fclose(f) != 0 || rename(tmp, paused) < 0) {
+        log_warn("fault injection: cannot write %s", paused);
+        return;
+    }
+    log_warn("fault injection: holding the pin of domain %s %s until %s is removed", dom, label,
+             paused);
+    for (int i = 0; i < 600 && access(paused, F_OK) == 0; i++)
+        usleep(100 * 1000);
+    log_warn("fault injection: going on with the pin of domain %s %s", dom, label);
+}
+
+/*
  * Pins one thread to want if it differs from what is applied. Returns 1
  * when it pinned (or would, in a dry run), 0 when nothing changed, <0 on
  * failure (already logged and counted).
@@ -728,6 +769,7 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
         move_add(moves, nmoves, d->name, label, t->applied_known ? &have : NULL, &want, reason);
     if (dry_run)
         return 1;
+    pin_gate(a, d->name, label);
     int r = vpack_virt_pin(a->virt, d->uuid, kind, t->id, &want, err, sizeof(err));
     enum pin_why why = reason && !strcmp(reason, "agent stopping")            ? PIN_STOP
                        : reason && !strcmp(reason, "restore after hotplug")   ? PIN_HOTPLUG
@@ -1050,6 +1092,14 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
             goto fail;
         }
     }
+    const char *gate = getenv("VPACK_TEST_PIN_GATE");
+    if (gate && *gate) {
+        if (!(a->pin_gate = strdup(gate))) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        log_warn("VPACK_TEST_PIN_GATE=%s: test-only fault injection is on", gate);
+    }
     if ((r = load_topology(a, errmsg)) < 0)
         goto fail;
     a->pstate = vpack_policy_state_new();
@@ -1081,6 +1131,7 @@ fail:
     vpack_policy_state_free(a->pstate);
     vpack_topology_free(a->topo);
     vpack_config_clear(&a->cfg);
+    free(a->pin_gate);
     free(a);
     return r;
 }
@@ -1161,6 +1212,7 @@ static void on_tick_closed(uv_handle_t *h)
     vpack_policy_state_free(a->pstate);
     vpack_topology_free(a->topo);
     vpack_config_clear(&a->cfg);
+    free(a->pin_gate);
     free(a);
 }
 

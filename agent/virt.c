@@ -37,7 +37,7 @@
 
 #define DEFAULT_URI "qemu:///system"
 #define BACKOFF_FIRST_MS 500
-#define BACKOFF_MAX_MS 30000
+#define BACKOFF_MAX_MS 5000 /* a failed connect costs little; placement resumes soon */
 /* Keepalive: a probe after 5 s of silence, the connection is dead after 3
  * unanswered probes (about 20 s). */
 #define KEEPALIVE_INTERVAL 5

@@ -18,7 +18,8 @@ cd "$top"
 
 build_pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev libcmocka-dev
     libhwloc-dev hwloc-nox libxml2-dev libxml2-utils libuv1-dev libvirt-dev
-    libjson-c-dev libinih-dev libmicrohttpd-dev groff-base prometheus curl python3)
+    libjson-c-dev libinih-dev libmicrohttpd-dev groff-base prometheus curl python3
+    libseccomp-dev iproute2)
 
 missing=()
 for p in "${build_pkgs[@]}"; do

@@ -1,0 +1,411 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Faults around vpackd, against a real libvirtd with real QEMU (TCG) guests,
+# the topology override treating CPU 0 and CPU 1 as two packages. Guests:
+# vpf-a (level 2, one vCPU 20% busy), vpf-b (level 2, idle), vpf-p (level 2,
+# vCPU 1 pinned to CPU 1 by the guest's XML), vpf-v (level 2, the victim),
+# vpf-d (level 0, two busy loops; suspended = idle host, resumed = load).
+# Phases:
+#
+#   config     missing file, unknown key, bad value, bad section, a line
+#              that is no key = value, a directory as the file: exit 1, the
+#              error names the file, line and key; no socket, no metrics
+#              port bound, no domain re-pinned
+#   rundir     the state/socket directory on a read-only bind mount, and a
+#              file in place of the socket's directory: exit 1 with the
+#              path in the error, no socket, no domain re-pinned
+#   kill -9    packed with load, vpackd killed -9 and started again: every
+#              thread of every guest counted and its real affinity
+#              (/proc/PID/task/TID/status) checked: vCPU threads as libvirt
+#              says, vpf-p's vCPU 1 on CPU 1; status lists the domains with
+#              their levels; spreads when vpf-d is resumed, packs when it
+#              is suspended
+#   libvirtd   libvirtd stopped for 30 s under vpackd: vpackd stays up,
+#              reports the connection down (vpackctl status, the metric
+#              vpack_libvirt_connected 0), uses < 3 s CPU in those 30 s,
+#              reconnects within 10 s of it being back and places again
+#   gone       a domain destroyed between planning and pinning (the
+#              VPACK_TEST_PIN_GATE fault injection holds the pin): the
+#              failed pin is logged and counted as result="domain_gone",
+#              the others are placed, vpackd keeps running
+#   offline    CPU 1 taken offline while a plan is being applied (same
+#              gate), then online again: no crash, guest pins intact, all
+#              threads where libvirt says, placement resumed
+#   stop       SIGTERM: exit 0 (under ASan: no leak)
+#
+# CPUs are always brought back online (vp_cleanup). VPACKD and VPACKCTL
+# pick the binaries.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+VP_PREFIX=vpf-
+builddir=${VPACK_BUILDDIR:-$here/../../build}
+VPACKD=${VPACKD:-$builddir/agent/vpackd}
+VPACKCTL=${VPACKCTL:-$builddir/agent/vpackctl}
+NS=urn:vpack:powerpolicy:1
+TOPO='synthetic:"package:2 core:1 pu:1"'
+work=$(mktemp -d /tmp/vpack-faults-test.XXXXXX)
+sock=$work/vpackd.sock
+gate=$work/gate
+port=""
+agent_pid=""
+failures=0
+t_start=$SECONDS
+
+vp_require_root
+[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
+[ -e /sys/devices/system/cpu/cpu1/online ] || vp_die "CPU 1 cannot be taken offline here"
+
+cleanup() {
+    local rc=$?
+    rm -rf "$gate"    # never leave the agent held at the gate
+    if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
+        kill -TERM "$agent_pid" 2>/dev/null || true
+        wait "$agent_pid" 2>/dev/null || true
+    fi
+    mountpoint -q "$work/ro" 2>/dev/null && umount "$work/ro"
+    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
+        echo "---- vpackd log (last 80 lines)"; tail -n 80 "$work/vpackd.log" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+    vp_cleanup    # also brings every CPU back online
+    return $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+agent_args=(--topology "$TOPO"
+    --set policy.pack_watermark=0.9 --set policy.spread_watermark=0.95
+    --set policy.pack_delay_ms=4000 --set policy.min_residency_ms=5000
+    --set agent.log_level=debug)
+
+start_agent() {
+    mkdir -p "$gate"
+    port=$(vp_free_port)
+    VPACK_TEST_PIN_GATE=$gate "$VPACKD" "${agent_args[@]}" \
+        --set agent.state_dir="$work/state" --set control.socket="$sock" \
+        --set metrics.port="$port" >>"$work/vpackd.log" 2>&1 &
+    agent_pid=$!
+    for _ in $(seq 50); do [ -S "$sock" ] && return 0; sleep 0.1; done
+    vp_die "vpackd did not open $sock"
+}
+
+# "vcpu0=0 vcpu1=0-1 emulator=0": libvirt's live view of a domain's pins.
+pins() {
+    vp_virsh vcpupin "$1" | awk 'NF == 2 {printf "vcpu%s=%s ", $1, $2}'
+    printf 'emulator=%s\n' "$(vp_virsh emulatorpin "$1" | tr -d ' \n')"
+}
+pin_of() { pins "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
+
+all_on() {   # CPUS DOMAIN...: every vCPU and emulator of each domain on CPUS
+    local want=$1 d kv; shift
+    for d in "$@"; do
+        for kv in $(pins "$d"); do [ "${kv#*=}" = "$want" ] || return 1; done
+    done
+}
+placed_as() {  # CPUS: vpf-a, vpf-b on CPUS; vpf-p too but its vCPU 1 on 1
+    local want=$1
+    all_on "$want" vpf-a vpf-b &&
+        [ "$(pins vpf-p)" = "vcpu0=$want vcpu1=1 emulator=$want" ]
+}
+
+wait_for() { # SECONDS CMD...: polls every 0.2 s; prints the seconds it took
+    local limit=$1 start; shift
+    start=$(date +%s.%N)
+    while true; do
+        if "$@"; then awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN {printf "%.1f\n", e - s}'; return 0; fi
+        awk -v s="$start" -v e="$(date +%s.%N)" -v l="$limit" 'BEGIN {exit !(e - s > l)}' && return 1
+        sleep 0.2
+    done
+}
+
+status_json() { "$VPACKCTL" status --json --socket "$sock"; }
+jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+metric() {   # NAME{LABELS} as printed: its value, or "none"
+    curl -s --max-time 5 "http://127.0.0.1:$port/metrics" |
+        awk -v k="$1" '$1 == k {print $2; f = 1} END {if (!f) print "none"}'
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# Every thread of every running test guest, with its real affinity checked:
+# the vCPU threads ("CPU N/TCG") exactly as libvirt's vcpupin says, every
+# other QEMU thread on a non-empty set of online CPUs. Prints a summary.
+check_threads() {
+    local where=$1 d pid t comm aff want n=0 bad=0 online
+    online=$(cat /sys/devices/system/cpu/online)
+    for d in vpf-a vpf-b vpf-p; do
+        pid=$(cat "/run/libvirt/qemu/$d.pid")
+        for t in /proc/"$pid"/task/*; do
+            comm=$(cat "$t/comm")
+            aff=$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status")
+            n=$((n + 1))
+            case $comm in
+            "CPU "*/TCG)
+                local v=${comm#CPU }; v=${v%/TCG}
+                want=$(pin_of "$d" "vcpu$v")
+                if [ "$aff" != "$want" ]; then
+                    bad=$((bad + 1)); echo "    $d thread ${t##*/} ($comm) allowed on $aff, libvirt says $want"
+                fi ;;
+            *)
+                if [ -z "$aff" ] || ! python3 - "$aff" "$online" <<'EOF'; then
+import sys
+def cpus(s):
+    out = set()
+    for part in s.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+sys.exit(0 if cpus(sys.argv[1]) and cpus(sys.argv[1]) <= cpus(sys.argv[2]) else 1)
+EOF
+                    bad=$((bad + 1)); echo "    $d thread ${t##*/} ($comm) allowed on '$aff' (online $online)"
+                fi ;;
+            esac
+        done
+    done
+    local p1; p1=$(for t in /proc/"$(cat /run/libvirt/qemu/vpf-p.pid)"/task/*; do
+        [ "$(cat "$t/comm")" = "CPU 1/TCG" ] && awk '/^Cpus_allowed_list/ {print $2}' "$t/status"; done)
+    [ "$p1" = 1 ] || { bad=$((bad + 1)); echo "    vpf-p vCPU 1 thread allowed on '$p1', guest pin is 1"; }
+    if [ $bad -eq 0 ]; then pass "$where: $n threads of 3 guests checked, every one where it belongs (vpf-p vCPU 1 on CPU 1)"
+    else fail "$where: $bad of $n threads not where they belong"; fi
+}
+
+# Placement works: resuming vpf-d (two busy loops) spreads, suspending packs.
+check_places() {
+    local where=$1 t
+    vp_virsh resume vpf-d >/dev/null
+    if t=$(wait_for 15 placed_as 0-1); then pass "$where: spread ${t}s after vpf-d's load started"
+    else fail "$where: not spread: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    vp_virsh suspend vpf-d >/dev/null
+    if t=$(wait_for 40 placed_as 0); then pass "$where: packed again ${t}s after the load stopped"
+    else fail "$where: not packed again: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+}
+
+# The gate (VPACK_TEST_PIN_GATE): holds the next pin of DOMAIN; prints "DOMAIN THREAD".
+arm_gate() { printf '%s\n' "$1" > "$gate/arm"; }
+wait_gate() {
+    local i
+    for i in $(seq 150); do [ -s "$gate/paused" ] && { cat "$gate/paused"; return 0; }; sleep 0.1; done
+    return 1
+}
+# hold_spread DOMAIN: from a packed host, resumes vpf-d and holds DOMAIN's
+# first pin of the spread at the gate; prints "DOMAIN THREAD". Other load on
+# the machine can spread the host before vpf-d does (then no pin is left to
+# hold): up to three tries.
+hold_spread() {
+    local try
+    for try in 1 2 3; do
+        wait_for 40 placed_as 0 >/dev/null || true
+        arm_gate "$1"
+        vp_virsh resume vpf-d >/dev/null
+        wait_gate && return 0
+        rm -f "$gate/arm"
+        vp_log "no pin of $1 held (try $try); packing again"
+        vp_virsh suspend vpf-d >/dev/null
+    done
+    return 1
+}
+
+vp_install_deps
+vp_start_libvirtd
+vp_build_guest
+vp_destroy_all_test_domains
+
+META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
+META0="<vpack:powerpolicy xmlns:vpack='$NS' level='0'/>"
+vp_define_start vpf-a 2 duty:20 "" "$META2"
+vp_define_start vpf-b 2 idle "" "$META2"
+vp_define_start vpf-p 2 idle "<vcpupin vcpu='1' cpuset='1'/>" "$META2"
+vp_define_start vpf-d 2 busy:2 "" "$META0"
+for d in a b p d; do vp_wait_ready vpf-$d; done
+vp_virsh suspend vpf-d >/dev/null
+t_guests=$SECONDS
+untouched=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
+
+echo "== config: missing or wrong, no half-start"
+# Runs vpackd to its end (bounded): sets out, rc.
+try_agent() {
+    rc=0
+    out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/state" \
+          --set control.socket="$sock" --set metrics.port="$port" "$@" 2>&1) || rc=$?
+}
+port=$(vp_free_port)
+# (file contents, what the error must say) - the file is $work/bad.conf.
+conf_case() {
+    local what=$1 content=$2 expect=$3
+    printf '%b' "$content" > "$work/bad.conf"
+    try_agent --config "$work/bad.conf"
+    check_no_start "$what" "$expect"
+}
+check_no_start() {
+    local what=$1 expect=$2 listen=""
+    ss -ltn | grep -q ":$port " && listen=1
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "$expect" <<<"$out" && [ ! -e "$sock" ] &&
+       [ -z "$listen" ]; then
+        pass "$what: exit $rc, '$(head -n1 <<<"$out")', no socket, port $port not bound"
+    else
+        fail "$what: exit $rc, output '$out', socket $([ -e "$sock" ] && echo present || echo absent), port bound: ${listen:-no}"
+    fi
+}
+conf_case "unknown key" '[agent]\ninterval_ms = 1000\nbogus_key = 1\n' "$work/bad.conf: line 3: agent.bogus_key: unknown key"
+conf_case "bad value" '[agent]\ninterval_ms = fast\n' "$work/bad.conf: line 2: agent.interval_ms: 'fast'"
+conf_case "bad section" '[agent]\n[nosuch]\nx = 1\n' "$work/bad.conf: line 3: nosuch.x: unknown section [nosuch]"
+conf_case "not key = value" '[agent]\njust words\n' "$work/bad.conf: line 2: not a section header or key = value"
+conf_case "bad metrics port" '[metrics]\nport = 70000\n' "$work/bad.conf: line 2: metrics.port"
+rm -f "$work/bad.conf"
+try_agent --config "$work/bad.conf"
+check_no_start "missing file" "cannot read $work/bad.conf: No such file or directory"
+mkdir "$work/conf.d"
+try_agent --config "$work/conf.d"
+check_no_start "a directory as the file" "cannot read $work/conf.d: Is a directory"
+try_agent --set agent.bogus=1
+check_no_start "unknown key in --set" "agent.bogus"
+now=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
+[ "$now" = "$untouched" ] && pass "no domain re-pinned by the refused starts" ||
+    fail "domains re-pinned: before '$untouched' now '$now'"
+
+echo "== rundir: state/socket directory unwritable"
+mkdir -p "$work/ro"
+mount --bind "$work/ro" "$work/ro"
+mount -o remount,bind,ro "$work/ro"
+rc=0
+out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/ro" \
+      --set control.socket="$work/ro/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$work/ro/vpackd.lock: Read-only file system" <<<"$out" &&
+   [ ! -e "$work/ro/vpackd.sock" ] && ! ss -ltn | grep -q ":$port "; then
+    pass "read-only state directory: exit $rc, '$(head -n1 <<<"$out")'"
+else
+    fail "read-only state directory: exit $rc: $out"
+fi
+umount "$work/ro"
+# The socket's directory is a file; the state directory is fine.
+: > "$work/notadir"
+rc=0
+out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/state" \
+      --set control.socket="$work/notadir/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "cannot open the control socket $work/notadir/vpackd.sock: not a directory" <<<"$out" &&
+   ! ss -ltn | grep -q ":$port "; then
+    pass "a file in place of the socket directory: exit $rc, '$(grep -F notadir <<<"$out" | head -n1)'"
+else
+    fail "a file in place of the socket directory: exit $rc: $out"
+fi
+now=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
+[ "$now" = "$untouched" ] && pass "no domain re-pinned by the refused starts" ||
+    fail "domains re-pinned: before '$untouched' now '$now'"
+
+echo "== kill -9 under load, restart"
+start_agent
+if t=$(wait_for 40 placed_as 0); then pass "packed after ${t}s (vpf-a 20% busy)"
+else fail "not packed: a: $(pins vpf-a) b: $(pins vpf-b) p: $(pins vpf-p)"; fi
+check_threads "packed, before kill -9"
+kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
+check_threads "vpackd killed -9"
+start_agent
+sleep 3
+kill -0 "$agent_pid" && pass "vpackd restarted" || fail "vpackd did not stay up after the restart"
+check_threads "restarted"
+lv=$(status_json | jq_py '" ".join("%s=%s" % (x["name"], x["level"]) for x in sorted(d["domains"], key=lambda x: x["name"]))')
+[ "$lv" = "vpf-a=2 vpf-b=2 vpf-d=0 vpf-p=2" ] && pass "state rebuilt: status lists $lv" ||
+    fail "status after the restart lists '$lv'"
+check_places "after kill -9"
+check_threads "after kill -9, placed again"
+
+echo "== libvirtd stopped for 30 s"
+c0=$(status_json | jq_py 'd["counters"]["connects"]')
+lpid=$(vp__daemon_pid libvirtd)
+ours=""; [ "$lpid" = "$VP_STARTED_LIBVIRTD_PID" ] && ours=1
+kill -TERM "$lpid"
+for _ in $(seq 300); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$lpid" 2>/dev/null && vp_die "libvirtd ($lpid) did not stop"
+down_at=$SECONDS
+ticks0=$(cpu_ticks "$agent_pid")
+sleep 5
+conn=$(status_json | jq_py 'd["libvirt_connected"]')
+[ "$conn" = False ] && pass "vpackctl status: libvirt not connected" || fail "status says libvirt_connected=$conn"
+"$VPACKCTL" status --socket "$sock" | head -n 3 | sed 's/^/    /'
+m=$(metric vpack_libvirt_connected)
+[ "$m" = 0 ] && pass "metric vpack_libvirt_connected 0" || fail "vpack_libvirt_connected is $m"
+left=$((30 - (SECONDS - down_at))); [ $left -le 0 ] || sleep $left
+ticks1=$(cpu_ticks "$agent_pid")
+hz=$(getconf CLK_TCK)
+cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$hz" 'BEGIN {printf "%.2f", (b - a) / hz}')
+kill -0 "$agent_pid" && pass "vpackd up after $((SECONDS - down_at)) s without libvirtd" || fail "vpackd died"
+if awk -v c="$cpu" 'BEGIN {exit !(c < 3)}'; then pass "vpackd used ${cpu} s CPU in those 30 s (no spinning)"
+else fail "vpackd used ${cpu} s CPU in 30 s without libvirtd"; fi
+vp_log "starting libvirtd again"
+libvirtd -d
+new=""
+for _ in $(seq 100); do new=$(vp__daemon_pid libvirtd) && [ "$new" != "$lpid" ] && break; new=""; sleep 0.1; done
+[ -n "$new" ] || vp_die "libvirtd did not start again"
+[ -z "$ours" ] || VP_STARTED_LIBVIRTD_PID=$new
+vp__wait_libvirtd || vp_die "libvirtd does not answer"
+reconnected() { [ "$(status_json | jq_py 'd["counters"]["connects"]')" -gt "$c0" ] &&
+                [ "$(metric vpack_libvirt_connected)" = 1 ]; }
+# (backoff at most 5 s, plus the connect itself)
+if t=$(wait_for 10 reconnected); then pass "reconnected ${t}s after libvirtd came back (metric 1)"
+else fail "not reconnected"; fi
+check_places "after libvirtd's outage"
+
+echo "== a domain destroyed between planning and pinning"
+vp_define_start vpf-v 2 idle "" "$META2"
+vp_wait_ready vpf-v
+wait_for 20 all_on 0 vpf-v >/dev/null || fail "vpf-v not packed: $(pins vpf-v)"
+gone0=$(metric 'vpack_pin_operations_total{reason="plan",result="domain_gone"}')
+if held=$(hold_spread vpf-v); then
+    pass "gate holds the pin of '$held'"
+    vp_virsh destroy vpf-v >/dev/null
+    rm -f "$gate/paused"
+    if t=$(wait_for 15 placed_as 0-1); then pass "the others spread ${t}s later"
+    else fail "others not placed after the victim vanished: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    kill -0 "$agent_pid" && pass "vpackd still running" || fail "vpackd died"
+    gone1=$(metric 'vpack_pin_operations_total{reason="plan",result="domain_gone"}')
+    if [ "$gone1" != none ] && [ "${gone1%.*}" -gt "${gone0%.*}" ]; then
+        pass "vpack_pin_operations_total{reason=\"plan\",result=\"domain_gone\"} $gone0 -> $gone1"
+    else fail "domain_gone count $gone0 -> $gone1"; fi
+    grep -q "domain vpf-v: gone while pinning" "$work/vpackd.log" &&
+        pass "logged: $(grep -m1 "domain vpf-v: gone while pinning" "$work/vpackd.log" | sed 's/^.*domain vpf-v/domain vpf-v/')" ||
+        fail "no 'gone while pinning' in the log"
+else
+    fail "the gate never held a pin of vpf-v"
+fi
+vp_virsh suspend vpf-d >/dev/null
+wait_for 40 placed_as 0 >/dev/null || fail "not packed again after the victim: a: $(pins vpf-a)"
+check_threads "after the destroyed domain"
+
+echo "== a CPU taken offline while a plan is applied"
+inv0=$(metric 'vpack_pin_operations_total{reason="plan",result="invalid_cpus"}')
+if held=$(hold_spread vpf-p); then
+    pass "gate holds the pin of '$held'"
+    echo 0 > /sys/devices/system/cpu/cpu1/online
+    rm -f "$gate/paused"
+    sleep 3
+    kill -0 "$agent_pid" && pass "vpackd running with CPU 1 offline" || fail "vpackd died with CPU 1 offline"
+    echo 1 > /sys/devices/system/cpu/cpu1/online
+    inv1=$(metric 'vpack_pin_operations_total{reason="plan",result="invalid_cpus"}')
+    echo "    pins refused with invalid_cpus: $inv0 -> $inv1"
+    if t=$(wait_for 20 placed_as 0-1); then pass "spread again ${t}s after CPU 1 came back"
+    else fail "not placed after CPU 1 came back: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    sleep 2
+    check_threads "CPU 1 offline during the apply, back online"
+    grep -q "repaired" "$work/vpackd.log" && pass "cgroup cpusets repaired" || fail "no cgroup repair logged"
+else
+    fail "the gate never held a pin of vpf-p"
+fi
+vp_virsh suspend vpf-d >/dev/null
+if t=$(wait_for 40 placed_as 0); then pass "packed again ${t}s later: placement resumed"
+else fail "not packed again after the hotplug: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+check_threads "packed after the hotplug"
+
+echo "== stop"
+kill -TERM "$agent_pid"
+rc=0; wait "$agent_pid" || rc=$?
+agent_pid=""
+[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+[ "$(pins vpf-p)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && pass "vpf-p keeps its guest pin after stop" ||
+    fail "vpf-p left at $(pins vpf-p)"
+
+echo
+echo "time: $((SECONDS - t_start)) s in all (guests ready after $((t_guests - t_start)) s)"
+if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
