@@ -131,8 +131,8 @@ snap() {
                 awk -v d="$d" '{last[$2] = $0} END {for (k in last) print "W", d, last[k]}' || true
             echo "L $d $(pins "$d")"
         done
-        [ $# -eq 0 ] || vp_virsh domstats --vcpu "$@" | awk '/^Domain:/ {gsub(/\047/, "", $2); d = $2}
-            /vcpu\.[0-9]+\.(delay|time)=/ {print "S", d, $1}'
+        [ $# -eq 0 ] || vp_virsh domstats --vcpu --cpu-total "$@" | awk '/^Domain:/ {gsub(/\047/, "", $2); d = $2}
+            /vcpu\.[0-9]+\.(delay|time)=|cpu\.time=/ {print "S", d, $1}'
         echo "C pins_ok $(counter pins_ok)"
         echo "C samples $(counter samples)"
         # vpackd's CPU time (utime + stime, clock ticks), RSS (kB), ticks
@@ -308,4 +308,5 @@ stability) stability ;;
 cost) cost ;;
 *) vp_die "unknown part $part" ;;
 esac
-vp_log "$part ${2:-} done"
+echo "$part${2:+-$2} $SECONDS" >>"$VPB_OUT/durations"
+vp_log "$part ${2:-} done in ${SECONDS}s"

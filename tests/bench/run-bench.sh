@@ -108,7 +108,9 @@ live() { # runs one live part, under the shared lock if VPACK_LIVE_LOCK is set
 rc=0
 if has planner; then
     log "planner scale (bench-policy)"
+    t0=$SECONDS
     "$bdir/tests/bench/bench-policy" >"$results/planner.txt" 2>&1 || rc=1
+    echo "planner $((SECONDS - t0))" >>"$results/durations"
 fi
 if has placement; then
     for l in ${loads//,/ }; do live placement "$l" || rc=1; done
@@ -118,7 +120,11 @@ has stability && { live stability || rc=1; }
 has cost && { live cost || rc=1; }
 if has hook; then
     log "hook latency (bench-hook.sh, shortened)"
-    hook() { VPHK_STARTS=8 VPHK_HOOK_RUNS=30 bash tests/bench/bench-hook.sh; }
+    hook() {
+        local t0=$SECONDS
+        VPHK_STARTS=8 VPHK_HOOK_RUNS=30 bash tests/bench/bench-hook.sh
+        echo "hook $((SECONDS - t0))" >>"$VPB_OUT/durations"
+    }
     if [ -n "${VPACK_LIVE_LOCK:-}" ]; then
         export -f hook; flock "$VPACK_LIVE_LOCK" bash -c hook >"$results/hook.txt" 2>"$results/hook.log" || rc=1
     else
