@@ -13,8 +13,8 @@
 #   bash tests/bench/bench-live.sh stability
 #   bash tests/bench/bench-live.sh cost
 #
-# Environment: VPACK_BUILDDIR, VPB_OUT, VPB_ROUNDS (3), VPB_MEASURE_S (12),
-# VPB_TRIALS (3, reaction), VPB_STABLE_S (45), VPB_COST_GUESTS ("1 10 30").
+# Environment: VPACK_BUILDDIR, VPB_OUT, VPB_ROUNDS (3), VPB_MEASURE_S (10),
+# VPB_TRIALS (3, reaction), VPB_STABLE_S (40), VPB_COST_GUESTS ("1 10 30").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
@@ -26,9 +26,9 @@ VPACKD=$builddir/agent/vpackd
 VPACKCTL=$builddir/agent/vpackctl
 : "${VPB_OUT:?set VPB_OUT}"
 : "${VPB_ROUNDS:=3}"
-: "${VPB_MEASURE_S:=12}"
+: "${VPB_MEASURE_S:=10}"
 : "${VPB_TRIALS:=3}"
-: "${VPB_STABLE_S:=45}"
+: "${VPB_STABLE_S:=40}"
 : "${VPB_COST_GUESTS:=1 10 30}"
 # The agent's configuration for the whole suite: defaults but for shorter
 # pack delay and residency, so that a level change settles in seconds.
@@ -162,15 +162,17 @@ setup() {
 }
 
 # ----------------------------------------------------------------- placement
-# Two guests of 2 vCPUs each; vCPU 0 of each (and vCPU 1 under heavy load)
-# counts work units at a duty cycle, the rest idles. Levels interleaved
+# Two guests of 2 vCPUs each; vCPU 0 of each counts work units at a duty
+# cycle, vCPU 1 idles. Levels interleaved
 # within each round, the order rotated from round to round.
 placement() {
     local load=$1 l1 r k lv order
     case $load in
-    light)  l1=work:15 ;;            # ~0.3 CPU of guest work in all
-    medium) l1=work:45 ;;            # ~0.9 CPU: about one package
-    heavy)  l1=work:40,work:40 ;;    # ~1.6 CPU: more than one package
+    # A TCG guest costs the host about 2x its duty cycle plus its idle
+    # overhead (work:15 measured ~0.32 CPU of QEMU time per guest).
+    light)  l1=work:5 ;;             # ~0.3 CPU in all: well under one package
+    medium) l1=work:25 ;;            # ~1 CPU: about one package
+    heavy)  l1=work:45 ;;            # ~1.7 CPU: more than one package
     *) vp_die "unknown load $load" ;;
     esac
     local dir=$VPB_OUT/placement/$load
@@ -218,12 +220,12 @@ EOF
 }
 
 # ------------------------------------------------------------------ reaction
-# A counts work (work:15); B busy-loops one vCPU but is suspended. Step:
+# A counts work (work:10); B busy-loops one vCPU but is suspended. Step:
 # resume B; drop: suspend B. Both level 2.
 reaction() {
     local dir=$VPB_OUT/reaction t i ts tw
     mkdir -p "$dir"
-    boot vpbench-a 2 work:15 2
+    boot vpbench-a 2 work:10 2
     boot vpbench-b 2 busy:1 2
     vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
     vp_virsh suspend vpbench-b >/dev/null
@@ -231,7 +233,12 @@ reaction() {
     stamp_console vpbench-a "$dir/a-work.stamped"
     : >"$dir/events"
     for i in $(seq "$VPB_TRIALS"); do
-        t=$(wait_for 60 all_on 0 vpbench-a vpbench-b) || vp_die "not packed before trial $i"
+        if ! t=$(wait_for 40 all_on 0 vpbench-a vpbench-b); then
+            # Nothing to react to: report it (e.g. other load on the host).
+            echo "trial=$i step=NA not_packed=1 a=$(pins vpbench-a | tr ' ' ,) b=$(pins vpbench-b | tr ' ' ,)" >>"$dir/events"
+            vp_log "reaction trial $i: A and B not packed within 40 s; no step"
+            return 0
+        fi
         sleep 6     # a steady packed work rate to compare with
         ts=$(now)
         vp_virsh resume vpbench-b >/dev/null
@@ -249,14 +256,15 @@ reaction() {
 }
 
 # ----------------------------------------------------------------- stability
-# steady: the light load at level 2, VPB_STABLE_S seconds. oscillating: A
-# counts work at 45%, B (work:30) is suspended and resumed every 5 s, so the
-# load swings across the pack and spread watermarks.
+# steady: the light load at level 2, VPB_STABLE_S seconds. oscillating: C
+# counts work at 25% (~0.5 CPU), D (work:20, ~0.4 CPU) is suspended and
+# resumed every 5 s, so the load swings across the pack (0.6) and spread
+# (0.8) watermarks.
 stability() {
     local dir=$VPB_OUT/stability end
     mkdir -p "$dir"
-    boot vpbench-a 2 work:15 2
-    boot vpbench-b 2 work:15 2
+    boot vpbench-a 2 work:5 2
+    boot vpbench-b 2 work:5 2
     vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
     start_agent
     wait_for 60 all_on 0 vpbench-a vpbench-b >/dev/null || vp_log "WARNING: light load not packed"
@@ -264,8 +272,8 @@ stability() {
     vp_log "stability: steady light load, ${VPB_STABLE_S}s"
     measure "$dir/steady" "$VPB_STABLE_S" vpbench-a vpbench-b
     vp_virsh destroy vpbench-a >/dev/null; vp_virsh destroy vpbench-b >/dev/null
-    boot vpbench-c 2 work:45 2
-    boot vpbench-d 2 work:30 2
+    boot vpbench-c 2 work:25 2
+    boot vpbench-d 2 work:20 2
     vp_wait_ready vpbench-c; vp_wait_ready vpbench-d
     settle
     vp_log "stability: load oscillating (vpbench-d suspended/resumed every 5 s), ${VPB_STABLE_S}s"

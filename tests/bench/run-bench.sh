@@ -24,7 +24,7 @@
 #   --parts LIST     comma-separated: placement,reaction,stability,cost,hook,planner
 #   --loads LIST     placement loads (light,medium,heavy)
 #   --rounds N       placement rounds (3)
-#   --measure S      seconds per measurement (12)
+#   --measure S      seconds per measurement (10)
 #   --out FILE       where the report goes
 #   --no-build       use build-bench as it is
 #   --builddir DIR   use the binaries of an existing build (not rebuilt; meant
@@ -37,7 +37,7 @@ cd "$top"
 parts=placement,reaction,stability,cost,hook,planner
 loads=light,medium,heavy
 rounds=3
-measure=12
+measure=10
 out=""
 build=1
 full=1
