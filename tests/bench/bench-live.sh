@@ -168,11 +168,11 @@ setup() {
 placement() {
     local load=$1 l1 r k lv order
     case $load in
-    # A TCG guest costs the host about 2x its duty cycle plus its idle
-    # overhead (work:15 measured ~0.32 CPU of QEMU time per guest).
-    light)  l1=work:5 ;;             # ~0.3 CPU in all: well under one package
-    medium) l1=work:25 ;;            # ~1 CPU: about one package
-    heavy)  l1=work:45 ;;            # ~1.7 CPU: more than one package
+    # QEMU time of one guest, measured: idle 0.004 CPU, work:10 0.14,
+    # work:30 0.33 (TCG costs about 1.1x the duty cycle).
+    light)  l1=work:10 ;;            # ~0.3 CPU in all: well under one package
+    medium) l1=work:40 ;;            # ~0.9 CPU: about one package
+    heavy)  l1=work:70 ;;            # ~1.6 CPU: more than one package
     *) vp_die "unknown load $load" ;;
     esac
     local dir=$VPB_OUT/placement/$load
@@ -257,14 +257,14 @@ reaction() {
 
 # ----------------------------------------------------------------- stability
 # steady: the light load at level 2, VPB_STABLE_S seconds. oscillating: C
-# counts work at 25% (~0.5 CPU), D (work:20, ~0.4 CPU) is suspended and
+# counts work at 50% (~0.55 CPU), D (work:30, ~0.33 CPU) is suspended and
 # resumed every 5 s, so the load swings across the pack (0.6) and spread
 # (0.8) watermarks.
 stability() {
     local dir=$VPB_OUT/stability end
     mkdir -p "$dir"
-    boot vpbench-a 2 work:5 2
-    boot vpbench-b 2 work:5 2
+    boot vpbench-a 2 work:10 2
+    boot vpbench-b 2 work:10 2
     vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
     start_agent
     wait_for 60 all_on 0 vpbench-a vpbench-b >/dev/null || vp_log "WARNING: light load not packed"
@@ -272,8 +272,8 @@ stability() {
     vp_log "stability: steady light load, ${VPB_STABLE_S}s"
     measure "$dir/steady" "$VPB_STABLE_S" vpbench-a vpbench-b
     vp_virsh destroy vpbench-a >/dev/null; vp_virsh destroy vpbench-b >/dev/null
-    boot vpbench-c 2 work:25 2
-    boot vpbench-d 2 work:20 2
+    boot vpbench-c 2 work:50 2
+    boot vpbench-d 2 work:30 2
     vp_wait_ready vpbench-c; vp_wait_ready vpbench-d
     settle
     vp_log "stability: load oscillating (vpbench-d suspended/resumed every 5 s), ${VPB_STABLE_S}s"

@@ -157,8 +157,8 @@ def placement(res, out, notes):
     verdict = None
     out.append("## 1. Placement\n")
     out.append("Two guests of 2 vCPUs each (TCG, 128 MiB). Per load, vCPU 0 of both guests runs the "
-               "same `work:PCT` item; vCPU 1 idles. A TCG guest costs the host about twice its "
-               "duty cycle plus its idle overhead: the \"guests' QEMU CPU\" column is what the "
+               "same `work:PCT` item; vCPU 1 idles. A TCG guest costs the host about 1.1x its "
+               "duty cycle: the \"guests' QEMU CPU\" column is what the "
                "load really was. Levels are switched live with "
                "`virsh metadata` on both guests, interleaved within each round (order rotated "
                "per round); after each switch the suite waits until vpackd made no pin call "
@@ -177,6 +177,8 @@ def placement(res, out, notes):
         cells = {}
         for f in sorted(glob.glob(os.path.join(d, "r*-l*.a"))):
             m = re.match(r'r(\d+)-l(\d)\.a$', os.path.basename(f))
+            if not os.path.exists(f[:-2] + ".b"):
+                continue    # the part stopped in the middle of this measurement
             cells[(int(m.group(1)), int(m.group(2)))] = load_pair(f[:-2])
         rounds = sorted({r for r, _ in cells})
         out.append("### %s load (`%s` in each guest)\n" % (load, info.get("guest_load", "?")))
@@ -310,8 +312,8 @@ def read_kv_line(line):
 def stability(res, out):
     d = os.path.join(res, "stability")
     rows = []
-    for name, what in (("steady", "steady light load (2 guests `work:5`, level 2)"),
-                       ("osc", "oscillating: a `work:25` guest + a `work:20` guest suspended/resumed every 5 s (level 2)")):
+    for name, what in (("steady", "steady light load (2 guests `work:10`, level 2)"),
+                       ("osc", "oscillating: a `work:50` guest + a `work:30` guest suspended/resumed every 5 s (level 2)")):
         if os.path.exists(os.path.join(d, name + ".a")) and os.path.exists(os.path.join(d, name + ".b")):
             c = load_pair(os.path.join(d, name))
             busy = sum(1 - v for v in c["cpu_idle"].values())
@@ -335,6 +337,8 @@ def cost(res, out):
     rows = []
     for f in sorted(glob.glob(os.path.join(d, "g*.a")), key=lambda p: int(re.search(r'g(\d+)\.a$', p).group(1))):
         n = int(re.search(r'g(\d+)\.a$', f).group(1))
+        if not os.path.exists(f[:-2] + ".b"):
+            continue
         c = load_pair(f[:-2])
         if "agent_cpu_s" not in c or c["samples"] <= 0:
             continue
@@ -392,7 +396,7 @@ def closing_notes(verdict, info):
                  "vpackd (the \"other host load\" column; on the shared development machine: "
                  "other sessions' builds and fuzzers). vpackd counts all host load when it "
                  "decides whether packing fits, and that work also runs on the CPU that should "
-                 "be parked, so the light-load figures below are not the product's. Rerun on a "
+                 "be parked, so the light-load figures above are not the product's. Rerun on a "
                  "quiet machine.\n" % other)
     if ok_idle and ok_rate:
         n.append("At light load level 2 kept every guest thread on package 0 and the other "
@@ -401,8 +405,8 @@ def closing_notes(verdict, info):
     if not packed:
         n.append("At level 2 vpackd had **not packed** the light load when the last round was "
                  "measured (the placement lines: guest threads still allowed on both CPUs), so "
-                 "the other package was never parked and the level-2 figures equal level 0's "
-                 "within noise. vpackd packs only while the whole host's load fits under "
+                 "the other package was never parked and the level-2 figures differ from level "
+                 "0's only by noise (see the spreads). vpackd packs only while the whole host's load fits under "
                  "`pack_watermark` (0.6 of the active packages' cores); see the \"other host load\" "
                  "column for what else ran.\n")
     elif not ok_idle:

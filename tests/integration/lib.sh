@@ -313,7 +313,8 @@ start_items() {
 }
 # vp-work PCT ID (the benchmarks' load): counts work units, one unit being
 # 200 steps of a linear congruential generator in shell arithmetic, while
-# running PCT% of every 100 ms (SIGSTOP/SIGCONT, like vp-duty); prints
+# running PCT% of every 100 ms (SIGSTOP/SIGCONT, like vp-duty, but without
+# forking); prints
 # "VPACK-WORK id=ID t=UPTIME n=UNITS" (cumulative) about every 500 ms.
 cat > /bin/vp-work <<'WORK'
 #!/bin/sh
@@ -333,12 +334,16 @@ pct=${1:-50}; id=${2:-0}
 ) &
 w=$!
 [ "$pct" -ge 100 ] && { wait; exit 0; }
-on=$((pct * 1000)); off=$(((100 - pct) * 1000))
+# Sleeps with read -t on a FIFO nobody writes: no fork (usleep would fork
+# twice a period, which costs a TCG guest more than the work itself).
+mkfifo /tmp/vp-work.$id
+exec 3<>/tmp/vp-work.$id
+on=$(printf '0.%03d' "$pct"); off=$(printf '0.%03d' $((100 - pct)))
 while :; do
     kill -STOP $w
-    usleep $off
+    read -t "$off" x <&3
     kill -CONT $w
-    usleep $on
+    read -t "$on" x <&3
 done
 WORK
 chmod 0755 /bin/vp-work
