@@ -114,18 +114,29 @@ settle() {
     vp_log "WARNING: pins still changing after 25 s"
 }
 
-# snap FILE DOM...: one raw snapshot of everything a cell measures.
-snap() {
-    local f=$1 d c s; shift
-    {
-        echo "T $(now)"
-        grep '^cpu[0-9]' /proc/stat | sed 's/^/P /'
-        for c in /sys/devices/system/cpu/cpu[0-9]*; do
-            for s in "$c"/cpuidle/state[0-9]*; do
-                [ -r "$s/time" ] || continue
-                echo "I ${c##*/} ${s##*/} $(tr ' ' _ <"$s/name") $(cat "$s/time") $(cat "$s/usage")"
-            done
+# snap_host: the host's counters (time, /proc/stat, cpuidle), with shell
+# builtins only, so that reading them costs the CPUs nothing.
+snap_host() {
+    local l c s n t u
+    echo "T $EPOCHREALTIME"
+    while read -r l; do case $l in cpu[0-9]*) echo "P $l" ;; esac; done </proc/stat
+    for c in /sys/devices/system/cpu/cpu[0-9]*; do
+        for s in "$c"/cpuidle/state[0-9]*; do
+            [ -r "$s/time" ] || continue
+            read -r n <"$s/name"; read -r t <"$s/time"; read -r u <"$s/usage"
+            echo "I ${c##*/} ${s##*/} ${n// /_} $t $u"
         done
+    done
+}
+
+# snap FILE DOM...: one raw snapshot of everything a cell measures. The
+# host's counters are read last in a start snapshot (FILE ending in .a) and
+# first in an end snapshot, so that the benchmark's own virsh, vpackctl and
+# python calls fall outside the measured window.
+snap() {
+    local f=$1 d; shift
+    {
+        case $f in *.a) ;; *) snap_host ;; esac
         for d in "$@"; do
             grep -a '^VPACK-WORK' "$(vp_console_log "$d")" 2>/dev/null |
                 awk -v d="$d" '{last[$2] = $0} END {for (k in last) print "W", d, last[k]}' || true
@@ -133,11 +144,12 @@ snap() {
         done
         [ $# -eq 0 ] || vp_virsh domstats --vcpu --cpu-total "$@" | awk '/^Domain:/ {gsub(/\047/, "", $2); d = $2}
             /vcpu\.[0-9]+\.(delay|time)=|cpu\.time=/ {print "S", d, $1}'
-        echo "C pins_ok $(counter pins_ok)"
-        echo "C samples $(counter samples)"
+        status_json | python3 -c 'import json, sys; c = json.load(sys.stdin)["counters"]
+print("C pins_ok %d\nC samples %d" % (c["pins_ok"], c["samples"]))'
         # vpackd's CPU time (utime + stime, clock ticks), RSS (kB), ticks
         # per second, and its threads' run time from schedstat (ns)
         echo "A $(awk '{print $14 + $15}' "/proc/$agent_pid/stat") $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status") $(getconf CLK_TCK) $(cat /proc/"$agent_pid"/task/*/schedstat | awk '{s += $1} END {printf "%.0f", s}')"
+        case $f in *.a) snap_host ;; esac
     } >"$f"
 }
 
