@@ -257,6 +257,9 @@ vp_is_vpack_hook() {
 #   busy:N      N busy loops, pinned to the next N guest CPUs (0..N-1 first)
 #   duty:PCT    one loop on the next guest CPU, running PCT% of each 100 ms
 #   wait:S      start the items after it S seconds later (VPACK-LOAD-STARTED)
+#   work:PCT    like duty:PCT, but counts work units (fixed chunks of
+#               computation) and prints VPACK-WORK id=CPU t=UPTIME n=UNITS
+#               (cumulative) about every 500 ms: throughput for the benchmarks
 # e.g. vpload=busy:1,duty:30 -> CPU 0 busy, CPU 1 busy 30% of the time;
 # vpload=wait:10,busy:2 -> idle for 10 s, then two busy loops.
 # Prints VPACK-CPUS=<n> VPACK-ONLINE=<list>, then VPACK-GUEST-READY.
@@ -301,10 +304,49 @@ start_items() {
         duty:*)
             taskset -c $((cpu % ncpu)) vp-duty "${item#duty:}" &
             cpu=$((cpu + 1)) ;;
+        work:*)
+            taskset -c $((cpu % ncpu)) vp-work "${item#work:}" $((cpu % ncpu)) &
+            cpu=$((cpu + 1)) ;;
         *)  echo "VPACK-LOAD-ERROR: unknown item '$item'" ;;
         esac
     done
 }
+# vp-work PCT ID (the benchmarks' load): counts work units, one unit being
+# 200 steps of a linear congruential generator in shell arithmetic, while
+# running PCT% of every 100 ms (SIGSTOP/SIGCONT, like vp-duty, but without
+# forking); prints
+# "VPACK-WORK id=ID t=UPTIME n=UNITS" (cumulative) about every 500 ms.
+cat > /bin/vp-work <<'WORK'
+#!/bin/sh
+pct=${1:-50}; id=${2:-0}
+[ "$pct" -gt 100 ] && pct=100
+[ "$pct" -lt 1 ] && pct=1
+(
+    n=0; x=1; next=0
+    while :; do
+        j=0
+        while [ $j -lt 200 ]; do x=$(( (x * 1103515245 + 12345) % 2147483648 )); j=$((j + 1)); done
+        n=$((n + 1))
+        read -r up rest < /proc/uptime
+        cs=$(( ${up%.*} * 100 + 1${up#*.} - 100 ))
+        if [ "$cs" -ge "$next" ]; then echo "VPACK-WORK id=$id t=$up n=$n"; next=$((cs + 50)); fi
+    done
+) &
+w=$!
+[ "$pct" -ge 100 ] && { wait; exit 0; }
+# Sleeps with read -t on a FIFO nobody writes: no fork (usleep would fork
+# twice a period, which costs a TCG guest more than the work itself).
+mkfifo /tmp/vp-work.$id
+exec 3<>/tmp/vp-work.$id
+on=$(printf '0.%03d' "$pct"); off=$(printf '0.%03d' $((100 - pct)))
+while :; do
+    kill -STOP $w
+    read -t "$off" x <&3
+    kill -CONT $w
+    read -t "$on" x <&3
+done
+WORK
+chmod 0755 /bin/vp-work
 start_items "$@"
 echo "VPACK-GUEST-READY"
 while :; do sleep 3600; done

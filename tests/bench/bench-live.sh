@@ -1,0 +1,332 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# One live part of the benchmark suite (run by tests/bench/run-bench.sh):
+# a real libvirtd, QEMU (TCG) guests, and vpackd treating CPU 0 and CPU 1 as
+# two packages (synthetic:"package:2 core:1 pu:1"). Writes raw measurements
+# (snapshots of /proc/stat, cpuidle, guest work counters, vCPU delays, pin
+# counters, vpackd's CPU time) under $VPB_OUT/PART/; bench-report.py turns
+# them into numbers. Each part starts and stops everything it needs.
+#
+#   bash tests/bench/bench-live.sh placement light|medium|heavy
+#   bash tests/bench/bench-live.sh reaction
+#   bash tests/bench/bench-live.sh stability
+#   bash tests/bench/bench-live.sh cost
+#
+# Environment: VPACK_BUILDDIR, VPB_OUT, VPB_ROUNDS (3), VPB_MEASURE_S (10),
+# VPB_TRIALS (3, reaction), VPB_STABLE_S (40), VPB_COST_GUESTS ("1 10 30").
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/integration/lib.sh
+. "$here/../integration/lib.sh"
+# shellcheck disable=SC2034 # used by lib.sh
+VP_PREFIX=vpbench-
+builddir=$(cd "${VPACK_BUILDDIR:-$here/../../build-bench}" && pwd)
+VPACKD=$builddir/agent/vpackd
+VPACKCTL=$builddir/agent/vpackctl
+: "${VPB_OUT:?set VPB_OUT}"
+: "${VPB_ROUNDS:=3}"
+: "${VPB_MEASURE_S:=10}"
+: "${VPB_TRIALS:=3}"
+: "${VPB_STABLE_S:=40}"
+: "${VPB_COST_GUESTS:=1 10 30}"
+# The agent's configuration for the whole suite: defaults but for shorter
+# pack delay and residency, so that a level change settles in seconds.
+VPB_AGENT_SET=(--set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000)
+NS=urn:vpack:powerpolicy:1
+part=${1:?part}
+work=$(mktemp -d /tmp/vpack-bench.XXXXXX)
+sock=$work/vpackd.sock
+agent_pid=""
+tailers=()
+
+vp_require_root
+for f in "$VPACKD" "$VPACKCTL"; do [ -x "$f" ] || vp_die "$f not built"; done
+
+cleanup() {
+    local rc=$?
+    set +e
+    for p in "${tailers[@]}"; do kill "$p" 2>/dev/null; done
+    if [ -n "$agent_pid" ]; then
+        kill -TERM "$agent_pid" 2>/dev/null
+        wait "$agent_pid" 2>/dev/null
+    fi
+    [ $rc -eq 0 ] || { echo "---- vpackd log tail"; tail -n 30 "$work/vpackd.log"; } >&2
+    rm -rf "$work"
+    vp_cleanup
+    return $rc
+}
+trap cleanup EXIT
+
+start_agent() {
+    vp_wait_no_other_vpackd 600 "the benchmark's vpackd"
+    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+        --set agent.state_dir="$work/state" --set control.socket="$sock" \
+        --set metrics.enabled=false "${VPB_AGENT_SET[@]}" >>"$work/vpackd.log" 2>&1 &
+    agent_pid=$!
+    for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.1; done
+    vp_die "vpackd did not open $sock"
+}
+
+status_json() { "$VPACKCTL" status --json --socket "$sock"; }
+counter() { status_json | python3 -c "import json,sys; print(json.load(sys.stdin)['counters']['$1'])"; }
+meta() { echo "<vpack:powerpolicy xmlns:vpack='$NS' level='$1'/>"; }
+set_level() { # LEVEL DOM...
+    local l=$1 d; shift
+    for d in "$@"; do
+        vp_virsh metadata "$d" --uri "$NS" --key vpack --set "<powerpolicy level=\"$l\"/>" --live >/dev/null
+    done
+}
+# "vcpu0=0 vcpu1=0-1 emulator=0": libvirt's live view of a domain's pins.
+pins() {
+    vp_virsh vcpupin "$1" | awk 'NF == 2 {printf "vcpu%s=%s ", $1, $2}'
+    printf 'emulator=%s\n' "$(vp_virsh emulatorpin "$1" | tr -d ' \n')"
+}
+all_on() { # CPUS DOM...: every vCPU and emulator of each DOM pinned to exactly CPUS
+    local want=$1 d kv; shift
+    for d in "$@"; do
+        for kv in $(pins "$d"); do [ "${kv#*=}" = "$want" ] || return 1; done
+    done
+}
+now() { echo "$EPOCHREALTIME"; }
+# wait_for SECONDS CMD...: polls every 0.1 s; prints the seconds it took.
+wait_for() {
+    local limit=$1 start; shift
+    start=$(now)
+    while :; do
+        if "$@"; then awk -v s="$start" -v e="$(now)" 'BEGIN {printf "%.2f\n", e - s}'; return 0; fi
+        awk -v s="$start" -v e="$(now)" -v l="$limit" 'BEGIN {exit !(e - s > l)}' && return 1
+        sleep 0.1
+    done
+}
+
+# settle: after a change, wait until no pin call happened for 3 s (at
+# least 3 s, at most 25 s).
+settle() {
+    local last cur quiet=0 t=0
+    last=$(counter pins_ok)
+    while [ $t -lt 25 ]; do
+        sleep 1; t=$((t + 1))
+        cur=$(counter pins_ok)
+        if [ "$cur" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; last=$cur; fi
+        [ $quiet -ge 3 ] && return 0
+    done
+    vp_log "WARNING: pins still changing after 25 s"
+}
+
+# snap_host: the host's counters (time, /proc/stat, cpuidle), with shell
+# builtins only, so that reading them costs the CPUs nothing.
+snap_host() {
+    local l c s n t u
+    echo "T $EPOCHREALTIME"
+    while read -r l; do case $l in cpu[0-9]*) echo "P $l" ;; esac; done </proc/stat
+    for c in /sys/devices/system/cpu/cpu[0-9]*; do
+        for s in "$c"/cpuidle/state[0-9]*; do
+            [ -r "$s/time" ] || continue
+            read -r n <"$s/name"; read -r t <"$s/time"; read -r u <"$s/usage"
+            echo "I ${c##*/} ${s##*/} ${n// /_} $t $u"
+        done
+    done
+}
+
+# snap FILE DOM...: one raw snapshot of everything a cell measures. The
+# host's counters are read last in a start snapshot (FILE ending in .a) and
+# first in an end snapshot, so that the benchmark's own virsh, vpackctl and
+# python calls fall outside the measured window.
+snap() {
+    local f=$1 d; shift
+    {
+        case $f in *.a) ;; *) snap_host ;; esac
+        for d in "$@"; do
+            grep -a '^VPACK-WORK' "$(vp_console_log "$d")" 2>/dev/null |
+                awk -v d="$d" '{last[$2] = $0} END {for (k in last) print "W", d, last[k]}' || true
+            echo "L $d $(pins "$d")"
+        done
+        [ $# -eq 0 ] || vp_virsh domstats --vcpu --cpu-total "$@" | awk '/^Domain:/ {gsub(/\047/, "", $2); d = $2}
+            /vcpu\.[0-9]+\.(delay|time)=|cpu\.time=/ {print "S", d, $1}'
+        status_json | python3 -c 'import json, sys; c = json.load(sys.stdin)["counters"]
+print("C pins_ok %d\nC samples %d" % (c["pins_ok"], c["samples"]))'
+        # vpackd's CPU time (utime + stime, clock ticks), RSS (kB), ticks
+        # per second, and its threads' run time from schedstat (ns)
+        echo "A $(awk '{print $14 + $15}' "/proc/$agent_pid/stat") $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status") $(getconf CLK_TCK) $(cat /proc/"$agent_pid"/task/*/schedstat | awk '{s += $1} END {printf "%.0f", s}')"
+        case $f in *.a) snap_host ;; esac
+    } >"$f"
+}
+
+# measure NAME SECONDS DOM...: snapshots NAME.a and NAME.b, SECONDS apart.
+measure() {
+    local name=$1 secs=$2; shift 2
+    snap "$name.a" "$@"
+    sleep "$secs"
+    snap "$name.b" "$@"
+}
+
+boot() { # NAME VCPUS LOAD LEVEL
+    vp_define_start "$1" "$2" "$3" "" "$(meta "$4")"
+}
+
+setup() {
+    vp_install_deps
+    vp_start_libvirtd
+    vp_build_guest >/dev/null
+    vp_destroy_all_test_domains
+    mkdir -p "$VPB_OUT/$part"
+}
+
+# ----------------------------------------------------------------- placement
+# Two guests of 2 vCPUs each; vCPU 0 of each counts work units at a duty
+# cycle, vCPU 1 idles. Levels interleaved
+# within each round, the order rotated from round to round.
+placement() {
+    local load=$1 l1 r k lv order
+    case $load in
+    # QEMU time of one guest, measured: idle 0.004 CPU, work:10 0.14,
+    # work:30 0.33 (TCG costs about 1.1x the duty cycle).
+    light)  l1=work:10 ;;            # ~0.3 CPU in all: well under one package
+    medium) l1=work:40 ;;            # ~0.9 CPU: about one package
+    heavy)  l1=work:70 ;;            # ~1.6 CPU: more than one package
+    *) vp_die "unknown load $load" ;;
+    esac
+    local dir=$VPB_OUT/placement/$load
+    mkdir -p "$dir"
+    boot vpbench-a 2 "$l1" 0
+    boot vpbench-b 2 "$l1" 0
+    vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
+    start_agent
+    sleep 5     # the guests' boot tail
+    echo "load=$load guest_load=$l1 guests=2 vcpus=2 measure_s=$VPB_MEASURE_S" >"$dir/info"
+    for r in $(seq "$VPB_ROUNDS"); do
+        order=$(( (r - 1) % 3 ))
+        for k in 0 1 2; do
+            lv=$(( (k + order) % 3 ))
+            vp_log "placement $load round $r level $lv"
+            set_level "$lv" vpbench-a vpbench-b
+            settle
+            measure "$dir/r$r-l$lv" "$VPB_MEASURE_S" vpbench-a vpbench-b
+        done
+    done
+}
+
+# stamp_console DOM FILE: every new console line, prefixed with the host time.
+# One process (python3), so that the cleanup can stop it by its pid.
+stamp_console() {
+    python3 -u - "$(vp_console_log "$1")" "$2" <<'EOF' &
+import os, sys, time
+src, dst = sys.argv[1], sys.argv[2]
+f = open(src, "rb")
+f.seek(0, os.SEEK_END)
+buf = b""
+with open(dst, "a") as out:
+    while True:
+        chunk = f.read()
+        if not chunk:
+            time.sleep(0.05)
+            continue
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            out.write("%.6f %s\n" % (time.time(), line.decode(errors="replace").rstrip("\r")))
+            out.flush()
+EOF
+    tailers+=($!)
+}
+
+# ------------------------------------------------------------------ reaction
+# A counts work (work:10); B busy-loops one vCPU but is suspended. Step:
+# resume B; drop: suspend B. Both level 2.
+reaction() {
+    local dir=$VPB_OUT/reaction t i ts tw
+    mkdir -p "$dir"
+    boot vpbench-a 2 work:10 2
+    boot vpbench-b 2 busy:1 2
+    vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
+    vp_virsh suspend vpbench-b >/dev/null
+    start_agent
+    stamp_console vpbench-a "$dir/a-work.stamped"
+    : >"$dir/events"
+    for i in $(seq "$VPB_TRIALS"); do
+        if ! t=$(wait_for 40 all_on 0 vpbench-a vpbench-b); then
+            # Nothing to react to: report it (e.g. other load on the host).
+            echo "trial=$i step=NA not_packed=1 a=$(pins vpbench-a | tr ' ' ,) b=$(pins vpbench-b | tr ' ' ,)" >>"$dir/events"
+            vp_log "reaction trial $i: A and B not packed within 40 s; no step"
+            return 0
+        fi
+        sleep 6     # a steady packed work rate to compare with
+        ts=$(now)
+        vp_virsh resume vpbench-b >/dev/null
+        t=$(wait_for 30 all_on 0-1 vpbench-a vpbench-b) || t=NA
+        echo "trial=$i step=$ts spread_s=$t" >>"$dir/events"
+        vp_log "reaction trial $i: spread after ${t}s"
+        sleep 8     # the work rate after the spread
+        tw=$(now)
+        vp_virsh suspend vpbench-b >/dev/null
+        t=$(wait_for 60 all_on 0 vpbench-a vpbench-b) || t=NA
+        echo "trial=$i drop=$tw repack_s=$t" >>"$dir/events"
+        vp_log "reaction trial $i: re-packed after ${t}s"
+    done
+    sleep 1
+}
+
+# ----------------------------------------------------------------- stability
+# steady: the light load at level 2, VPB_STABLE_S seconds. oscillating: C
+# counts work at 50% (~0.55 CPU), D (work:30, ~0.33 CPU) is suspended and
+# resumed every 5 s, so the load swings across the pack (0.6) and spread
+# (0.8) watermarks.
+stability() {
+    local dir=$VPB_OUT/stability end
+    mkdir -p "$dir"
+    boot vpbench-a 2 work:10 2
+    boot vpbench-b 2 work:10 2
+    vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
+    start_agent
+    wait_for 60 all_on 0 vpbench-a vpbench-b >/dev/null || vp_log "WARNING: light load not packed"
+    settle
+    vp_log "stability: steady light load, ${VPB_STABLE_S}s"
+    measure "$dir/steady" "$VPB_STABLE_S" vpbench-a vpbench-b
+    vp_virsh destroy vpbench-a >/dev/null; vp_virsh destroy vpbench-b >/dev/null
+    boot vpbench-c 2 work:50 2
+    boot vpbench-d 2 work:30 2
+    vp_wait_ready vpbench-c; vp_wait_ready vpbench-d
+    settle
+    vp_log "stability: load oscillating (vpbench-d suspended/resumed every 5 s), ${VPB_STABLE_S}s"
+    snap "$dir/osc.a" vpbench-c vpbench-d
+    end=$((SECONDS + VPB_STABLE_S))
+    while [ $SECONDS -lt $end ]; do
+        vp_virsh suspend vpbench-d >/dev/null; sleep 5
+        vp_virsh resume vpbench-d >/dev/null; sleep 5
+    done
+    snap "$dir/osc.b" vpbench-c vpbench-d
+}
+
+# ---------------------------------------------------------------------- cost
+# vpackd's CPU time per sampling interval and RSS with 1, 10, 30 idle
+# level-2 guests.
+cost() {
+    local dir=$VPB_OUT/cost n have=0 i doms=()
+    mkdir -p "$dir"
+    start_agent
+    sleep 3
+    snap "$dir/g0.a"; sleep "$VPB_MEASURE_S"; snap "$dir/g0.b"
+    for n in $VPB_COST_GUESTS; do
+        for i in $(seq $((have + 1)) "$n"); do
+            boot "vpbench-g$i" 1 idle 2
+            doms+=("vpbench-g$i")
+        done
+        for i in $(seq $((have + 1)) "$n"); do VP_READY_TIMEOUT=300 vp_wait_ready "vpbench-g$i"; done
+        have=$n
+        sleep 5; settle
+        vp_log "cost: $n guests"
+        measure "$dir/g$n" "$VPB_MEASURE_S" "${doms[@]}"
+    done
+}
+
+setup
+case $part in
+placement) placement "${2:?load}" ;;
+reaction) reaction ;;
+stability) stability ;;
+cost) cost ;;
+*) vp_die "unknown part $part" ;;
+esac
+echo "$part${2:+-$2} $SECONDS" >>"$VPB_OUT/durations"
+vp_log "$part ${2:-} done in ${SECONDS}s"

@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Turns the raw measurements of tests/bench/run-bench.sh into BENCHMARKS.md.
+
+    bench-report.py RESULTS_DIR OUT.md
+
+Every number in the output is computed here from RESULTS_DIR (snapshots
+written by bench-live.sh, bench-policy's and bench-hook.sh's output); none is
+typed in. Parts that were not run are left out.
+"""
+import glob
+import os
+import re
+import statistics
+import sys
+
+# The synthetic topology the suite runs vpackd with: package -> CPUs.
+PACKAGES = {0: [0], 1: [1]}
+IDLE_DONE_WHEN = 0.99
+RATE_DONE_WHEN = 0.97
+
+
+def read_kv(path):
+    d = {}
+    if not os.path.exists(path):
+        return d
+    for line in open(path):
+        for m in re.finditer(r'(\w+)=((?:[^ \n]| (?!\w+=))*)', line):
+            d[m.group(1)] = m.group(2).strip()
+    return d
+
+
+def work_fields(tokens):
+    """(id, uptime, units) of a VPACK-WORK line's id= t= n= fields, or None
+    if the line is garbled (two guests' lines can interleave on a console)."""
+    try:
+        w = dict(x.split("=", 1) for x in tokens)
+        return (w["id"], float(w["t"]), int(w["n"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def parse_snap(path):
+    s = {"cpu": {}, "idle": {}, "work": {}, "delay": {}, "vtime": {}, "pins": {}, "ctr": {}, "qemu": {}}
+    for line in open(path):
+        f = line.split()
+        if not f:
+            continue
+        k = f[0]
+        if k == "T":
+            s["t"] = float(f[1])
+        elif k == "P":
+            v = [int(x) for x in f[2:10]]
+            s["cpu"][int(f[1][3:])] = (sum(v), v[3] + v[4])
+        elif k == "I":
+            s["idle"][(int(f[1][3:]), f[2])] = (f[3], int(f[4]), int(f[5]))
+        elif k == "W":
+            w = work_fields(f[3:])
+            if w:
+                s["work"][(f[1], w[0])] = (w[1], w[2])
+        elif k == "L":
+            s["pins"][f[1]] = " ".join(f[2:])
+        elif k == "S" and f[2].startswith("cpu.time="):
+            s["qemu"][f[1]] = int(f[2].split("=", 1)[1])
+        elif k == "S":
+            m = re.match(r'vcpu\.(\d+)\.(delay|time)=(\d+)', f[2])
+            if m:
+                s["delay" if m.group(2) == "delay" else "vtime"][(f[1], int(m.group(1)))] = int(m.group(3))
+        elif k == "C":
+            s["ctr"][f[1]] = int(f[2])
+        elif k == "A" and len(f) >= 4:
+            s["agent"] = {"ticks": int(f[1]), "rss_kb": int(f[2]), "hz": int(f[3]),
+                          "run_ns": int(f[4]) if len(f) > 4 else None}
+    return s
+
+
+def cell(a, b):
+    """What one measurement (two snapshots) says."""
+    dt = b["t"] - a["t"]
+    c = {"dt": dt}
+    idle = {}
+    for cpu in b["cpu"]:
+        tot = b["cpu"][cpu][0] - a["cpu"][cpu][0]
+        idl = b["cpu"][cpu][1] - a["cpu"][cpu][1]
+        idle[cpu] = idl / tot if tot > 0 else 0.0
+    c["cpu_idle"] = idle
+    c["pkg_bounds"] = {}
+    for p, cpus in PACKAGES.items():
+        vals = [idle.get(x, 0.0) for x in cpus]
+        lo = max(0.0, sum(vals) - (len(vals) - 1))
+        hi = min(vals)
+        c["pkg_bounds"][p] = (lo, hi)
+    res = {}
+    for key, (name, t1, _u1) in b["idle"].items():
+        if key in a["idle"]:
+            res[key] = (name, (t1 - a["idle"][key][1]) / (dt * 1e6))
+    c["residency"] = res
+    rate = 0.0
+    nwork = 0
+    for key, (t1, n1) in b["work"].items():
+        if key in a["work"]:
+            t0, n0 = a["work"][key]
+            if t1 > t0:
+                rate += (n1 - n0) / (t1 - t0)
+                nwork += 1
+    c["rate"] = rate if nwork else None
+    delays = []
+    for key, d1 in b["delay"].items():
+        if key in a["delay"]:
+            delays.append((d1 - a["delay"][key]) / (dt * 1e9))
+    c["delay_mean"] = statistics.mean(delays) if delays else None
+    c["delay_max"] = max(delays) if delays else None
+    c["pins"] = b["ctr"].get("pins_ok", 0) - a["ctr"].get("pins_ok", 0)
+    c["samples"] = b["ctr"].get("samples", 0) - a["ctr"].get("samples", 0)
+    c["placement"] = b["pins"]
+    # Host CPU time not spent by the benchmark's guests (their whole QEMU
+    # processes, cpu.time) nor by vpackd: other work on the machine.
+    busy = sum(1 - v for v in idle.values())
+    guests = sum(b["qemu"][d] - a["qemu"][d] for d in b["qemu"] if d in a["qemu"]) / (dt * 1e9)
+    c["guest_cpus"] = guests
+    c["other_cpus"] = None
+    if "agent" in a and "agent" in b:
+        ag_a, ag_b = a["agent"], b["agent"]
+        c["agent_cpu_s"] = (ag_b["ticks"] - ag_a["ticks"]) / ag_b["hz"]
+        if ag_a["run_ns"] is not None and ag_b["run_ns"] is not None:
+            c["agent_cpu_s"] = (ag_b["run_ns"] - ag_a["run_ns"]) / 1e9
+        c["agent_rss_kb"] = ag_b["rss_kb"]
+        if b["qemu"]:
+            c["other_cpus"] = max(0.0, busy - guests - c["agent_cpu_s"] / dt)
+    return c
+
+
+def load_pair(prefix):
+    return cell(parse_snap(prefix + ".a"), parse_snap(prefix + ".b"))
+
+
+def mstat(vals, fmt="%.1f", scale=1.0):
+    """'mean [min-max]' of the non-None values."""
+    v = [x * scale for x in vals if x is not None]
+    if not v:
+        return "n/a"
+    m = statistics.mean(v)
+    if len(v) == 1:
+        return fmt % m
+    return (fmt + " [" + fmt + "–" + fmt + "]") % (m, min(v), max(v))
+
+
+def pct(x):
+    return "n/a" if x is None else "%.1f" % (100 * x)
+
+
+# ------------------------------------------------------------------ placement
+def placement(res, out, notes):
+    loads = [l for l in ("light", "medium", "heavy") if os.path.isdir(os.path.join(res, "placement", l))]
+    if not loads:
+        return None
+    verdict = None
+    out.append("## 1. Placement\n")
+    out.append("Two guests of 2 vCPUs each (TCG, 128 MiB). Per load, vCPU 0 of both guests runs the "
+               "same `work:PCT` item; vCPU 1 idles. A TCG guest costs the host about 1.1x its "
+               "duty cycle: the \"guests' QEMU CPU\" column is what the "
+               "load really was. Levels are switched live with "
+               "`virsh metadata` on both guests, interleaved within each round (order rotated "
+               "per round); after each switch the suite waits until vpackd made no pin call "
+               "for 3 s, then measures. Means over the rounds, [min–max] in brackets; "
+               "\"x L0\" is the mean of the per-round ratios to level 0 in the same round.\n")
+    out.append("Package idle: the synthetic topology has **one CPU per package**, so the "
+               "per-CPU idle share from `/proc/stat` (idle + iowait) *is* the package's "
+               "whole-package idle share: the bounds max(0, Σ idle − (n−1)) ≤ whole-package "
+               "idle ≤ min idle coincide (n = 1). On a real package of n CPUs the same "
+               "formula gives a range; both ends are printed.\n")
+    out.append("Energy: RAPL is absent on this machine (`/sys/class/powercap` does not exist), "
+               "so no joules are reported; package idle and cpuidle residency stand in for it.\n")
+    for load in loads:
+        d = os.path.join(res, "placement", load)
+        info = read_kv(os.path.join(d, "info"))
+        cells = {}
+        for f in sorted(glob.glob(os.path.join(d, "r*-l*.a"))):
+            m = re.match(r'r(\d+)-l(\d)\.a$', os.path.basename(f))
+            if not os.path.exists(f[:-2] + ".b"):
+                continue    # the part stopped in the middle of this measurement
+            cells[(int(m.group(1)), int(m.group(2)))] = load_pair(f[:-2])
+        rounds = sorted({r for r, _ in cells})
+        out.append("### %s load (`%s` in each guest)\n" % (load, info.get("guest_load", "?")))
+        out.append("| level | work rate (units/s) | x L0 | CPU 0 (pkg 0) idle % | CPU 1 (pkg 1) idle % "
+                   "| pkg 1 whole-idle bounds % | CPU 1 cpuidle residency % | vCPU run-queue delay "
+                   "(ms/s, mean / worst vCPU) | pin calls while measured | guests' QEMU CPU (CPUs) "
+                   "| other host load (CPUs) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        summary = {}
+        others = []
+        for lv in (0, 1, 2):
+            cs = [cells[(r, lv)] for r in rounds if (r, lv) in cells]
+            if not cs:
+                continue
+            ratios = []
+            for r in rounds:
+                if (r, lv) in cells and (r, 0) in cells and cells[(r, 0)]["rate"]:
+                    if cells[(r, lv)]["rate"] is not None:
+                        ratios.append(cells[(r, lv)]["rate"] / cells[(r, 0)]["rate"])
+            resid = {}
+            for c in cs:
+                for (cpu, st), (name, frac) in c["residency"].items():
+                    if cpu == 1:
+                        resid.setdefault((st, name), []).append(frac)
+            rtxt = ", ".join("%s %s" % (name, mstat(v, "%.1f", 100))
+                             for (st, name), v in sorted(resid.items())) or "n/a"
+            lo = [c["pkg_bounds"][1][0] for c in cs]
+            hi = [c["pkg_bounds"][1][1] for c in cs]
+            out.append("| %d | %s | %s | %s | %s | %s .. %s | %s | %s / %s | %s | %s | %s |" % (
+                lv, mstat([c["rate"] for c in cs]), mstat(ratios, "%.3f"),
+                mstat([c["cpu_idle"][0] for c in cs], "%.1f", 100),
+                mstat([c["cpu_idle"][1] for c in cs], "%.1f", 100),
+                "%.1f" % (100 * statistics.mean(lo)), "%.1f" % (100 * statistics.mean(hi)),
+                rtxt,
+                mstat([c["delay_mean"] for c in cs], "%.1f", 1000),
+                mstat([c["delay_max"] for c in cs], "%.1f", 1000),
+                mstat([c["pins"] for c in cs], "%.0f"),
+                mstat([c["guest_cpus"] for c in cs], "%.2f"),
+                mstat([c["other_cpus"] for c in cs], "%.2f")))
+            others.extend(c["other_cpus"] for c in cs if c["other_cpus"] is not None)
+            summary[lv] = {"idle1": [c["cpu_idle"][1] for c in cs], "ratios": ratios,
+                           "placement": cs[-1]["placement"]}
+        out.append("")
+        if summary:
+            out.append("Placement at the end of the last round's measurement, per level (libvirt's live pins):\n")
+            for lv, s in sorted(summary.items()):
+                out.append("- level %d: %s" % (lv, "; ".join("%s: %s" % (k, v) for k, v in sorted(s["placement"].items()))))
+            out.append("")
+        if load == "light" and 2 in summary:
+            idle = statistics.mean(summary[2]["idle1"])
+            ratio = statistics.mean(summary[2]["ratios"]) if summary[2]["ratios"] else None
+            ok_idle = idle >= IDLE_DONE_WHEN
+            ok_rate = ratio is not None and ratio >= RATE_DONE_WHEN
+            masks = {kv.split("=", 1)[1] for v in summary[2]["placement"].values()
+                     for kv in v.split() if "=" in kv}
+            packed = len(masks) == 1 and re.fullmatch(r'\d+', next(iter(masks))) is not None
+            verdict = (ok_idle, ok_rate, idle, ratio, min(summary[2]["idle1"]),
+                       max(others) if others else None, packed)
+    return verdict
+
+
+# ------------------------------------------------------------------- reaction
+def reaction(res, out):
+    d = os.path.join(res, "reaction")
+    if not os.path.exists(os.path.join(d, "events")):
+        return
+    ev = {}
+    for line in open(os.path.join(d, "events")):
+        kv = read_kv_line(line)
+        ev.setdefault(int(kv["trial"]), {}).update(kv)
+    pts = []
+    for line in open(os.path.join(d, "a-work.stamped")):
+        f = line.split()
+        w = work_fields(f[2:]) if len(f) >= 5 and f[1] == "VPACK-WORK" else None
+        if w:
+            pts.append((float(f[0]), w[1], w[2]))
+    rates = []   # (host time at the end of the interval, units/s)
+    for p0, p1 in zip(pts, pts[1:]):
+        if p1[1] > p0[1]:
+            rates.append((p1[0], (p1[2] - p0[2]) / (p1[1] - p0[1])))
+    out.append("## 2. Reaction\n")
+    out.append("Guest A (level 2) counts work (`work:10`); guest B (level 2, one vCPU "
+               "busy-looping) is suspended, so both are packed on package 0. Step: `virsh resume B` "
+               "(+1 CPU of load); drop: `virsh suspend B`. Spread = every thread of A and B allowed "
+               "on CPUs 0-1 again (libvirt's live pins, polled back to back: two `virsh` calls per guest a poll, so the times are upper bounds within a few tenths of a second); re-pack = all back on "
+               "CPU 0. A's work rate comes from its console lines (about every 0.5 s), stamped with "
+               "the host time they arrived; recovery = end of the last interval after the step "
+               "whose rate is below 0.9x the 5 s before the step. Agent: 1 s interval, "
+               "spread after 2 samples over the watermark, pack delay 2 s, residency 4 s.\n")
+    out.append("| trial | step -> spread (s) | A's rate before (units/s) | lowest after step | "
+               "step -> rate recovered (s) | rate 3-8 s after the step | drop -> re-pack (s) |")
+    out.append("|---|---|---|---|---|---|---|")
+    spreads, recs, repacks = [], [], []
+    for i in sorted(ev):
+        e = ev[i]
+        if e.get("step", "NA") == "NA":
+            out.append("| %d | no step: A and B were not packed within 40 s (A: `%s`, B: `%s`) "
+                       "| | | | | |" % (i, e.get("a", "?"), e.get("b", "?")))
+            continue
+        ts = float(e["step"])
+        before = [r for t, r in rates if ts - 5 <= t <= ts]
+        pre = statistics.mean(before) if before else None
+        after = [(t, r) for t, r in rates if ts < t <= ts + 8]
+        low = min((r for _t, r in after), default=None)
+        rec = 0.0
+        if pre:
+            bad = [t for t, r in after if r < 0.9 * pre]
+            if bad:
+                rec = max(bad) - ts
+        later = [r for t, r in rates if ts + 3 <= t <= ts + 8]
+        sp = None if e.get("spread_s", "NA") == "NA" else float(e["spread_s"])
+        rp = None if e.get("repack_s", "NA") == "NA" else float(e["repack_s"])
+        spreads.append(sp); recs.append(rec if pre else None); repacks.append(rp)
+        out.append("| %d | %s | %s | %s | %s | %s | %s |" % (
+            i, "not within 30 s" if sp is None else "%.2f" % sp,
+            "n/a" if pre is None else "%.1f" % pre,
+            "n/a" if low is None else "%.1f" % low,
+            "n/a" if not pre else "%.1f" % rec,
+            "n/a" if not later else "%.1f" % statistics.mean(later),
+            "not within 60 s" if rp is None else "%.2f" % rp))
+    out.append("| **mean [min–max]** | %s | | | %s | | %s |" % (
+        mstat(spreads, "%.2f"), mstat(recs, "%.1f"), mstat(repacks, "%.2f")))
+    out.append("")
+
+
+def read_kv_line(line):
+    return dict(x.split("=", 1) for x in line.split() if "=" in x)
+
+
+# ------------------------------------------------------------------ stability
+def stability(res, out):
+    d = os.path.join(res, "stability")
+    rows = []
+    for name, what in (("steady", "steady light load (2 guests `work:10`, level 2)"),
+                       ("osc", "oscillating: a `work:50` guest + a `work:30` guest suspended/resumed every 5 s (level 2)")):
+        if os.path.exists(os.path.join(d, name + ".a")) and os.path.exists(os.path.join(d, name + ".b")):
+            c = load_pair(os.path.join(d, name))
+            busy = sum(1 - v for v in c["cpu_idle"].values())
+            rows.append("| %s | %.0f | %d | %.2f | %.1f |" % (
+                what, c["dt"], c["pins"], c["pins"] * 60 / c["dt"], busy))
+    if not rows:
+        return
+    out.append("## 3. Stability\n")
+    out.append("Pin operations (successful `virDomainPin*` calls, vpackd's `pins_ok` counter) "
+               "while the load stays put, and while it swings across the pack (0.6 of a package) "
+               "and spread (0.8) watermarks.\n")
+    out.append("| load | seconds | pin calls | per minute | host CPUs busy (mean) |")
+    out.append("|---|---|---|---|---|")
+    out.extend(rows)
+    out.append("")
+
+
+# ----------------------------------------------------------------------- cost
+def cost(res, out):
+    d = os.path.join(res, "cost")
+    rows = []
+    for f in sorted(glob.glob(os.path.join(d, "g*.a")), key=lambda p: int(re.search(r'g(\d+)\.a$', p).group(1))):
+        n = int(re.search(r'g(\d+)\.a$', f).group(1))
+        if not os.path.exists(f[:-2] + ".b"):
+            continue
+        c = load_pair(f[:-2])
+        if "agent_cpu_s" not in c or c["samples"] <= 0:
+            continue
+        rows.append((n, c["agent_cpu_s"] * 1000 / c["samples"], c["agent_cpu_s"] / c["dt"] * 100,
+                     c["agent_rss_kb"] / 1024, c["samples"]))
+    hook = os.path.join(res, "hook.txt")
+    if not rows and not os.path.exists(hook):
+        return
+    out.append("## 4. Cost of the agent\n")
+    if rows:
+        out.append("vpackd (1 s interval, metrics endpoint off) with N idle level-2 guests of 1 vCPU. "
+                   "CPU time is the sum of its threads' run time (`/proc/PID/task/*/schedstat`, ns; "
+                   "utime+stime from `/proc/PID/stat` only has 10 ms ticks) over the measurement, "
+                   "divided by the sampling cycles it ran; RSS from `/proc/PID/status` at the end.\n")
+        out.append("| guests | CPU per interval (ms) | CPU share (%) | RSS (MiB) | intervals measured |")
+        out.append("|---|---|---|---|---|")
+        for n, ms, share, rss, samples in rows:
+            out.append("| %d | %.2f | %.3f | %.1f | %d |" % (n, ms, share, rss, samples))
+        out.append("")
+        base = [r for r in rows if r[0] > 0]
+        if len(base) >= 2:
+            (n0, ms0, _s0, rss0, _), (n1, ms1, _s1, rss1, _) = base[0], base[-1]
+            out.append("Growth from %d to %d guests: %+.3f ms of CPU per interval per added guest, "
+                       "%+.0f KiB of RSS per added guest.\n" % (
+                           n0, n1, (ms1 - ms0) / (n1 - n0), (rss1 - rss0) * 1024 / (n1 - n0)))
+    if os.path.exists(hook):
+        txt = open(hook).read().strip()
+        out.append("The hook's added latency to `virsh start` (`tests/bench/bench-hook.sh` with "
+                   "VPHK_STARTS=8, VPHK_HOOK_RUNS=30; (a) no hook, (b) hook with vpackd down, "
+                   "(c) hook with vpackd up):\n")
+        out.append("```\n" + (txt if txt else "(bench-hook.sh printed nothing: see hook.log)") + "\n```\n")
+
+
+def planner(res, out):
+    p = os.path.join(res, "planner.txt")
+    if not os.path.exists(p):
+        return
+    out.append("## 5. Planner scale\n")
+    out.append("`build-bench/tests/bench/bench-policy` (the pure policy, no I/O), as printed:\n")
+    out.append("```\n" + open(p).read().strip() + "\n```\n")
+
+
+def closing_notes(verdict, info):
+    """The closing note: what the light-load result means, computed from it."""
+    n = ["## Closing note\n"]
+    if verdict is None:
+        n.append("The light-load placement was not part of this run, so the done-when check "
+                 "(parked package >= 99% idle at level 2, work rate >= 0.97x level 0) is not "
+                 "evaluated.\n")
+        return n
+    ok_idle, ok_rate, idle, ratio, _idle_min, other, packed = verdict
+    if other is not None and other > 0.02:
+        n.append("**This run was disturbed**: during the light-load measurements up to %.2f CPUs "
+                 "of the host's time went to work that was neither the benchmark's guests nor "
+                 "vpackd (the \"other host load\" column; on the shared development machine: "
+                 "other sessions' builds and fuzzers). vpackd counts all host load when it "
+                 "decides whether packing fits, and that work also runs on the CPU that should "
+                 "be parked, so the light-load figures above are not the product's. Rerun on a "
+                 "quiet machine.\n" % other)
+    if ok_idle and ok_rate:
+        n.append("At light load level 2 kept every guest thread on package 0 and the other "
+                 "package idle to the %.0f%% target while the guests did as much work as "
+                 "unrestricted (level 0). This is the trade vpack claims.\n" % (100 * IDLE_DONE_WHEN))
+    if not packed:
+        n.append("At level 2 vpackd had **not packed** the light load when the last round was "
+                 "measured (the placement lines: guest threads still allowed on both CPUs), so "
+                 "the other package was never parked and the level-2 figures differ from level "
+                 "0's only by noise (see the spreads). vpackd packs only while the whole host's load fits under "
+                 "`pack_watermark` (0.6 of the active packages' cores); see the \"other host load\" "
+                 "column for what else ran.\n")
+    elif not ok_idle:
+        n.append("The parked package was %.2f%% busy at level 2. vpack places only the guests' "
+                 "threads (vCPUs, emulator, iothreads; see the placement lines: all on CPU 0). "
+                 "What ran on CPU 1 is everything else on the host: libvirtd answering vpackd's "
+                 "bulk-stats call every second, vpackd itself, kernel threads and timers, and on "
+                 "a shared development machine whatever else runs there (other builds). What "
+                 "would fix it: keep the host's own work (libvirtd, vpackd, system services) on "
+                 "the wake-up package too, e.g. with systemd's `CPUAffinity=` or a housekeeping "
+                 "cpuset, which is outside what vpack does; on a machine with real packages, "
+                 "also the package C-state must be allowed by the firmware.\n" % (100 * (1 - idle)))
+    if packed and not ok_rate:
+        n.append("The guests' work rate at level 2 was %s of level 0: packed, both guests' vCPU "
+                 "threads share one CPU, and a thread that is runnable while another one runs "
+                 "waits (see the run-queue delay column). A TCG vCPU costs the host more CPU than "
+                 "the guest's own duty cycle. What would fix it: a lower `pack_watermark` (pack "
+                 "only when the packed package stays less loaded), or the `delay_threshold` "
+                 "spread reacting to smaller delays.\n" % ("n/a" if ratio is None else "%.3fx" % ratio))
+    if info.get("full") != "1":
+        n.append("This was a partial run (development options): fewer rounds or parts than the "
+                 "full suite.\n")
+    return n
+
+
+def durations(res):
+    """'placement-light 190, ...; sum N' from the parts' own timings (without
+    any wait for a shared lock)."""
+    p = os.path.join(res, "durations")
+    if not os.path.exists(p):
+        return "?"
+    rows = [line.split() for line in open(p) if len(line.split()) == 2]
+    return "%s; sum %d (without waits for the shared lock)" % (
+        ", ".join("%s %s" % (a, b) for a, b in rows), sum(int(b) for _a, b in rows))
+
+
+def main():
+    res, dest = sys.argv[1], sys.argv[2]
+    info = read_kv(os.path.join(res, "info"))
+    out = ["# vpack benchmarks\n",
+           "Generated by `sudo tests/bench/run-bench.sh` from the measurements of one run; "
+           "do not edit by hand (rerun the command).\n",
+           "| | |", "|---|---|",
+           "| date | %s |" % info.get("date", "?"),
+           "| host | %s CPUs, %s, kernel %s |" % (info.get("host_cpus", "?"), info.get("cpu_model", "?"),
+                                                 info.get("kernel", "?")),
+           "| libvirt / QEMU | %s / %s (guests: TCG) |" % (info.get("libvirt", "?"), info.get("qemu", "?")),
+           "| vpack | %s, build-bench (`-O2`, no sanitizers) |" % info.get("commit", "?"),
+           "| agent | `vpackd --topology 'synthetic:\"package:2 core:1 pu:1\"'` (CPU 0 = package 0, "
+           "CPU 1 = package 1), defaults but `policy.pack_delay_ms=2000`, `policy.min_residency_ms=4000` |",
+           "| run | %s; %s rounds, %s s per measurement; took %s s%s |" % (
+               "full" if info.get("full") == "1" else "PARTIAL (development options)",
+               info.get("rounds", "?"), info.get("measure_s", "?"), info.get("duration_s", "?"),
+               "" if info.get("status", "0") == "0" else ", **a part failed: see its log**"),
+           "| parts (s) | %s |" % durations(res),
+           "| RAPL | %s |" % info.get("rapl", "?"),
+           "",
+           "Guest work: the guest init's `work:PCT` item (`tests/integration/lib.sh`) runs fixed "
+           "chunks of computation (one unit = 200 steps of a linear congruential generator in "
+           "shell arithmetic) for PCT% of every 100 ms and prints its cumulative count with the "
+           "guest's uptime about every 0.5 s on the serial console; a rate is Δunits / Δguest "
+           "uptime. A vCPU thread that waits in the host's run queue during its on-time does fewer "
+           "units, so the rate is comparable across levels.\n"]
+    body = []
+    verdict = placement(res, body, None)
+    reaction(res, body)
+    stability(res, body)
+    cost(res, body)
+    planner(res, body)
+    if verdict is not None:
+        ok_idle, ok_rate, idle, ratio, idle_min, _other, _packed = verdict
+        out.append("## Result\n")
+        line = ("Light load, level 2: parked package (CPU 1) **%.2f%% idle** (lowest round %.2f%%; "
+                "target ≥ %.0f%%), guests' work rate **%s x level 0** (target ≥ %.2f). " % (
+                    100 * idle, 100 * idle_min, 100 * IDLE_DONE_WHEN,
+                    "n/a" if ratio is None else "%.3f" % ratio, RATE_DONE_WHEN))
+        if ok_idle and ok_rate:
+            line += "Both targets are **met** in this run."
+        else:
+            missed = []
+            if not ok_idle:
+                missed.append("the parked package is less than %.0f%% idle" % (100 * IDLE_DONE_WHEN))
+            if not ok_rate:
+                missed.append("the work rate is below %.2fx of level 0" % RATE_DONE_WHEN)
+            line += "**Not met** in this run: " + " and ".join(missed) + " (see the closing note)."
+        out.append(line + "\n")
+    out.extend(body)
+    out.extend(closing_notes(verdict, info))
+    with open(dest + ".tmp", "w") as fh:
+        fh.write("\n".join(out).rstrip() + "\n")
+    os.replace(dest + ".tmp", dest)
+
+
+if __name__ == "__main__":
+    main()

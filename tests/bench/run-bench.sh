@@ -1,0 +1,138 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The benchmark suite, one command (as root, on this 2-CPU machine about
+# 15-18 minutes):
+#
+#   sudo tests/bench/run-bench.sh
+#
+# installs what it needs, builds vpack (build-bench/, the project's default
+# optimized build, not sanitized), then measures on a real libvirtd with QEMU
+# (TCG) guests and vpackd treating CPU 0 and CPU 1 as two packages:
+#
+#   placement   light / medium / heavy load x level 0, 1, 2, VPB_ROUNDS rounds
+#   reaction    load step -> spread and work-rate recovery; drop -> re-pack
+#   stability   pin operations per minute, steady and oscillating load
+#   cost        vpackd CPU time per interval and RSS with 1, 10, 30 guests;
+#               the hook's added latency to `virsh start` (bench-hook.sh)
+#   planner     bench-policy: plan time up to 1,024 CPUs / 8,000 vCPUs
+#
+# and rewrites BENCHMARKS.md from what this run measured.
+#
+# Options (for development; a partial run writes BENCHMARKS.partial.md
+# unless --out is given):
+#   --parts LIST     comma-separated: placement,reaction,stability,cost,hook,planner
+#   --loads LIST     placement loads (light,medium,heavy)
+#   --rounds N       placement rounds (3)
+#   --measure S      seconds per measurement (10)
+#   --out FILE       where the report goes
+#   --no-build       use build-bench as it is
+#   --builddir DIR   use the binaries of an existing build (not rebuilt; meant
+#                    for `meson test --benchmark`); raw data in DIR/bench-results
+# VPACK_LIVE_LOCK=FILE: run each live part under `flock FILE` (a shared
+# machine); the raw data stays in build-bench/bench-results/.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+parts=placement,reaction,stability,cost,hook,planner
+loads=light,medium,heavy
+rounds=3
+measure=10
+out=""
+build=1
+full=1
+bdir=$top/build-bench
+while [ $# -gt 0 ]; do
+    case $1 in
+    --parts) parts=$2; full=""; shift 2 ;;
+    --loads) loads=$2; full=""; shift 2 ;;
+    --rounds) rounds=$2; full=""; shift 2 ;;
+    --measure) measure=$2; full=""; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --no-build) build=""; shift ;;
+    --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
+    -h|--help) sed -n '3,33p' "$0"; exit 0 ;;
+    *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "$out" ] || { if [ -n "$full" ]; then out=$top/BENCHMARKS.md; else out=$top/BENCHMARKS.partial.md; fi; }
+[ "$(id -u)" -eq 0 ] || { echo "run-bench.sh: run as root" >&2; exit 1; }
+has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
+t_start=$SECONDS
+log() { printf '[bench %s +%ds] %s\n' "$(date +%H:%M:%S)" $((SECONDS - t_start)) "$*" >&2; }
+
+pkgs=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev libxml2-dev libinih-dev
+      libuv1-dev libvirt-dev libcmocka-dev libmicrohttpd-dev python3)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ -n "$build" ]; then
+    log "building build-bench (buildtype debugoptimized: -O2, no sanitizers)"
+    [ -d build-bench ] || meson setup build-bench >/dev/null
+    ninja -C build-bench >/dev/null
+fi
+if [ -f "$bdir/meson-info/intro-buildoptions.json" ] &&
+   python3 -c 'import json,sys; o = {x["name"]: x["value"] for x in json.load(open(sys.argv[1]))}; sys.exit(o.get("b_sanitize", "none") in ("none", ""))' \
+       "$bdir/meson-info/intro-buildoptions.json"; then
+    log "WARNING: $bdir is a sanitizer build: its numbers are not the product's"
+fi
+export VPACK_BUILDDIR=$bdir
+results=$bdir/bench-results
+rm -rf "$results"; mkdir -p "$results"
+export VPB_OUT=$results VPB_ROUNDS=$rounds VPB_MEASURE_S=$measure
+{
+    echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "host_cpus=$(nproc)"
+    echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "kernel=$(uname -r)"
+    echo "libvirt=$(dpkg-query -W -f '${Version}' libvirt-daemon 2>/dev/null || echo '?')"
+    echo "qemu=$(dpkg-query -W -f '${Version}' qemu-system-x86 2>/dev/null || echo '?')"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+changes')"
+    echo "rapl=$([ -d /sys/class/powercap ] && find /sys/class/powercap -mindepth 1 -maxdepth 1 -printf '%f ' || echo absent)"
+    echo "full=${full:-0} rounds=$rounds measure_s=$measure"
+} >"$results/info"
+
+live() { # runs one live part, under the shared lock if VPACK_LIVE_LOCK is set
+    log "live: $*"
+    if [ -n "${VPACK_LIVE_LOCK:-}" ]; then
+        flock "$VPACK_LIVE_LOCK" bash tests/bench/bench-live.sh "$@"
+    else
+        bash tests/bench/bench-live.sh "$@"
+    fi
+}
+
+rc=0
+if has planner; then
+    log "planner scale (bench-policy)"
+    t0=$SECONDS
+    "$bdir/tests/bench/bench-policy" >"$results/planner.txt" 2>&1 || rc=1
+    echo "planner $((SECONDS - t0))" >>"$results/durations"
+fi
+if has placement; then
+    for l in ${loads//,/ }; do live placement "$l" || rc=1; done
+fi
+has reaction && { live reaction || rc=1; }
+has stability && { live stability || rc=1; }
+has cost && { live cost || rc=1; }
+if has hook; then
+    log "hook latency (bench-hook.sh, shortened)"
+    hook() {
+        local t0=$SECONDS
+        VPHK_STARTS=8 VPHK_HOOK_RUNS=30 bash tests/bench/bench-hook.sh
+        echo "hook $((SECONDS - t0))" >>"$VPB_OUT/durations"
+    }
+    if [ -n "${VPACK_LIVE_LOCK:-}" ]; then
+        export -f hook; flock "$VPACK_LIVE_LOCK" bash -c hook >"$results/hook.txt" 2>"$results/hook.log" || rc=1
+    else
+        hook >"$results/hook.txt" 2>"$results/hook.log" || rc=1
+    fi
+fi
+echo "duration_s=$((SECONDS - t_start)) status=$rc" >>"$results/info"
+log "writing $out"
+python3 tests/bench/bench-report.py "$results" "$out"
+log "done in $((SECONDS - t_start)) s (status $rc)"
+exit $rc
