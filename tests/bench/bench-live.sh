@@ -14,7 +14,8 @@
 #   bash tests/bench/bench-live.sh cost
 #
 # Environment: VPACK_BUILDDIR, VPB_OUT, VPB_ROUNDS (3), VPB_MEASURE_S (10),
-# VPB_TRIALS (3, reaction), VPB_STABLE_S (40), VPB_COST_GUESTS ("1 10 30").
+# VPB_TRIALS (3, reaction), VPB_STABLE_S (40), VPB_OSC_DEFAULT_S (60),
+# VPB_COST_GUESTS ("1 10 30").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
@@ -29,6 +30,7 @@ VPACKCTL=$builddir/agent/vpackctl
 : "${VPB_MEASURE_S:=10}"
 : "${VPB_TRIALS:=3}"
 : "${VPB_STABLE_S:=40}"
+: "${VPB_OSC_DEFAULT_S:=60}"
 : "${VPB_COST_GUESTS:=1 10 30}"
 # The agent's configuration for the whole suite: defaults but for shorter
 # pack delay and residency, so that a level change settles in seconds.
@@ -269,11 +271,21 @@ reaction() {
 
 # ----------------------------------------------------------------- stability
 # steady: the light load at level 2, VPB_STABLE_S seconds. oscillating: C
-# counts work at 50% (~0.55 CPU), D (work:30, ~0.33 CPU) is suspended and
-# resumed every 5 s, so the load swings across the pack (0.6) and spread
-# (0.8) watermarks.
+# counts work at 20% (~0.22 CPU), D (work:60, ~0.66 CPU) is suspended and
+# resumed every 5 s, so the load swings from well under the pack watermark
+# (0.6) to over the spread one (0.8): first with the suite's short pack delay
+# (2 s) and residency (4 s), VPB_STABLE_S seconds, then with vpackd's
+# defaults (5 s, 60 s), VPB_OSC_DEFAULT_S seconds, which is what damps it.
+oscillate() { # SECONDS
+    local end=$((SECONDS + $1))
+    while [ $SECONDS -lt $end ]; do
+        vp_virsh suspend vpbench-d >/dev/null; sleep 5
+        vp_virsh resume vpbench-d >/dev/null; sleep 5
+    done
+}
+
 stability() {
-    local dir=$VPB_OUT/stability end
+    local dir=$VPB_OUT/stability
     mkdir -p "$dir"
     boot vpbench-a 2 work:10 2
     boot vpbench-b 2 work:10 2
@@ -284,18 +296,23 @@ stability() {
     vp_log "stability: steady light load, ${VPB_STABLE_S}s"
     measure "$dir/steady" "$VPB_STABLE_S" vpbench-a vpbench-b
     vp_virsh destroy vpbench-a >/dev/null; vp_virsh destroy vpbench-b >/dev/null
-    boot vpbench-c 2 work:50 2
-    boot vpbench-d 2 work:30 2
+    boot vpbench-c 2 work:20 2
+    boot vpbench-d 2 work:60 2
     vp_wait_ready vpbench-c; vp_wait_ready vpbench-d
     settle
     vp_log "stability: load oscillating (vpbench-d suspended/resumed every 5 s), ${VPB_STABLE_S}s"
     snap "$dir/osc.a" vpbench-c vpbench-d
-    end=$((SECONDS + VPB_STABLE_S))
-    while [ $SECONDS -lt $end ]; do
-        vp_virsh suspend vpbench-d >/dev/null; sleep 5
-        vp_virsh resume vpbench-d >/dev/null; sleep 5
-    done
+    oscillate "$VPB_STABLE_S"
     snap "$dir/osc.b" vpbench-c vpbench-d
+    # The same swing under vpackd's default pack delay and residency.
+    kill -TERM "$agent_pid"; wait "$agent_pid" || true; agent_pid=""
+    VPB_AGENT_SET=()
+    start_agent
+    settle
+    vp_log "stability: the same, vpackd's default pack delay and residency, ${VPB_OSC_DEFAULT_S}s"
+    snap "$dir/osc-default.a" vpbench-c vpbench-d
+    oscillate "$VPB_OSC_DEFAULT_S"
+    snap "$dir/osc-default.b" vpbench-c vpbench-d
 }
 
 # ---------------------------------------------------------------------- cost

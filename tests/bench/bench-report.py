@@ -313,7 +313,9 @@ def stability(res, out):
     d = os.path.join(res, "stability")
     rows = []
     for name, what in (("steady", "steady light load (2 guests `work:10`, level 2)"),
-                       ("osc", "oscillating: a `work:50` guest + a `work:30` guest suspended/resumed every 5 s (level 2)")):
+                       ("osc", "oscillating: a `work:20` guest + a `work:60` guest suspended/resumed every 5 s "
+                               "(level 2), the suite's pack delay 2 s and residency 4 s"),
+                       ("osc-default", "the same oscillation, vpackd's defaults: pack delay 5 s, residency 60 s")):
         if os.path.exists(os.path.join(d, name + ".a")) and os.path.exists(os.path.join(d, name + ".b")):
             c = load_pair(os.path.join(d, name))
             busy = sum(1 - v for v in c["cpu_idle"].values())
@@ -323,8 +325,9 @@ def stability(res, out):
         return
     out.append("## 3. Stability\n")
     out.append("Pin operations (successful `virDomainPin*` calls, vpackd's `pins_ok` counter) "
-               "while the load stays put, and while it swings across the pack (0.6 of a package) "
-               "and spread (0.8) watermarks.\n")
+               "while the load stays put, and while it swings from under the pack watermark (0.6 of a "
+               "package) to over the spread one (0.8) and back every 10 s. Steady load should "
+               "cost nothing; under the swing, the minimum residency is what limits the moves.\n")
     out.append("| load | seconds | pin calls | per minute | host CPUs busy (mean) |")
     out.append("|---|---|---|---|---|")
     out.extend(rows)
