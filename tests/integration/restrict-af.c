@@ -54,14 +54,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "restrict-af: seccomp_init failed\n");
         return 1;
     }
+    /* The comparisons spelled out: SCMP_A0() leaves datum_b to the
+     * initializer, which clang's -Wmissing-field-initializers refuses. */
     int r = 0;
     for (int af = 0; af < AF_MAX && r == 0; af++)
-        if (!allowed[af])
-            r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)af));
-    if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_GE, (scmp_datum_t)AF_MAX));
+        if (!allowed[af]) {
+            struct scmp_arg_cmp eq = {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (scmp_datum_t)af, .datum_b = 0};
+            r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1, &eq);
+        }
+    if (r == 0) {
+        struct scmp_arg_cmp ge = {.arg = 0, .op = SCMP_CMP_GE, .datum_a = (scmp_datum_t)AF_MAX, .datum_b = 0};
+        r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1, &ge);
+    }
     if (r == 0)
         r = seccomp_load(ctx);
     seccomp_release(ctx);
