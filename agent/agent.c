@@ -196,24 +196,13 @@ static int effective_level(const struct vpack_agent *a, const struct agent_dom *
 /* The cgroup v1 group of a process for controller ("/machine/qemu-1-a.libvirt-qemu"), or NULL. */
 static char *process_cgroup(const struct vpack_agent *a, int pid, const char *controller)
 {
-    char path[64], *buf = NULL, *res = NULL;
+    char path[64], *buf = NULL, *res;
     if (pid <= 0)
         return NULL;
     snprintf(path, sizeof(path), "proc/%d/cgroup", pid);
     if (vpack_host_read_file(a->cfg.sysfs_root, path, 1 << 16, &buf, NULL) < 0)
         return NULL;
-    for (char *line = strtok(buf, "\n"); line && !res; line = strtok(NULL, "\n")) {
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = '\0';
-        /* "4:memory:/machine/..." (the controller list may hold several names) */
-        for (char *tok = strtok_r(c1 + 1, ",", &c1); tok; tok = strtok_r(NULL, ",", &c1))
-            if (!strcmp(tok, controller)) {
-                res = strdup(c2 + 1);
-                break;
-            }
-    }
+    res = vpack_proc_cgroup_parse(buf, strlen(buf), controller);
     free(buf);
     return res;
 }

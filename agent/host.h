@@ -37,11 +37,4 @@ int vpack_hotplug_start(uv_loop_t *loop, vpack_hotplug_cb cb, void *opaque,
 /* Stops watching; the memory is freed once the loop has closed the handle. */
 void vpack_hotplug_stop(struct vpack_hotplug *h);
 
-/*
- * Parses one uevent datagram ("ACTION@DEVPATH\0KEY=VALUE\0..."). Returns 1
- * with *cpu and *online set for a CPU online/offline event, 0 for any other
- * event, -EINVAL for garbage.
- */
-int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online);
-
 #endif

@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,4 +164,67 @@ int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
         return -EINVAL;
     *ticks = add_sat(utime, stime);
     return 0;
+}
+
+int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online)
+{
+    const char *at = memchr(buf, '@', len);
+    const char *nul = memchr(buf, '\0', len);
+    size_t hl = nul ? (size_t)(nul - buf) : len;
+    int id;
+    char tail;
+
+    if (!at || (size_t)(at - buf) >= hl)
+        return -EINVAL; /* libudev's own messages start "libudev"; the kernel's have '@' */
+    size_t alen = (size_t)(at - buf);
+    int on;
+    if (alen == 6 && !memcmp(buf, "online", 6))
+        on = 1;
+    else if (alen == 7 && !memcmp(buf, "offline", 7))
+        on = 0;
+    else
+        return 0;
+    char devpath[256];
+    size_t dl = hl - alen - 1;
+    if (dl >= sizeof(devpath))
+        return 0;
+    memcpy(devpath, at + 1, dl);
+    devpath[dl] = '\0';
+    if (sscanf(devpath, "/devices/system/cpu/cpu%d%c", &id, &tail) != 1 || id < 0)
+        return 0;
+    *cpu = id;
+    *online = on;
+    return 1;
+}
+
+char *vpack_proc_cgroup_parse(const char *buf, size_t len, const char *controller)
+{
+    const char *p = buf, *end = buf + len;
+    size_t cl = strlen(controller);
+    if (!cl)
+        return NULL;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        /* "4:memory:/machine/...": id, a comma-separated controller list, path */
+        const char *c1 = memchr(p, ':', (size_t)(eol - p));
+        const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(eol - c1 - 1)) : NULL;
+        if (c2) {
+            for (const char *t = c1 + 1; t < c2;) {
+                const char *comma = memchr(t, ',', (size_t)(c2 - t));
+                const char *te = comma ? comma : c2;
+                if ((size_t)(te - t) == cl && !memcmp(t, controller, cl)) {
+                    size_t pl = (size_t)(eol - c2 - 1);
+                    /* A path is absolute and has no NUL in it. */
+                    if (pl == 0 || c2[1] != '/' || memchr(c2 + 1, '\0', pl))
+                        return NULL;
+                    return strndup(c2 + 1, pl);
+                }
+                t = te + 1;
+            }
+        }
+        p = eol + 1;
+    }
+    return NULL;
 }

@@ -46,4 +46,20 @@ struct vpack_mem_share;
 int vpack_numastat_parse(const char *buf, size_t len, struct vpack_mem_share *out, unsigned max,
                          unsigned *n);
 
+/*
+ * Parses one uevent datagram ("ACTION@DEVPATH\0KEY=VALUE\0..."). Returns 1
+ * with *cpu and *online set for a CPU online/offline event, 0 for any other
+ * event, -EINVAL for garbage.
+ */
+int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online);
+
+/*
+ * The cgroup v1 path of a process for one controller, from its
+ * /proc/PID/cgroup text ("4:memory:/machine/qemu-1-a.libvirt-qemu"; the
+ * controller list may hold several names, "2:cpu,cpuacct:/..."): a new
+ * string (caller frees), or NULL when the controller is not there or the
+ * path is not absolute.
+ */
+char *vpack_proc_cgroup_parse(const char *buf, size_t len, const char *controller);
+
 #endif

@@ -1,20 +1,28 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the /proc and cgroup file readers (lib/procstat.c):
- * /proc/stat, /proc/PID/task/TID/stat and cgroup v1 memory.numa_stat. Every
- * input goes to all three parsers (they read different lines of the same
- * kind of text). Checked on every input:
+ * libFuzzer target for the /proc, cgroup and uevent readers (lib/procstat.c):
+ * /proc/stat, /proc/PID/task/TID/stat, cgroup v1 memory.numa_stat,
+ * /proc/PID/cgroup and kernel uevent datagrams. Every input goes to all
+ * five parsers (they read different lines of the same kind of text).
+ * Checked on every input:
  *
  *  - /proc/stat: on success one entry per "cpuN" line, in file order, with
  *    that line's id, busy <= total, and the busy fraction between any two
  *    readings is -1 or within 0..1; on failure -EINVAL and nothing returned;
  *  - task stat: success only when there is a ')' followed by the fields;
  *  - numa_stat: at most max entries, node ids below 2^20, every share in
- *    0..1 and the shares summing to 1; -EINVAL or -ENODATA otherwise.
+ *    0..1 and the shares summing to 1; -EINVAL or -ENODATA otherwise;
+ *  - /proc/PID/cgroup: NULL, or an absolute path without newline or NUL
+ *    that stands in the text right after a ':' (for "memory", "cpuset" and
+ *    "cpu", the last a prefix of the other controllers' names);
+ *  - uevent: 1 only for "online@" or "offline@" + a CPU's devpath before the
+ *    first NUL, with the matching state and a CPU number >= 0; 0 or -EINVAL
+ *    otherwise, -EINVAL exactly when the header has no '@'.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +112,41 @@ static void check_numastat(const char *buf, size_t len)
     CHECK(fabs(sum - 1) < 1e-9);
 }
 
+static void check_proc_cgroup(const char *buf, size_t len)
+{
+    static const char *const ctl[] = {"memory", "cpuset", "cpu"};
+    for (unsigned i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++) {
+        char *p = vpack_proc_cgroup_parse(buf, len, ctl[i]);
+        if (!p)
+            continue;
+        size_t pl = strlen(p);
+        CHECK(pl >= 1 && pl <= len && p[0] == '/' && !strchr(p, '\n'));
+        /* It is in the text, after a ':' */
+        bool found = false;
+        for (const char *q = buf; !found && (q = memchr(q, ':', len - (size_t)(q - buf))); q++)
+            found = (size_t)(buf + len - (q + 1)) >= pl && !memcmp(q + 1, p, pl);
+        CHECK(found);
+        free(p);
+    }
+}
+
+static void check_uevent(const char *buf, size_t len)
+{
+    int cpu = -7, online = -7;
+    int r = vpack_uevent_parse_cpu(buf, len, &cpu, &online);
+    const char *nul = memchr(buf, '\0', len);
+    size_t hl = nul ? (size_t)(nul - buf) : len;
+    bool has_at = memchr(buf, '@', hl) != NULL;
+    CHECK(r == -EINVAL ? !has_at : has_at);
+    if (r != 1) {
+        CHECK((r == 0 || r == -EINVAL) && cpu == -7 && online == -7);
+        return;
+    }
+    CHECK(cpu >= 0 && (online == 0 || online == 1));
+    const char *want = online ? "online@/devices/system/cpu/cpu" : "offline@/devices/system/cpu/cpu";
+    CHECK(hl >= strlen(want) && !memcmp(buf, want, strlen(want)));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -116,6 +159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_procstat(buf, size);
     check_task_stat(buf, size);
     check_numastat(buf, size);
+    check_proc_cgroup(buf, size);
+    check_uevent(buf, size);
     free(buf);
     return 0;
 }

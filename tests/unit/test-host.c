@@ -63,27 +63,6 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static void test_uevent(void **state)
-{
-    (void)state;
-    int cpu = -1, on = -1;
-    const char off[] = "offline@/devices/system/cpu/cpu1\0ACTION=offline\0DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0";
-    const char onl[] = "online@/devices/system/cpu/cpu12\0ACTION=online\0";
-    const char other[] = "add@/devices/virtual/net/veth0\0ACTION=add\0";
-    const char cache[] = "online@/devices/system/cpu/cpu1/cache\0";
-    const char udev[] = "libudev\0\xfe\xed\xca\xfe";
-    assert_int_equal(vpack_uevent_parse_cpu(off, sizeof(off), &cpu, &on), 1);
-    assert_int_equal(cpu, 1);
-    assert_int_equal(on, 0);
-    assert_int_equal(vpack_uevent_parse_cpu(onl, sizeof(onl), &cpu, &on), 1);
-    assert_int_equal(cpu, 12);
-    assert_int_equal(on, 1);
-    assert_int_equal(vpack_uevent_parse_cpu(other, sizeof(other), &cpu, &on), 0);
-    assert_int_equal(vpack_uevent_parse_cpu(cache, sizeof(cache), &cpu, &on), 0);
-    assert_int_equal(vpack_uevent_parse_cpu(udev, sizeof(udev), &cpu, &on), -EINVAL);
-    assert_int_equal(vpack_uevent_parse_cpu("", 0, &cpu, &on), -EINVAL);
-}
-
 static void test_reads_under_root(void **state)
 {
     (void)state;
@@ -175,7 +154,6 @@ static void test_cgroup_v2_noop(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uevent),
         cmocka_unit_test_setup_teardown(test_reads_under_root, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_repair, setup, teardown),
         cmocka_unit_test(test_cgroup_v2_noop),

@@ -137,6 +137,63 @@ static void test_task_stat(void **state)
     assert_int_equal(vpack_task_stat_parse("garbage", 7, &t), -EINVAL);
 }
 
+static void test_uevent(void **state)
+{
+    (void)state;
+    int cpu = -1, on = -1;
+    const char off[] = "offline@/devices/system/cpu/cpu1\0ACTION=offline\0DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0";
+    const char onl[] = "online@/devices/system/cpu/cpu12\0ACTION=online\0";
+    const char other[] = "add@/devices/virtual/net/veth0\0ACTION=add\0";
+    const char cache[] = "online@/devices/system/cpu/cpu1/cache\0";
+    const char udev[] = "libudev\0\xfe\xed\xca\xfe";
+    assert_int_equal(vpack_uevent_parse_cpu(off, sizeof(off), &cpu, &on), 1);
+    assert_int_equal(cpu, 1);
+    assert_int_equal(on, 0);
+    assert_int_equal(vpack_uevent_parse_cpu(onl, sizeof(onl), &cpu, &on), 1);
+    assert_int_equal(cpu, 12);
+    assert_int_equal(on, 1);
+    assert_int_equal(vpack_uevent_parse_cpu(other, sizeof(other), &cpu, &on), 0);
+    assert_int_equal(vpack_uevent_parse_cpu(cache, sizeof(cache), &cpu, &on), 0);
+    assert_int_equal(vpack_uevent_parse_cpu(udev, sizeof(udev), &cpu, &on), -EINVAL);
+    assert_int_equal(vpack_uevent_parse_cpu("", 0, &cpu, &on), -EINVAL);
+}
+
+
+/* /proc/PID/cgroup of a libvirt QEMU process under cgroup v1. */
+static void test_proc_cgroup(void **state)
+{
+    (void)state;
+    const char text[] = "12:pids:/machine/qemu-1-a.libvirt-qemu\n"
+                        "4:cpu,cpuacct:/machine/qemu-1-a.libvirt-qemu/emulator\n"
+                        "3:memory:/machine/qemu-1-a.libvirt-qemu\n"
+                        "2:cpuset:/machine/qemu-1-a.libvirt-qemu/emulator\n"
+                        "1:name=systemd:/machine.slice\n"
+                        "0::/machine.slice";
+    char *p = vpack_proc_cgroup_parse(text, strlen(text), "memory");
+    assert_non_null(p);
+    assert_string_equal(p, "/machine/qemu-1-a.libvirt-qemu");
+    free(p);
+    p = vpack_proc_cgroup_parse(text, strlen(text), "cpuacct");
+    assert_string_equal(p, "/machine/qemu-1-a.libvirt-qemu/emulator");
+    free(p);
+    p = vpack_proc_cgroup_parse(text, strlen(text), "cpuset");
+    assert_string_equal(p, "/machine/qemu-1-a.libvirt-qemu/emulator");
+    free(p);
+    /* "cpu" must not match "cpuset" or "cpuacct" by prefix; the last line has no newline. */
+    p = vpack_proc_cgroup_parse(text, strlen(text), "cpu");
+    assert_string_equal(p, "/machine/qemu-1-a.libvirt-qemu/emulator");
+    free(p);
+    assert_null(vpack_proc_cgroup_parse(text, strlen(text), "blkio"));
+    assert_null(vpack_proc_cgroup_parse(text, strlen(text), ""));
+    assert_null(vpack_proc_cgroup_parse("3:memory:relative\n", 18, "memory"));
+    assert_null(vpack_proc_cgroup_parse("3:memory:\n", 10, "memory"));
+    assert_null(vpack_proc_cgroup_parse("garbage", 7, "memory"));
+    /* Only len bytes are read: the path stops at the end of the buffer. */
+    p = vpack_proc_cgroup_parse("3:memory:/a/b", 11, "memory");
+    assert_string_equal(p, "/a");
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +203,8 @@ int main(void)
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_numastat),
         cmocka_unit_test(test_task_stat),
+        cmocka_unit_test(test_uevent),
+        cmocka_unit_test(test_proc_cgroup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
