@@ -210,6 +210,25 @@ vp_stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
+# ---------------------------------------------------------- counted checks
+# A test script's checks: vp_fail reports a failed check, counts it in
+# VP_FAILURES and goes on; vp_pass reports a passed one; vp_verdict ends the
+# script ("ok", or the count and exit 1).
+VP_FAILURES=0
+vp_fail() { echo "FAIL: $*"; VP_FAILURES=$((VP_FAILURES + 1)); }
+vp_pass() { echo "ok: $*"; }
+vp_verdict() {
+    if [ "$VP_FAILURES" -eq 0 ]; then echo "ok"; else echo "$VP_FAILURES failure(s)"; exit 1; fi
+}
+
+# vp_log_tail_on_failure RC FILE [LINES]: for a test's EXIT trap: when RC
+# or VP_FAILURES says something failed, the last LINES (60) of FILE.
+vp_log_tail_on_failure() {
+    [ "$1" -ne 0 ] || [ "$VP_FAILURES" -ne 0 ] || return 0
+    echo "---- $(basename "$2") (last ${3:-60} lines)"
+    tail -n "${3:-60}" "$2" 2>/dev/null || true
+}
+
 # vp_free_port: a TCP port on 127.0.0.1 nobody listens on now.
 vp_free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

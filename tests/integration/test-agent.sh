@@ -33,28 +33,22 @@ NS=urn:vpack:powerpolicy:1
 work=$(mktemp -d /tmp/vpack-agent-test.XXXXXX)
 sock=$work/vpackd.sock
 agent_pid=""
-failures=0
 
 vp_require_root
 [ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
 
 cleanup() {
     local rc=$?
-    if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
-        kill -TERM "$agent_pid" 2>/dev/null || true
-        wait "$agent_pid" 2>/dev/null || true
-    fi
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
-        echo "---- vpackd log (last 60 lines)"; tail -n 60 "$work/vpackd.log" 2>/dev/null || true
-    fi
+    vp_stop_pid "$agent_pid"
+    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
     rm -rf "$work"
     vp_cleanup
     return $rc
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 
 start_agent() {
     "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
@@ -257,4 +251,4 @@ p=$(pins vpag-p)
 [ "$p" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && pass "vpag-p keeps its guest pin after stop" || fail "vpag-p left at $p"
 
 echo
-if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
+vp_verdict

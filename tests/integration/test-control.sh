@@ -43,15 +43,14 @@ chmod 0711 "$work"
 sock=$work/vpackd.sock
 agent_pid=""
 created_user=""
-failures=0
 t_start=$SECONDS
 
 vp_require_root
 [ -x "$VPACKD" ] && [ -x "$VPACKCTL" ] || vp_die "build first: no $VPACKD or $VPACKCTL"
 command -v python3 >/dev/null || vp_die "python3 is needed"
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 
 # A process that exists and is not a zombie.
 alive() {
@@ -66,7 +65,7 @@ cleanup() {
         kill -TERM "$agent_pid" 2>/dev/null
         wait "$agent_pid" 2>/dev/null
     fi
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
+    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
         echo "---- vpackd log (last 40 lines; all of it in $VP_LOGDIR/test-control-vpackd.log)"
         tail -n 40 "$work/vpackd.log" 2>/dev/null
         mkdir -p "$VP_LOGDIR" && cp "$work/vpackd.log" "$VP_LOGDIR/test-control-vpackd.log" 2>/dev/null
@@ -557,7 +556,7 @@ clients() {
     o=$(timeout 120 python3 "$work/clients.py" "$1" "$sock" "${@:2}" 2>&1) || r=$?
     printf '%s\n' "$o"
     n=$(grep -c '^FAIL' <<<"$o" || true)
-    failures=$((failures + n))
+    VP_FAILURES=$((VP_FAILURES + n))
     [ $r -eq 0 ] || [ "$n" -ne 0 ] || fail "clients.py $1 exited $r"
 }
 
@@ -736,4 +735,4 @@ stop_agent
 
 echo
 echo "time: $((SECONDS - t_start)) s in all (guests ready after $((t_guests - t_start)) s, hostile clients $t_hostile s)"
-if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
+vp_verdict

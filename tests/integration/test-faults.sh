@@ -50,7 +50,6 @@ sock=$work/vpackd.sock
 gate=$work/gate
 port=""
 agent_pid=""
-failures=0
 t_start=$SECONDS
 
 vp_require_root
@@ -60,22 +59,17 @@ vp_require_root
 cleanup() {
     local rc=$?
     rm -rf "$gate"    # never leave the agent held at the gate
-    if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
-        kill -TERM "$agent_pid" 2>/dev/null || true
-        wait "$agent_pid" 2>/dev/null || true
-    fi
+    vp_stop_pid "$agent_pid"
     mountpoint -q "$work/ro" 2>/dev/null && umount "$work/ro"
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
-        echo "---- vpackd log (last 80 lines)"; tail -n 80 "$work/vpackd.log" 2>/dev/null || true
-    fi
+    vp_log_tail_on_failure $rc "$work/vpackd.log" 80
     rm -rf "$work"
     vp_cleanup    # also brings every CPU back online
     return $rc
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 
 agent_args=(--topology "$TOPO"
     --set policy.pack_watermark=0.9 --set policy.spread_watermark=0.95
@@ -408,4 +402,4 @@ agent_pid=""
 
 echo
 echo "time: $((SECONDS - t_start)) s in all (guests ready after $((t_guests - t_start)) s)"
-if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
+vp_verdict

@@ -51,7 +51,6 @@ work=$(mktemp -d /var/tmp/vpack-hardening-test.XXXXXX)
 rundir=$(mktemp -d /run/vpack-hardening.XXXXXX)   # stands for RuntimeDirectory
 sock=$rundir/vpackd.sock
 agent_pid=""
-failures=0
 
 vp_require_root
 [ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
@@ -67,13 +66,8 @@ repair_cpusets() {
 
 cleanup() {
     local rc=$?
-    if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
-        kill -TERM "$agent_pid" 2>/dev/null || true
-        wait "$agent_pid" 2>/dev/null || true
-    fi
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
-        echo "---- vpackd log (last 60 lines)"; tail -n 60 "$work/vpackd.log" 2>/dev/null || true
-    fi
+    vp_stop_pid "$agent_pid"
+    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
     rm -rf "$work" "$rundir"
     vp_cleanup    # CPUs online first
     repair_cpusets
@@ -81,8 +75,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 
 # sandbox [cgroup-ro] COMMAND...: execs COMMAND as the unit would run it, in
 # place of the calling (sub)shell: `sandbox ... &` gives COMMAND's pid in $!,
@@ -276,4 +270,4 @@ vp_online_all_cpus
 repair_cpusets
 
 echo
-if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
+vp_verdict

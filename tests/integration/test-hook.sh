@@ -74,7 +74,6 @@ DEF_SOCK=$RUN_DIR/vpackd.sock
 TOPO='synthetic:"package:2 core:1 pu:1"'
 
 work=$(mktemp -d /tmp/vpack-hook-test.XXXXXX)
-failures=0
 hook_installed=""      # our symlink is in place
 prev_hook_target=""    # an earlier vpack hook symlink, put back at cleanup
 made_hooks_dir=""
@@ -88,8 +87,8 @@ for f in "$HOOK" "$VPACKD" "$VPACKCTL"; do
     [ -x "$f" ] || vp_die "$f not built (ninja -C $builddir)"
 done
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 words() { printf '%s\n' "$@" | tr -s '\n' ' ' | sed 's/ $//'; }   # one line
 
@@ -209,7 +208,7 @@ cleanup() {
     set +e
     if [ -n "$stalled_pid" ]; then stop_vpackd "$stalled_pid"; stalled_pid=""; fi
     if [ -n "$agent_pid" ]; then stop_vpackd "$agent_pid"; agent_pid=""; fi
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
+    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
         for f in "$work"/*.log; do
             [ -f "$f" ] || continue
             echo "---- $(basename "$f") (last 30 lines)"; tail -n 30 "$f"
@@ -468,4 +467,4 @@ else
 fi
 
 echo
-if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
+vp_verdict

@@ -44,20 +44,14 @@ sock=$work/vpackd.sock
 state=$work/state
 agent_pid=""
 created_user=""
-failures=0
 t_start=$SECONDS
 
 vp_require_root
 
 cleanup() {
     local rc=$?
-    if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
-        kill -TERM "$agent_pid" 2>/dev/null || true
-        wait "$agent_pid" 2>/dev/null || true
-    fi
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
-        echo "---- vpackd log (last 60 lines)"; tail -n 60 "$work/vpackd.log" 2>/dev/null || true
-    fi
+    vp_stop_pid "$agent_pid"
+    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
     [ -z "$created_user" ] || userdel "$TESTUSER" 2>/dev/null || true
     rm -rf "$work"
     vp_cleanup
@@ -65,8 +59,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 
 vp_install_deps
 command -v ss >/dev/null || vp__quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2
@@ -306,4 +300,4 @@ agent_pid=""
 
 echo
 echo "time: $((SECONDS - t_start)) s in all"
-if [ $failures -eq 0 ]; then echo "ok"; else echo "$failures failure(s)"; exit 1; fi
+vp_verdict

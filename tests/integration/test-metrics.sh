@@ -36,7 +36,6 @@ work=$(mktemp -d /tmp/vpack-metrics-test.XXXXXX)
 agent_pid=""
 prom_pid=""
 flood_pid=""
-failures=0
 
 vp_require_root
 [ -x "$VPACKD" ] || vp_die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
@@ -47,7 +46,7 @@ cleanup() {
     vp_stop_pid "$flood_pid"
     vp_stop_pid "$prom_pid"
     vp_stop_pid "$agent_pid"
-    if [ $rc -ne 0 ] || [ $failures -ne 0 ]; then
+    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
         echo "---- vpackd log (last 40 lines)"; tail -n 40 "$work/vpackd.log" 2>/dev/null || true
         echo "---- prometheus log (last 15 lines)"; tail -n 15 "$work/prometheus.log" 2>/dev/null || true
     fi
@@ -57,8 +56,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
 
 
 wait_until() { # SECONDS CMD...: polls every 0.2 s
@@ -219,8 +218,4 @@ agent_pid=""
 curl -s -o /dev/null --max-time 2 "$url/metrics" && fail "the port still answers" ||
     pass "metrics port closed"
 
-if [ "$failures" -ne 0 ]; then
-    echo "$failures check(s) failed"
-    exit 1
-fi
-echo "all metrics checks passed"
+vp_verdict
