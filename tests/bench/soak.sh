@@ -248,6 +248,7 @@ fd_max=$(awk '{print $3}' "$samples" | sort -n | tail -1)
 pins_ok=$(echo "$status_json" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("counters",{}).get("pins_ok","?"))' 2>/dev/null || echo '?')
 pins_failed=$(echo "$status_json" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("counters",{}).get("pins_failed","?"))' 2>/dev/null || echo '?')
 
+gone=$(grep -c 'gone while pinning' "$work/vpackd.log" || true)
 result=PASS
 [ "$check_failures" -eq 0 ] || result=FAIL
 mkdir -p "$(dirname "$report")"
@@ -257,7 +258,7 @@ mkdir -p "$(dirname "$report")"
     echo "| measure | value |"
     echo "| --- | --- |"
     echo "| guests started / destroyed (churn, every ${period} s, at most $max_churn at once) | $started / $destroyed ($start_failures failed to start) |"
-    echo "| vpackd pin calls ok / failed (failed: mostly domains gone mid-plan) | $pins_ok / $pins_failed |"
+    echo "| vpackd pin calls ok / failed (of the failed: domain gone while pinning) | $pins_ok / $pins_failed ($gone) |"
     echo "| pin checks (kernel thread affinity against the guest pin) held | $((checks - check_failures)) of $checks |"
     echo "| threads with guest pin or full mask after SIGTERM | $restored_ok; exit status $agent_rc |"
     echo "| RSS, whole run min..max | ${rss_min} .. ${rss_max} KiB |"
