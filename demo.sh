@@ -76,7 +76,7 @@ vp_install_deps
 vp_start_libvirtd
 vp_build_guest >/dev/null
 vp_destroy_all_test_domains
-vp_define_start vpdemo-web 2 duty:20 "" "$META2"
+vp_define_start vpdemo-web 2 work:20 "" "$META2"
 vp_define_start vpdemo-db 2 idle "" "$META2"
 vp_define_start vpdemo-batch 2 idle "" "$META2"
 for d in web db batch; do vp_wait_ready vpdemo-$d; done
