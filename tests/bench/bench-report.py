@@ -327,7 +327,9 @@ def stability(res, out):
     out.append("Pin operations (successful `virDomainPin*` calls, vpackd's `pins_ok` counter) "
                "while the load stays put, and while it swings from under the pack watermark (0.6 of a "
                "package) to over the spread one (0.8) and back every 10 s. Steady load should "
-               "cost nothing; under the swing, the minimum residency is what limits the moves.\n")
+               "cost nothing. Under the swing, what limits the moves is the pack delay (the load "
+               "must stay under the pack watermark that long before vpackd packs; spreading is "
+               "never delayed by it) and the minimum residency.\n")
     out.append("| load | seconds | pin calls | per minute | host CPUs busy (mean) |")
     out.append("|---|---|---|---|---|")
     out.extend(rows)
