@@ -49,6 +49,14 @@ RESTRICT_AF=${VPACK_RESTRICT_AF:-$builddir/tests/integration/restrict-af}
 NS=urn:vpack:powerpolicy:1
 work=$(mktemp -d /var/tmp/vpack-hardening-test.XXXXXX)
 rundir=$(mktemp -d /run/vpack-hardening.XXXXXX)   # stands for RuntimeDirectory
+# The sandbox hides /tmp, /var/tmp, /home and /root, where a checkout (and so
+# the build) may well be: run copies of the programs from outside them, as
+# an installed vpackd runs from /usr/sbin.
+bindir=$(mktemp -d /run/vpack-hardening-bin.XXXXXX)
+install -m 0755 "$VPACKD" "$bindir/vpackd"
+install -m 0755 "$RESTRICT_AF" "$bindir/restrict-af"
+VPACKD=$bindir/vpackd
+RESTRICT_AF=$bindir/restrict-af
 sock=$rundir/vpackd.sock
 agent_pid=""
 
@@ -68,7 +76,7 @@ cleanup() {
     local rc=$?
     vp_stop_pid "$agent_pid"
     vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work" "$rundir"
+    rm -rf "$work" "$rundir" "$bindir"
     vp_cleanup    # CPUs online first
     repair_cpusets
     return $rc
@@ -177,7 +185,7 @@ vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
 META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
-vp_define_start vphd-a 2 duty:10 "" "$META2"
+vp_define_start vphd-a 2 work:10 "" "$META2"
 vp_define_start vphd-p 2 idle "<vcpupin vcpu='1' cpuset='1'/>" "$META2"
 vp_wait_ready vphd-a
 vp_wait_ready vphd-p
@@ -199,16 +207,12 @@ thread_affinity() {
 packed() {
     local c
     for c in 0 1; do
-        [ "$(pins vphd-a)" = "vcpu0=$c vcpu1=$c emulator=$c" ] &&
-            [ "$(pins vphd-p)" = "vcpu0=$c vcpu1=1 emulator=$c" ] && return 0
+        [ "$(vp_pins vphd-a)" = "vcpu0=$c vcpu1=$c emulator=$c" ] &&
+            [ "$(vp_pins vphd-p)" = "vcpu0=$c vcpu1=1 emulator=$c" ] && return 0
     done
     return 1
 }
-wait_for() {
-    local limit=$1 i; shift
-    for i in $(seq $((limit * 5))); do "$@" && { echo "$i" | awk '{printf "%.1f\n", $1 / 5}'; return 0; }; sleep 0.2; done
-    return 1
-}
+wait_for() { vp_wait_for "$@"; }
 
 run_agent() {   # [cgroup-ro]
     port=$(vp_free_port)
