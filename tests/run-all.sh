@@ -118,6 +118,9 @@ if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
     # run under ASan and LeakSanitizer, and a leak or a crash fails the test.
     echo "== integration tests (real libvirtd, real QEMU guests, sanitized programs)"
     run_suite build-asan --suite integration
+    # A test that meson's timeout killed could not clean up after itself;
+    # the next one does, and after the last one this does.
+    bash -c '. tests/integration/lib.sh && vp_reap_all' || true
 fi
 
 echo

@@ -35,6 +35,23 @@
 VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
              qemu-system-x86 busybox-static cpio gzip procps util-linux)
 
+# Every test domain's name starts with one of these (one per script).
+VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
+                 vpdemo- vpbench- vphkb- vpsoak-)
+
+# Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
+# VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is
+# gone (meson's timeout killed it before its trap could clean up), the next
+# test finds its processes by this mark and stops them: vp_reap_leftovers.
+if [ -z "${VPACK_TEST_OWNER:-}" ] || ! kill -0 "$VPACK_TEST_OWNER" 2>/dev/null; then
+    VPACK_TEST_OWNER=$$
+fi
+export VPACK_TEST_OWNER
+# Where a test notes what it changed outside its own work directory (the
+# hook link), so that a later test can undo it if this one is killed.
+: "${VP_MARKDIR:=/run/vpack-test}"
+VP_REAPED=${VP_REAPED:-}
+
 # Set by vp_build_guest.
 VP_KERNEL=${VP_KERNEL:-}
 VP_INITRD=${VP_INITRD:-}
@@ -127,9 +144,96 @@ vp__ensure_users() {
     chmod 0755 "$VP_LOGDIR"
 }
 
+# vp__marked_pids NAME: pids of processes called NAME that an earlier test
+# started and left behind: their VPACK_TEST_OWNER names a shell that is gone.
+vp__marked_pids() {
+    local pid owner
+    for pid in $(pgrep -x "$1" 2>/dev/null || true); do
+        owner=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
+                sed -n 's/^VPACK_TEST_OWNER=//p') || true
+        [ -n "$owner" ] || continue
+        [ "$owner" = "$VPACK_TEST_OWNER" ] && continue
+        kill -0 "$owner" 2>/dev/null && continue
+        echo "$pid"
+    done
+}
+
+# vp_repair_machine_cpusets: after a test that was killed with a CPU
+# offline, libvirt's cgroup v1 cpusets (machine, machine.slice and below)
+# lack that CPU: give every group under them its parent's CPUs, parents first.
+vp_repair_machine_cpusets() {
+    local top=/sys/fs/cgroup/cpuset f parent
+    [ -r "$top/cpuset.cpus" ] || return 0
+    find "$top"/machine "$top"/machine.slice -name cpuset.cpus 2>/dev/null | sort |
+        while read -r f; do
+            parent=$(dirname "$(dirname "$f")")/cpuset.cpus
+            [ -r "$parent" ] || continue
+            [ "$(cat "$f")" = "$(cat "$parent")" ] && continue
+            cat "$parent" > "$f" 2>/dev/null || true
+        done || true
+}
+
+# vp_reap_leftovers: removes what an earlier, killed test left behind, before
+# this one starts: its vpackd (SIGTERM first: it gives the pins back), the
+# test domains of every script (running or only defined), a hook link it
+# installed, offline CPUs and shrunken cpusets, its libvirtd and virtlogd.
+# Once per test shell; vp_start_libvirtd calls it.
+vp_reap_leftovers() {
+    [ -n "$VP_REAPED" ] && return 0
+    VP_REAPED=1
+    local pid d p link target n=0
+    for pid in $(vp__marked_pids vpackd); do
+        vp_log "stopping vpackd $pid left by an earlier test"
+        vp_stop_pid "$pid"; n=$((n + 1))
+    done
+    if [ -r "$VP_MARKDIR/hook-link" ]; then
+        { read -r link; read -r target; } < "$VP_MARKDIR/hook-link" || true
+        if [ -n "${link:-}" ] && [ -L "$link" ] && [ "$(readlink "$link")" = "${target:-}" ]; then
+            vp_log "removing the hook link $link left by an earlier test"
+            rm -f "$link"; n=$((n + 1))
+        fi
+        rm -f "$VP_MARKDIR/hook-link"
+    fi
+    vp_online_all_cpus
+    vp_repair_machine_cpusets
+    # Test domains go through a libvirtd: an earlier test's own one if it
+    # still runs, else one started for the purpose (it reconnects to QEMU
+    # processes that outlived their libvirtd).
+    if virsh -c "$VP_URI" version >/dev/null 2>&1 ||
+       { pgrep -f 'qemu-system.*guest=vp[a-z]*-' >/dev/null 2>&1 && vp__start_daemons; }; then
+        for d in $(virsh -q -c "$VP_URI" list --all --name 2>/dev/null || true); do
+            for p in "${VP_ALL_PREFIXES[@]}"; do
+                case $d in "$p"*)
+                    vp_log "removing test domain $d left by an earlier test"
+                    virsh -q -c "$VP_URI" destroy "$d" >/dev/null 2>&1 || true
+                    virsh -q -c "$VP_URI" undefine "$d" >/dev/null 2>&1 || true
+                    n=$((n + 1)) ;;
+                esac
+            done
+        done
+    fi
+    for d in libvirtd virtlogd; do
+        for pid in $(vp__marked_pids "$d"); do
+            vp_log "stopping $d $pid left by an earlier test"
+            vp__stop_pid "$pid" "$d"; n=$((n + 1))
+            [ "$pid" = "$VP_STARTED_LIBVIRTD_PID" ] && VP_STARTED_LIBVIRTD_PID=""
+            [ "$pid" = "$VP_STARTED_VIRTLOGD_PID" ] && VP_STARTED_VIRTLOGD_PID=""
+        done
+    done
+    [ "$n" -eq 0 ] || vp_log "cleaned up $n things an earlier test left behind"
+    return 0
+}
+
 # vp_start_libvirtd: start virtlogd and libvirtd unless they run; wait until
-# `virsh version` answers.  Idempotent.
+# `virsh version` answers.  Idempotent. Removes an earlier test's leftovers
+# first (vp_reap_leftovers).
 vp_start_libvirtd() {
+    vp__ensure_users
+    vp_reap_leftovers
+    vp__start_daemons || vp_die "libvirtd does not answer on $VP_URI after ${VP_DAEMON_TIMEOUT}s"
+}
+
+vp__start_daemons() {
     vp__ensure_users
     local pid
     if ! pid=$(vp__daemon_pid virtlogd); then
@@ -146,7 +250,7 @@ vp_start_libvirtd() {
         [ -n "$pid" ] || vp_die "libvirtd did not start"
         VP_STARTED_LIBVIRTD_PID=$pid
     fi
-    vp__wait_libvirtd || vp_die "libvirtd does not answer on $VP_URI after ${VP_DAEMON_TIMEOUT}s"
+    vp__wait_libvirtd
 }
 
 vp__stop_pid() {   # PID NAME
@@ -669,4 +773,150 @@ vp_cleanup() {
     vp_stop_libvirtd
     case $opts in *e*) set -e ;; esac
     return "$rc"
+}
+
+# ----------------------------------------------------- cheap state probes
+# Tests poll for state several times a second on a 2-CPU host: a poll must
+# cost next to nothing, or the test's own polling becomes the load vpackd
+# reacts to. These read /proc with shell builtins only (no fork, no libvirt
+# call); use virsh where libvirt's own view is what is being checked.
+
+# vp_qemu_pid NAME: the QEMU process of a running domain.
+vp_qemu_pid() {
+    local pid=""
+    # libvirt writes the pid without a newline: read fails but sets pid.
+    read -r pid < "/run/libvirt/qemu/$1.pid" 2>/dev/null || true
+    [ -n "$pid" ] || return 1
+    printf '%s\n' "$pid"
+}
+
+# vp__allowed_list TASKDIR: the task's Cpus_allowed_list.
+vp__allowed_list() {
+    local k v
+    while read -r k v; do
+        [ "$k" = "Cpus_allowed_list:" ] && { printf '%s' "$v"; return 0; }
+    done < "$1/status"
+    return 1
+}
+
+# vp_pins NAME: the kernel's view of a domain's pins, as
+# "vcpu0=0 vcpu1=0-1 emulator=0": each vCPU thread ("CPU N/TCG" or
+# "CPU N/KVM") and the emulator (QEMU's main thread), from
+# /proc/PID/task/TID/status. "?" when the domain does not run.
+vp_pins() {
+    local pid t comm n out="" emu="" i
+    local -a vc=()
+    pid=$(vp_qemu_pid "$1") || { echo "?"; return 0; }
+    for t in /proc/"$pid"/task/*; do
+        read -r comm < "$t/comm" 2>/dev/null || continue
+        case $comm in
+        "CPU "*/TCG|"CPU "*/KVM)
+            n=${comm#CPU }; n=${n%%/*}
+            vc[n]=$(vp__allowed_list "$t") ;;
+        esac
+    done
+    emu=$(vp__allowed_list "/proc/$pid/task/$pid") || emu="?"
+    for i in "${!vc[@]}"; do out+="vcpu$i=${vc[i]} "; done
+    printf '%semulator=%s\n' "$out" "$emu"
+}
+
+# vp_thread_affinity NAME VCPU: Cpus_allowed_list of vCPU VCPU's thread.
+vp_thread_affinity() {
+    local kv
+    for kv in $(vp_pins "$1"); do
+        [ "${kv%%=*}" = "vcpu$2" ] && { echo "${kv#*=}"; return 0; }
+    done
+    echo "?"
+}
+
+# vp_all_on CPUS NAME...: true when every vCPU thread and the emulator of
+# each domain may run on exactly CPUS (the kernel's view).
+vp_all_on() {
+    local want=$1 d kv
+    shift
+    for d in "$@"; do
+        for kv in $(vp_pins "$d"); do [ "${kv#*=}" = "$want" ] || return 1; done
+    done
+}
+
+# vp_all_packed NAME...: all of them on one and the same CPU, 0 or 1 (the
+# two one-CPU packages of the tests' synthetic topology). Which package
+# stays awake is the policy's choice: the busier one.
+vp_all_packed() { vp_all_on 0 "$@" || vp_all_on 1 "$@"; }
+
+# vp_wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (prints
+# the seconds it took) or SECONDS pass (returns 1).
+vp_wait_for() {
+    local limit=$1 start now
+    shift
+    start=${EPOCHREALTIME/./}
+    while :; do
+        if "$@"; then
+            now=${EPOCHREALTIME/./}
+            printf '%d.%d\n' $(((now - start) / 1000000)) $(((now - start) / 100000 % 10))
+            return 0
+        fi
+        now=${EPOCHREALTIME/./}
+        [ $((now - start)) -le $((limit * 1000000)) ] || return 1
+        sleep 0.2
+    done
+}
+
+# --------------------------------------------------- calibration to the host
+# Machines of one kind differ (CPU speed, what a TCG guest costs): a live
+# test measures the load it depends on instead of assuming a number.
+
+# vp_host_load SECONDS: CPUs' worth of busy time of the whole host (the sum of
+# every CPU's busy fraction) over SECONDS, from /proc/stat.
+vp_host_load() {
+    vp_cpu_busy_sample "${1:-5}" | awk '{s += $2} END {printf "%.2f\n", s}'
+}
+
+# vp__proc_ticks PID: utime + stime of a process (all its threads), in ticks.
+vp__proc_ticks() {
+    local line="" rest
+    [ -n "$1" ] && read -r line < "/proc/$1/stat" 2>/dev/null
+    [ -n "$line" ] || { echo 0; return 0; }
+    rest=${line##*) }
+    # After "pid (comm) ": state is field 3; utime and stime are 14 and 15.
+    set -- $rest
+    echo $(( ${12} + ${13} ))
+}
+
+# vp_domain_costs SECONDS NAME...: what each running domain's QEMU process
+# really costs over SECONDS, in CPUs: "NAME 0.25" per line.
+vp_domain_costs() {
+    local secs=$1 d hz t0 t1 a=()
+    shift
+    hz=$(getconf CLK_TCK)
+    for d in "$@"; do a+=("$(vp__proc_ticks "$(vp_qemu_pid "$d")")"); done
+    t0=${EPOCHREALTIME/./}
+    sleep "$secs"
+    t1=${EPOCHREALTIME/./}
+    local i=0
+    for d in "$@"; do
+        awk -v n="$d" -v a="${a[i]}" -v b="$(vp__proc_ticks "$(vp_qemu_pid "$d")")" \
+            -v hz="$hz" -v us=$((t1 - t0)) 'BEGIN {printf "%s %.3f\n", n, (b - a) / hz / (us / 1e6)}'
+        i=$((i + 1))
+    done
+}
+
+# vp_require_headroom LOAD LIMIT WHAT: the test's pass condition needs the
+# host's measured LOAD (CPUs) to stay at or under LIMIT; if it does not,
+# fail with both numbers and what they are for, rather than flap on a
+# threshold and report something that is not vpack's fault.
+vp_require_headroom() {
+    if awk -v l="$1" -v m="$2" 'BEGIN {exit !(l > m)}'; then
+        vp_die "this host is too busy for the test: $1 CPUs busy, at most $2 allowed ($3);" \
+               "see what else runs (top) and run the test again"
+    fi
+    vp_log "measured load $1 CPUs, within the $2 this test allows ($3)"
+}
+
+# vp_reap_all: for the end of a whole run (tests/run-all.sh): removes what
+# any test left behind, and stops the libvirtd it had to start for that.
+vp_reap_all() {
+    VP_REAPED=""
+    vp_reap_leftovers
+    vp_stop_libvirtd
 }

@@ -355,6 +355,32 @@ while True:
     time.sleep(0.5)
 EOF
 
+# The dashboard's "Rebalances" annotation must show an event of this run.
+# Placing the guest is one, but it may fall where Prometheus cannot see an
+# increase (the guest's boot can make vpackd spread, lifting every pin, and
+# the one rebalance is then the first sample of a series): make one that
+# cannot be missed. Once a package is parked, switching the domain to level
+# 0 and back moves its threads twice, each a rebalance.
+log "prometheus: a rebalance for the annotation (level 2 -> 0 -> 2 while packed)"
+parked_now() { [ "$(prom_count 'vpack_package_active == 0')" -gt 0 ]; }
+wait_until 90 parked_now || log "no package parked after 90 s (other load on the host?); going on"
+rebalances() { curl -sf "$metrics_url" | awk '/^vpack_rebalances_total\{/ {s += $2} END {print s + 0}'; }
+more_rebalances() { [ "$(rebalances)" -gt "$1" ]; }
+in_prom_rebalances() {
+    [ "$(prom_count "sum(vpack_rebalances_total) > $1")" -gt 0 ]
+}
+r0=$(rebalances)
+vp_virsh metadata "$DOM" --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
+wait_until 10 more_rebalances "$r0" || log "no rebalance counted after the switch to level 0"
+sleep 2
+vp_virsh metadata "$DOM" --uri "$NS" --key vpack --set '<powerpolicy level="2"/>' --live >/dev/null
+wait_until 10 more_rebalances "$((r0 + 1))" || log "no rebalance counted after the switch back to level 2"
+wait_until 10 in_prom_rebalances "$r0" || log "Prometheus has not scraped the new rebalances"
+# The queries below are evaluated a second in the past: level 2 for the last
+# 3 s of samples.
+level_back() { [ "$(prom_count "min_over_time(vpack_domain_level{domain=\"$DOM\"}[3s]) == 2")" = 1 ]; }
+wait_until 10 level_back || die "Prometheus does not see $DOM back at level 2"
+
 log "prometheus: every dashboard query succeeds; answers match the agent's data"
 python3 - "$api" "$dashboard" "$work/families.txt" "$DOM" "$version" "$t_start" "$work/vpackd.log" <<'EOF'
 import collections, json, math, re, sys, time, urllib.error, urllib.parse, urllib.request

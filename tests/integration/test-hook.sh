@@ -140,6 +140,8 @@ install_hook() {
     ln -sfn "$HOOK" "$HOOK_LINK.vphk-tmp"
     mv -T "$HOOK_LINK.vphk-tmp" "$HOOK_LINK"
     hook_installed=1
+    # If this script is killed, the next test removes the link (lib.sh).
+    mkdir -p "$VP_MARKDIR" && printf '%s\n%s\n' "$HOOK_LINK" "$HOOK" > "$VP_MARKDIR/hook-link"
     vp_log "installed $HOOK_LINK -> $HOOK"
 }
 
@@ -148,6 +150,7 @@ remove_hook() {
     if [ -L "$HOOK_LINK" ] && [ "$(readlink "$HOOK_LINK")" = "$HOOK" ]; then
         rm -f "$HOOK_LINK"
     fi
+    rm -f "$VP_MARKDIR/hook-link"
     if [ -n "$prev_hook_target" ]; then
         if [ "$prev_hook_target" = "$work/vpack-hook.saved" ]; then
             cp -p "$prev_hook_target" "$HOOK_LINK"
