@@ -103,6 +103,7 @@ echo "  the whole host: $load CPUs busy"
 vp_require_headroom "$load" 0.45 "the demo's guests must fit one 1-core package under the default 0.6 pack watermark"
 
 say "starting vpackd (CPU 0 and CPU 1 treated as two packages)"
+echo "default policy settings but one: policy.min_residency_ms=8000 (default 60000), to re-pack in seconds, not a minute"
 # Default policy settings, except one: min_residency_ms (default 60 s, how
 # long a domain stays put before vpackd packs it again) is 8 s, so that the
 # demo shows packing after the load falls in seconds rather than a minute.
