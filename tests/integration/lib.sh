@@ -196,6 +196,9 @@ vp_reap_leftovers() {
     fi
     vp_online_all_cpus
     vp_repair_machine_cpusets
+    for d in /run/vpack-test-bin.*; do
+        [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d"
+    done
     # Test domains go through a libvirtd: an earlier test's own one if it
     # still runs, else one started for the purpose (it reconnects to QEMU
     # processes that outlived their libvirtd).
@@ -763,6 +766,17 @@ vp_online_all_cpus() {
     done
 }
 
+# vp_public_copy VAR PATH: sets VAR to a copy of the program PATH that any
+# user can run. A checkout under /root (mode 0700) is out of the reach of
+# the tests' unprivileged user, as an installed program in /usr/bin is not.
+# The copies live in /run/vpack-test-bin.OWNER; vp_cleanup removes them.
+vp_public_copy() {
+    local dir=/run/vpack-test-bin.$VPACK_TEST_OWNER
+    mkdir -p "$dir" && chmod 0755 "$dir"
+    install -m 0755 "$2" "$dir/$(basename "$2")"
+    printf -v "$1" '%s' "$dir/$(basename "$2")"
+}
+
 # vp_cleanup: destroy test domains, online all CPUs, stop our daemons.
 # Keeps the caller's exit status; use as `trap vp_cleanup EXIT`.
 vp_cleanup() {
@@ -771,6 +785,7 @@ vp_cleanup() {
     if [ -z "$VP_KEEP_DOMAINS" ]; then vp_destroy_all_test_domains; fi
     vp_online_all_cpus
     vp_stop_libvirtd
+    rm -rf "/run/vpack-test-bin.$VPACK_TEST_OWNER"
     case $opts in *e*) set -e ;; esac
     return "$rc"
 }

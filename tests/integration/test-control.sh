@@ -654,7 +654,8 @@ if ! id "$TESTUSER" >/dev/null 2>&1; then
     useradd -M -r -s /usr/sbin/nologin "$TESTUSER"
     created_user=1
 fi
-asuser() { runuser -u "$TESTUSER" -- "$VPACKCTL" "$@" --socket "$sock"; }
+vp_public_copy VPACKCTL_PUB "$VPACKCTL"   # the checkout may be out of the user's reach
+asuser() { runuser -u "$TESTUSER" -- "$VPACKCTL_PUB" "$@" --socket "$sock"; }
 run asuser rebalance
 if [ $rc -eq 1 ] && grep -q "permission denied" <<<"$out"; then
     pass "$TESTUSER: rebalance refused, exit 1: $out"

@@ -47,6 +47,10 @@ created_user=""
 t_start=$SECONDS
 
 vp_require_root
+# What the unprivileged user runs must be in its reach: the checkout may be
+# under /root (mode 0700), where an installed program never is.
+vp_public_copy VPACKCTL_PUB "$VPACKCTL"
+vp_public_copy VPACK_HOOK_PUB "$VPACK_HOOK"
 
 cleanup() {
     local rc=$?
@@ -137,14 +141,14 @@ echo "== non-root: the hook's path"
 for op in started reconnect stopped release; do
     xml=$work/a0.xml; [ "$op" = stopped ] || [ "$op" = release ] && xml=$work/a.xml
     rc=0
-    runuser -u "$TESTUSER" -- env VPACK_SOCKET="$sock" timeout 15 "$VPACK_HOOK" vpho-a "$op" begin - \
+    runuser -u "$TESTUSER" -- env VPACK_SOCKET="$sock" timeout 15 "$VPACK_HOOK_PUB" vpho-a "$op" begin - \
         < "$xml" > "$work/hook.out" 2>&1 || rc=$?
     [ $rc -eq 0 ] && pass "$TESTUSER: vpack-hook vpho-a $op exits 0 (libvirt must not fail the domain)" ||
         fail "$TESTUSER: vpack-hook vpho-a $op exit $rc: $(cat "$work/hook.out")"
 done
 echo "== non-root: set-policy"
 rc=0
-out=$(runuser -u "$TESTUSER" -- timeout 30 "$VPACKCTL" set-policy vpho-a 0 --live 2>&1) || rc=$?
+out=$(runuser -u "$TESTUSER" -- timeout 30 "$VPACKCTL_PUB" set-policy vpho-a 0 --live 2>&1) || rc=$?
 meta=$(vp_virsh metadata vpho-a --uri "$NS" --live 2>&1 || true)
 if [ $rc -ne 0 ] && grep -Eq "level=[\"']2[\"']" <<<"$meta"; then
     pass "$TESTUSER: set-policy refused (exit $rc: $(head -n1 <<<"$out")); metadata still level 2"
