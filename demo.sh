@@ -5,7 +5,7 @@
 #
 #   1. installs what it needs, builds vpack, starts virtlogd and libvirtd;
 #   2. boots three small QEMU guests (TCG) at power policy level 2, one vCPU
-#      of one of them about 20% busy, the rest idle;
+#      of one of them about 10% busy, the rest idle;
 #   3. measures what the guests cost here, starts vpackd with its default
 #      policy (but an 8 s minimum residency, to re-pack in seconds) treating
 #      CPU 0 and CPU 1 as two packages (synthetic:"package:2 core:1 pu:1")
@@ -86,7 +86,7 @@ vp_install_deps
 vp_start_libvirtd
 vp_build_guest >/dev/null
 vp_destroy_all_test_domains
-vp_define_start vpdemo-web 2 work:20 "" "$META2"
+vp_define_start vpdemo-web 2 work:10 "" "$META2"
 vp_define_start vpdemo-db 2 idle "" "$META2"
 vp_define_start vpdemo-batch 2 idle "" "$META2"
 for d in web db batch; do vp_wait_ready vpdemo-$d; done
@@ -96,11 +96,10 @@ say "measuring what the guests cost on this machine"
 sleep 2   # the boots' tail
 vp_domain_costs 5 vpdemo-web vpdemo-db vpdemo-batch |
     awk '{printf "  %s: %.2f CPUs\n", $1, $2}'
-load=$(vp_host_load 5)
-echo "  the whole host: $load CPUs busy"
 # vpackd packs while the load stays under pack_watermark (default 0.6) of
-# the active cores; one package here is one core.
-vp_require_headroom "$load" 0.45 "the demo's guests must fit one 1-core package under the default 0.6 pack watermark"
+# the active cores; one package here is one core, and vpackd's own work
+# (about 0.1 CPU under the sanitizers) comes on top.
+vp_require_headroom 0.35 "the demo's guests must fit one 1-core package well under the default 0.6 pack watermark"
 
 say "starting vpackd (CPU 0 and CPU 1 treated as two packages)"
 echo "default policy settings but one: policy.min_residency_ms=8000 (default 60000), to re-pack in seconds, not a minute"

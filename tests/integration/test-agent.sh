@@ -75,14 +75,7 @@ pins() {
 
 # Polling goes through /proc (lib.sh): a virsh call per poll would itself be
 # load on a 2-CPU host.
-thread_affinity() { vp_thread_affinity "$@"; }
-all_on() { vp_all_on "$@"; }
-# Packed: every thread of the domains on one and the same CPU (package).
-# Which package stays awake is the policy's choice (the busier one).
-all_packed() { vp_all_packed "$@"; }
-# packed_cpu DOMAIN...: that CPU, or nothing.
-packed_cpu() { local c; for c in 0 1; do all_on $c "$@" && { echo $c; return 0; }; done; return 1; }
-wait_for() { vp_wait_for "$@"; }
+# (vp_pins, vp_all_on, vp_all_packed, vp_wait_for)
 
 counter() { "$VPACKCTL" status --json --socket "$sock" | python3 -c "import json,sys; print(json.load(sys.stdin)['counters']['$1'])"; }
 
@@ -105,16 +98,15 @@ vp_define_start vpag-c 2 idle "" "$META2"
 for d in a b c; do vp_wait_ready vpag-$d; done
 sleep 2   # the boots' tail
 vp_domain_costs 5 vpag-a vpag-b vpag-c | sed 's/^/guest cost (CPUs): /'
-load=$(vp_host_load 5)
 # Packed, the host carries this load on one 1-core package. The agent's
 # watermarks below are 0.9 (pack) and 0.95 (spread): the load must sit well
 # under both, or the test would measure flapping on a threshold.
-vp_require_headroom "$load" 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
+vp_require_headroom 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
 
 echo "== pack"
 start_agent
 pk=0
-if t=$(wait_for 20 all_packed vpag-a vpag-b vpag-c) && pk=$(packed_cpu vpag-a vpag-b vpag-c); then
+if t=$(vp_wait_for 20 vp_all_packed vpag-a vpag-b vpag-c) && pk=$(vp_packed_cpu vpag-a vpag-b vpag-c); then
     pass "all threads of three level-2 guests on package $pk after ${t}s"
 else
     fail "not packed: a: $(pins vpag-a) b: $(pins vpag-b) c: $(pins vpag-c)"
@@ -129,7 +121,7 @@ echo "CPU $pp idle over 20 s while packed: $idle1 (background on it before the g
 if awk -v i="$idle1" -v w="$want1" 'BEGIN {exit !(i >= w)}'; then pass "CPU $pp idle $idle1 >= $want1"
 else fail "CPU $pp only $idle1 idle while packed (want >= $want1)"; fi
 # The packed threads really run on the active package's CPU.
-aff=$(thread_affinity vpag-a 0)
+aff=$(vp_thread_affinity vpag-a 0)
 [ "$aff" = "$pk" ] && pass "vpag-a vCPU 0 thread affinity is $pk" || fail "vpag-a vCPU 0 thread affinity $aff"
 
 echo "== steady"
@@ -142,17 +134,17 @@ echo "== spread"
 # first: pack delay 5 s, residency 8 s); 20 s later two vCPUs busy-loop.
 vp_define_start vpag-d 2 wait:20,busy:2 "" "$META2"
 vp_wait_ready vpag-d
-wait_for 18 all_packed vpag-a vpag-b vpag-c vpag-d >/dev/null ||
+vp_wait_for 18 vp_all_packed vpag-a vpag-b vpag-c vpag-d >/dev/null ||
     fail "vpag-d not packed before its load started: $(pins vpag-d)"
 until grep -q VPACK-LOAD-STARTED "$(vp_console_log vpag-d)"; do sleep 0.05; done
-if t=$(wait_for 3 all_on 0-1 vpag-a vpag-b vpag-c vpag-d); then
+if t=$(vp_wait_for 3 vp_all_on 0-1 vpag-a vpag-b vpag-c vpag-d); then
     pass "restrictions lifted ${t}s after two vCPUs started busy-looping"
 else
     fail "not spread within 3 s: a: $(pins vpag-a) d: $(pins vpag-d)"
 fi
 vp_virsh destroy vpag-d >/dev/null
 fell=$(date +%s.%N)
-if t=$(wait_for 40 all_packed vpag-a vpag-b vpag-c); then
+if t=$(vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c); then
     echo "packed again ${t}s after the load fell (pack delay 5 s, residency 8 s)"
     if awk -v t="$t" 'BEGIN {exit !(t >= 5)}'; then pass "packed again after ${t}s, not before the pack delay"
     else fail "packed again after only ${t}s (< 5 s pack delay)"; fi
@@ -170,11 +162,11 @@ after=$(pins vpag-z)
 [ "$before" = "$after" ] && [ "$after" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] &&
     pass "level-0 guest never re-pinned ($after)" || fail "level-0 guest re-pinned: $before -> $after"
 # vpag-z's boot may have spread the host: switch once the others are packed.
-wait_for 40 all_packed vpag-a vpag-b vpag-c >/dev/null || fail "not packed again after vpag-z booted"
+vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c >/dev/null || fail "not packed again after vpag-z booted"
 [ "$(pins vpag-z)" = "$after" ] || fail "level-0 guest re-pinned while the host packed: $(pins vpag-z)"
 vp_virsh metadata vpag-z --uri "$NS" --key vpack --set '<powerpolicy level="2"/>' --live >/dev/null
 # One interval (1 s), plus the event's way in and the pin calls.
-if t=$(wait_for 2 all_packed vpag-z vpag-a); then pass "level 0 -> 2 took effect after ${t}s"
+if t=$(vp_wait_for 2 vp_all_packed vpag-z vpag-a); then pass "level 0 -> 2 took effect after ${t}s"
 else fail "level 0 -> 2 not applied within an interval: $(pins vpag-z)"; fi
 
 echo "== guest pins"
@@ -187,16 +179,16 @@ vp_wait_ready vpag-y
 check_pin() {
     local where=$1 lv th
     lv=$(pins vpag-p | tr ' ' '\n' | awk -F= '$1 == "vcpu1" {print $2}')
-    th=$(thread_affinity vpag-p 1)
+    th=$(vp_thread_affinity vpag-p 1)
     if [ "$lv" = "1" ] && [ "$th" = "1" ]; then pass "guest pin kept ($where)"
     else fail "guest pin lost ($where): libvirt says $lv, thread allowed on $th"; fi
 }
-wait_for 5 all_packed vpag-a >/dev/null || true
+vp_wait_for 5 vp_all_packed vpag-a >/dev/null || true
 sleep 2
 check_pin packed
 vp_start vpag-d
 vp_wait_ready vpag-d
-wait_for 5 all_on 0-1 vpag-a >/dev/null || true
+vp_wait_for 5 vp_all_on 0-1 vpag-a >/dev/null || true
 check_pin spread
 vp_virsh destroy vpag-d >/dev/null
 echo 0 > /sys/devices/system/cpu/cpu1/online
@@ -208,12 +200,12 @@ check_pin "CPU 1 offline/online"
 # The others are restored too: nobody is left squeezed on CPU 0 by the kernel.
 for d in vpag-a vpag-b vpag-c vpag-z vpag-y; do
     want=$(pins "$d" | tr ' ' '\n' | awk -F= '$1 == "vcpu0" {print $2}')
-    th=$(thread_affinity "$d" 0)
+    th=$(vp_thread_affinity "$d" 0)
     [ "$th" = "$want" ] && pass "$d vCPU 0 thread back on $want after hotplug" ||
         fail "$d vCPU 0 thread allowed on $th, libvirt says $want, after hotplug"
 done
 grep -q "repaired" "$work/vpackd.log" && pass "cgroup cpusets repaired" || fail "no cgroup repair logged"
-th=$(thread_affinity vpag-y 0)
+th=$(vp_thread_affinity vpag-y 0)
 [ "$th" = "0-1" ] && pass "level-0 vpag-y vCPU 0 allowed on 0-1 again after hotplug" ||
     fail "level-0 vpag-y vCPU 0 left on $th after hotplug"
 
@@ -228,7 +220,7 @@ check_pin "agent restart"
 echo "== libvirtd restart"
 c0=$(counter connects)
 vp_restart_libvirtd
-if wait_for 40 bash -c "[ \$($VPACKCTL status --json --socket $sock | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"counters\"][\"connects\"])') -gt $c0 ]" >/dev/null; then
+if vp_wait_for 40 bash -c "[ \$($VPACKCTL status --json --socket $sock | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"counters\"][\"connects\"])') -gt $c0 ]" >/dev/null; then
     pass "vpackd reconnected after libvirtd restarted"
 else
     fail "vpackd did not reconnect"

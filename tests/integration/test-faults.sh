@@ -165,8 +165,7 @@ check_threads() {
             esac
         done
     done
-    local p1; p1=$(for t in /proc/"$(cat /run/libvirt/qemu/vpf-p.pid)"/task/*; do
-        [ "$(cat "$t/comm")" = "CPU 1/TCG" ] && awk '/^Cpus_allowed_list/ {print $2}' "$t/status"; done)
+    local p1; p1=$(vp_thread_affinity vpf-p 1)
     [ "$p1" = 1 ] || { bad=$((bad + 1)); echo "    vpf-p vCPU 1 thread allowed on '$p1', guest pin is 1"; }
     if [ $bad -eq 0 ]; then pass "$where: $n threads of 3 guests checked, every one where it belongs (vpf-p vCPU 1 on CPU 1)"
     else fail "$where: $bad of $n threads not where they belong"; fi
@@ -228,7 +227,7 @@ sleep 2   # the boots' tail
 vp_domain_costs 5 vpf-a vpf-b vpf-p | sed 's/^/guest cost (CPUs): /'
 # Packed, this load sits on one 1-core package under the 0.9 pack and 0.95
 # spread watermarks below: it must stay well clear of them.
-vp_require_headroom "$(vp_host_load 5)" 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
+vp_require_headroom 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
 untouched=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
 
 echo "== config: missing or wrong, no half-start"

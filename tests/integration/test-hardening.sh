@@ -63,22 +63,14 @@ agent_pid=""
 vp_require_root
 [ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
 
-# After the read-only-cgroup phase libvirt's cpusets lack CPU 1: give the
-# partitions (machine, machine.slice: parents sort first) the root's CPUs back.
-repair_cpusets() {
-    local top=/sys/fs/cgroup/cpuset f
-    [ -r "$top/cpuset.cpus" ] || return 0
-    find "$top"/machine "$top"/machine.slice -name cpuset.cpus 2>/dev/null | sort |
-        while read -r f; do cat "$top/cpuset.cpus" > "$f" 2>/dev/null || true; done || true
-}
-
 cleanup() {
     local rc=$?
     vp_stop_pid "$agent_pid"
     vp_log_tail_on_failure $rc "$work/vpackd.log" 60
     rm -rf "$work" "$rundir" "$bindir"
     vp_cleanup    # CPUs online first
-    repair_cpusets
+    # After the read-only-cgroup phase libvirt's cpusets lack CPU 1.
+    vp_repair_machine_cpusets
     return $rc
 }
 trap cleanup EXIT
@@ -194,14 +186,6 @@ pins() {
     vp_virsh vcpupin "$1" | awk 'NF == 2 {printf "vcpu%s=%s ", $1, $2}'
     printf 'emulator=%s\n' "$(vp_virsh emulatorpin "$1" | tr -d ' \n')"
 }
-thread_affinity() {
-    local pid t
-    pid=$(cat "/run/libvirt/qemu/$1.pid")
-    for t in /proc/"$pid"/task/*; do
-        [ "$(cat "$t/comm")" = "CPU $2/TCG" ] && { awk '/Cpus_allowed_list/ {print $2}' "$t/status"; return; }
-    done
-    echo "?"
-}
 # Packed onto one package, either one (with vphd-p's vCPU 1 pinned to CPU 1,
 # package 1 is awake anyway, and the policy may rightly choose it).
 packed() {
@@ -259,7 +243,7 @@ if grep -q "repaired [0-9]* cpuset cgroups" "$work/vpackd.log" && ! grep -q "can
 else
     fail "no cpuset repair: $(grep -E 'repair|cgroup' "$work/vpackd.log" | tail -n3)"
 fi
-th=$(thread_affinity vphd-p 1)
+th=$(vp_thread_affinity vphd-p 1)
 [ "$th" = 1 ] && pass "vphd-p vCPU 1 thread back on CPU 1" || fail "vphd-p vCPU 1 thread allowed on $th"
 wait_for 20 packed >/dev/null && pass "packed again after the hotplug" ||
     fail "after the hotplug: a: $(pins vphd-a) p: $(pins vphd-p)"
@@ -279,7 +263,7 @@ else
 fi
 kill -TERM "$agent_pid"; rc=0; wait "$agent_pid" || rc=$?; agent_pid=""
 vp_online_all_cpus
-repair_cpusets
+vp_repair_machine_cpusets
 
 echo
 vp_verdict
