@@ -79,7 +79,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null
-vpackctl=$top/build/agent/vpackctl
+vpackctl=$top/build/ctl/vpackctl
 
 say "starting libvirtd and booting three level-2 guests"
 vp_install_deps

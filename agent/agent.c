@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
-#include "config.h"
+#include "vpack-build.h"
 #include "host.h"
 #include "log.h"
 #include "virt.h"
@@ -72,8 +72,6 @@ enum pin_result { RES_OK, RES_GONE, RES_INVALID, RES_TRANSIENT, RES_ERROR, RES_N
 static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};
 static const char *const pin_result_names[RES_N] = {"ok", "domain_gone", "invalid_cpus",
                                                    "transient", "error"};
-enum rebalance_why { REB_FIRST, REB_PACK, REB_SPREAD, REB_OTHER, REB_N };
-static const char *const rebalance_names[REB_N] = {"first", "pack", "spread", "other"};
 
 /* Upper bounds in seconds of the duration histograms' buckets. */
 static const double hist_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -116,7 +114,7 @@ struct vpack_agent {
     struct vpack_snapshot *snap;
     struct vpack_agent_counters ctr;
     uint64_t pin_ops[PIN_NWHY][RES_N];
-    uint64_t rebalances[REB_N];
+    uint64_t rebalances[VPACK_WHY_N];
     struct histogram plan_hist, cycle_hist;
     bool stopping;
     char *pin_gate;        /* VPACK_TEST_PIN_GATE: test-only fault injection */
@@ -954,11 +952,7 @@ static int cycle(struct vpack_agent *a, bool dry_run, struct vpack_move **moves,
         restore_after_hotplug(a, plan, map);
         if (r > 0) {
             a->ctr.rebalances++;
-            const char *why = plan->reason;
-            a->rebalances[!strncmp(why, "first", 5)    ? REB_FIRST
-                          : !strncmp(why, "packed", 6) ? REB_PACK
-                          : !strncmp(why, "spread", 6) ? REB_SPREAD
-                                                       : REB_OTHER]++;
+            a->rebalances[plan->why < VPACK_WHY_N ? plan->why : VPACK_WHY_HOLD]++;
             log_info("plan: %s", plan->reason);
         }
     }
@@ -1629,9 +1623,9 @@ struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
         }
     json_object_object_add(root, "pin_ops", ops);
     struct json_object *reb = json_object_new_array();
-    for (int w = 0; w < REB_N; w++) {
+    for (int w = 0; w < VPACK_WHY_N; w++) {
         struct json_object *o = json_object_new_object();
-        json_object_object_add(o, "reason", json_object_new_string(rebalance_names[w]));
+        json_object_object_add(o, "reason", json_object_new_string(vpack_plan_why_name(w)));
         json_object_object_add(o, "count", json_object_new_int64((int64_t)a->rebalances[w]));
         json_object_array_add(reb, o);
     }

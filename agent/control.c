@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include "config.h"
+#include "vpack-build.h"
 #include "log.h"
 
 /* A client that leaves this much unread output is dropped. */

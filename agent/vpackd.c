@@ -17,7 +17,7 @@
 #include <uv.h>
 
 #include "agent.h"
-#include "config.h"
+#include "vpack-build.h"
 #include "control.h"
 #include "host.h"
 #include "log.h"

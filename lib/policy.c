@@ -641,6 +641,12 @@ static int build_domain(struct planner *pl, struct dom_info *di,
     return 0;
 }
 
+const char *vpack_plan_why_name(enum vpack_plan_why why)
+{
+    static const char *const names[VPACK_WHY_N] = {"first", "pack", "spread", "other"};
+    return (unsigned)why < VPACK_WHY_N ? names[why] : "other";
+}
+
 int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_policy_params *par,
                        const struct vpack_snapshot *snap, struct vpack_policy_state *st,
                        struct vpack_plan **out)
@@ -773,6 +779,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
     unsigned n;
     bool spreading = false;
     char preason[256];
+    enum vpack_plan_why why = VPACK_WHY_HOLD;
     unsigned over_count = st->over_count;
     uint64_t under_ms = st->under_ms;
     double delay_demand = st->delay_demand;
@@ -780,6 +787,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
         n = nlow;
         over_count = 0;
         under_ms = 0;
+        why = VPACK_WHY_FIRST;
         snprintf(preason, sizeof(preason), "first plan: load %.2f CPUs needs %u of %u packages",
                  demand, n, P);
     } else {
@@ -807,6 +815,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
         if (nprev < P && (over_all || over_count >= par->spread_samples)) {
             n = nlow > nprev + 1 ? nlow : nprev + 1;
             spreading = true;
+            why = VPACK_WHY_SPREAD;
             /* Delay spread at a load the watermarks call light: packing again
              * at the same load would only bring the delay back. */
             delay_demand = over_load ? 0 : demand;
@@ -829,6 +838,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
                 n = nlow;
                 under_ms = 0;
                 delay_demand = 0;
+                why = VPACK_WHY_PACK;
                 snprintf(preason, sizeof(preason),
                          "packed to %u of %u packages: load %.2f CPUs stayed low for %u ms", n, P,
                          demand, par->pack_delay_ms);
@@ -979,6 +989,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
             nactive++;
     plan->active_packages = malloc(nactive * sizeof(int) + sizeof(int));
     plan->domains = calloc(snap->ndomains ? snap->ndomains : 1, sizeof(*plan->domains));
+    plan->why = why;
     plan->reason = strdup(preason);
     if (!plan->active_packages || !plan->domains || !plan->reason)
         goto cleanup;

@@ -17,7 +17,7 @@
  * Outside libvirt: `vpack-hook --dump` prints the record JSON of the domain
  * XML on stdin; `--help`, `--version`.
  */
-#include "config.h"
+#include "vpack-build.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -111,13 +111,29 @@ struct vpack_plan_domain {
     struct vpack_plan_thread *iothreads;
 };
 
+/*
+ * Why the plan has as many packages as it has. The policy sets it; the agent's
+ * metrics and logs count and name rebalances by it (never by the reason text).
+ */
+enum vpack_plan_why {
+    VPACK_WHY_FIRST,   /* the first plan after start or a policy reset */
+    VPACK_WHY_PACK,    /* packed onto fewer packages: load stayed low */
+    VPACK_WHY_SPREAD,  /* spread onto more packages: load or run-queue delay */
+    VPACK_WHY_HOLD,    /* as many packages as before (waiting, steady) */
+    VPACK_WHY_N
+};
+
+/* "first", "pack", "spread", "other": the metrics' label values. */
+const char *vpack_plan_why_name(enum vpack_plan_why why);
+
 struct vpack_plan {
     unsigned nactive;
     int *active_packages;      /* package ids, in preference order */
     int wakeup_package;        /* package id, or -1 when none is nominated */
     bool lifted;               /* all restrictions lifted (heavy load) */
     double demand;             /* CPUs' worth of load the plan was sized for */
-    char *reason;              /* why this many packages */
+    enum vpack_plan_why why;   /* what changed the package count */
+    char *reason;              /* why this many packages, in words */
     unsigned ndomains;
     struct vpack_plan_domain *domains; /* same order as the snapshot */
     void *priv;                /* mask storage */

@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 VP_PREFIX=vpbench-
 builddir=$(cd "${VPACK_BUILDDIR:-$here/../../build-bench}" && pwd)
 VPACKD=$builddir/agent/vpackd
-VPACKCTL=$builddir/agent/vpackctl
+VPACKCTL=$builddir/ctl/vpackctl
 : "${VPB_OUT:?set VPB_OUT}"
 : "${VPB_ROUNDS:=3}"
 : "${VPB_MEASURE_S:=10}"

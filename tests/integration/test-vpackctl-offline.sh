@@ -6,13 +6,13 @@
 # and of 'version' (0: an agent that is away is not an error there). Needs no
 # root, no libvirt and no vpackd. Prints "ok" on success.
 #
-#   VPACKCTL=build/agent/vpackctl bash tests/integration/test-vpackctl-offline.sh
-#   bash tests/integration/test-vpackctl-offline.sh build/agent/vpackctl
+#   VPACKCTL=build/ctl/vpackctl bash tests/integration/test-vpackctl-offline.sh
+#   bash tests/integration/test-vpackctl-offline.sh build/ctl/vpackctl
 #
 # Without either, $VPACK_BUILDDIR/agent/vpackctl is used.
 set -euo pipefail
 
-ctl=${1:-${VPACKCTL:-${VPACK_BUILDDIR:-}/agent/vpackctl}}
+ctl=${1:-${VPACKCTL:-${VPACK_BUILDDIR:-}/ctl/vpackctl}}
 [ -x "$ctl" ] || { echo "test-vpackctl-offline: no vpackctl at '$ctl' (set VPACKCTL)" >&2; exit 1; }
 
 tmp=$(mktemp -d)

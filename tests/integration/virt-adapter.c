@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The libvirt adapter (agent/virt.c) against a real libvirtd and a running
+ * The libvirt adapter (adapters/virt.c) against a real libvirtd and a running
  * QEMU guest, named by $VPACK_TEST_DOMAIN (test-virt-adapter.sh boots it:
  * 2 vCPUs, vCPU 0 busy). Needs root and a host with at least 2 CPUs.
  *
@@ -8,7 +8,7 @@
  *   VPACK_TEST_SLOW   non-empty: also hold the domain's job lock for 30 s
  *                     to see -EBUSY and a stats call that does not wait
  *
- * With agent/virt-event.c the adapter runs on a libuv loop (events,
+ * With adapters/virt-event.c the adapter runs on a libuv loop (events,
  * reconnects through a proxy socket the test cuts); without it only the
  * synchronous connection is tested.
  */

@@ -3,7 +3,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "config.h"
+#include "vpack-build.h"
 #include "ctl-client.h"
 #include "vpackctl.h"
 

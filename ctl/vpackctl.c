@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "vpack-build.h"
 #include "vpackctl.h"
 
 static const struct vpackctl_cmd commands[] = {

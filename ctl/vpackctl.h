@@ -22,7 +22,7 @@ struct vpackctl_cmd {
     const char *summary;
 };
 
-/* One per file: agent/ctl-<name>.c */
+/* One per file: ctl/ctl-<name>.c */
 int topology_main(int argc, char **argv);
 int plan_main(int argc, char **argv);
 int status_main(int argc, char **argv);
