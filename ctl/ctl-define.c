@@ -4,7 +4,6 @@
  * form <powerpolicy level='N'/> that virsh define would drop silently.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +29,7 @@ static void usage(FILE *f)
             "anything is defined.\n"
             "\n"
             "Options:\n"
-            "  --connect URI     libvirt connection (default qemu:///system)\n"
+            VPACKCTL_HELP_CONNECT
             "  --print           print the rewritten XML instead of defining it\n"
             "  -h, --help        show this help\n");
 }
@@ -40,35 +39,24 @@ int define_main(int argc, char **argv)
     static const struct option opts[] = {
         {"connect", required_argument, NULL, OPT_CONNECT},
         {"print", no_argument, NULL, OPT_PRINT},
-        {"help", no_argument, NULL, 'h'},
-        {0},
+        VPACKCTL_OPTIONS_END,
     };
-    const char *uri = "qemu:///system";
+    struct vpackctl_getopt g = {.cmd = "define", .usage = usage, .options = opts};
+    const char *uri = VPACKCTL_DEFAULT_URI;
     struct vpack_virt *v = NULL;
     char *xml = NULL, *out = NULL, *msg = NULL, *name = NULL, err[1024];
     size_t len = 0;
     int c, level, r, ret = VPACKCTL_EXIT_FAIL;
     bool print = false;
 
-    optind = 0; /* 0: a full reset, so GNU getopt permutes the operands */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_CONNECT:
+    while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
+        if (c == OPT_CONNECT)
             uri = optarg;
-            break;
-        case OPT_PRINT:
+        else
             print = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return VPACKCTL_EXIT_OK;
-        default:
-            vpackctl_err("define: unknown option '%s' (see 'vpackctl define --help')",
-                         argv[optind - 1]);
-            return VPACKCTL_EXIT_USAGE;
-        }
     }
+    if (c == VPACKCTL_OPT_EXIT)
+        return g.exit_code;
     if (argc - optind != 1) {
         vpackctl_err("define: expected FILE (see 'vpackctl define --help')");
         return VPACKCTL_EXIT_USAGE;
@@ -93,10 +81,8 @@ int define_main(int argc, char **argv)
         ret = VPACKCTL_EXIT_OK;
         goto cleanup;
     }
-    if (vpack_virt_open_sync(uri, &v, err, sizeof(err)) < 0) {
-        vpackctl_err("cannot connect to libvirt at %s: %s", uri, err);
+    if (vpackctl_virt_open(uri, &v))
         goto cleanup;
-    }
     if (vpack_virt_define_xml(v, out, &name, err, sizeof(err)) < 0) {
         vpackctl_err("cannot define %s: %s", file, err);
         goto cleanup;

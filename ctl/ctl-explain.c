@@ -38,20 +38,20 @@ struct row {
 static void row_fill(struct row *r, struct json_object *t, const char *label)
 {
     if (label)
-        snprintf(r->name, sizeof(r->name), "%s %s", label, vpackctl_json_text(t, "id", "?"));
+        snprintf(r->name, sizeof(r->name), "%s %s", label, vpack_json_text(t, "id", "?"));
     else
-        snprintf(r->name, sizeof(r->name), "%s", vpackctl_json_str(t, "thread", "emulator"));
-    r->pin = vpackctl_json_str(t, "pin", "-");
-    r->cpus = vpackctl_json_str(t, "cpus", "?");
-    r->util = vpackctl_json_double(t, "util", 0);
-    r->delay = vpackctl_json_double(t, "delay", 0);
+        snprintf(r->name, sizeof(r->name), "%s", vpack_json_str(t, "thread", "emulator"));
+    r->pin = vpack_json_str(t, "pin", "-");
+    r->cpus = vpack_json_str(t, "cpus", "?");
+    r->util = vpack_json_double(t, "util", 0);
+    r->delay = vpack_json_double(t, "delay", 0);
 }
 
 /* The thread table: vCPUs, the emulator, iothreads. Returns 0 or -1 (out of memory). */
 static int print_threads(struct json_object *d)
 {
-    struct json_object *vcpus = vpackctl_json_array(d, "vcpus");
-    struct json_object *io = vpackctl_json_array(d, "iothreads"), *emu = NULL;
+    struct json_object *vcpus = vpack_json_array(d, "vcpus");
+    struct json_object *io = vpack_json_array(d, "iothreads"), *emu = NULL;
     size_t nv = vcpus ? json_object_array_length(vcpus) : 0;
     size_t ni = io ? json_object_array_length(io) : 0, n = 0;
     int wname = (int)strlen("THREAD"), wpin = (int)strlen("GUEST PIN");
@@ -87,24 +87,24 @@ static int print_threads(struct json_object *d)
 /* The text form. Returns 0 or -1 (out of memory). */
 static int print_explain(struct json_object *d, const struct vpackctl_args *a)
 {
-    const char *level = vpackctl_json_text(d, "level", "?");
-    const char *reason = vpackctl_json_str(d, "reason", "");
-    const char *bound = vpackctl_json_str(d, "cpuset", NULL);
-    char *pk = vpackctl_json_list(d, "packages", "none");
+    const char *level = vpack_json_text(d, "level", "?");
+    const char *reason = vpack_json_str(d, "reason", "");
+    const char *bound = vpack_json_str(d, "cpuset", NULL);
+    char *pk = vpack_json_list(d, "packages", "none");
 
     (void)a;
     if (!pk)
         return -1;
-    printf("domain    %s\n", vpackctl_json_str(d, "name", "?"));
-    printf("uuid      %s\n", vpackctl_json_str(d, "uuid", "?"));
+    printf("domain    %s\n", vpack_json_str(d, "name", "?"));
+    printf("uuid      %s\n", vpack_json_str(d, "uuid", "?"));
     printf("level     %s (%s)\n", level,
-           vpackctl_json_bool(d, "level_set", false)
+           vpack_json_bool(d, "level_set", false)
                ? "set in the domain's metadata"
                : "the default: the domain has no power policy element");
-    printf("managed   %s\n", vpackctl_json_bool(d, "managed", false)
-                                 ? "yes"
-                                 : "no (what the guest asked for is not known: vpack leaves "
-                                   "the domain alone)");
+    printf("managed   %s\n", vpack_json_bool(d, "managed", false)
+                              ? "yes"
+                              : "no (what the guest asked for is not known: vpack leaves "
+                                "the domain alone)");
     if (bound)
         printf("bound     %s (<vcpu cpuset>)\n", bound);
     else

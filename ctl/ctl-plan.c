@@ -5,7 +5,6 @@
  * series, one snapshot per line, replayed in order with one policy state.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -238,10 +237,64 @@ cleanup:
 }
 
 /*
- * One line of a series. Returns 0 or -1 (reported). A line that does not
- * finish its snapshot is an error here: a series has one snapshot per line.
+ * Reports why a line of a series holds no snapshot, if it does not: true
+ * then. A line that does not finish its snapshot is an error here: a series
+ * has one snapshot per line.
  */
-static int replay_line(struct replay *r, const char *buf, size_t len, unsigned long line)
+static bool series_error(const struct replay *r, const char *buf, size_t len, unsigned long line,
+                         int err, size_t end, size_t at, const char *msg)
+{
+    if (end > 0 && !blank(buf + end, len - end))
+        report(r, line, skip_blank(buf, len, end) + 1,
+               "unexpected data after the snapshot (a series has one snapshot per line)");
+    else if (err == -ENOMEM || (err < 0 && !msg))
+        report(r, line, 0, "out of memory");
+    else if (err == -ENODATA)
+        report(r, line, at + 1, "%s (a series has one snapshot per line)", msg);
+    else if (err < 0)
+        report(r, line, at == SIZE_MAX ? 0 : at + 1, "%s", msg);
+    return err < 0 || (end > 0 && !blank(buf + end, len - end));
+}
+
+/*
+ * Reports why text, the rest of the file from line first_line on, is not
+ * one snapshot, if it is not: true then.
+ */
+static bool whole_error(const struct replay *r, const char *text, size_t len,
+                        unsigned long first_line, int err, size_t end, size_t at, const char *msg)
+{
+    bool trailing = end > 0 && !blank(text + end, len - end);
+    unsigned long line = first_line, col = 1;
+
+    if (trailing)
+        at = skip_blank(text, len, end);
+    if (at == SIZE_MAX) {
+        if (err < 0)
+            report(r, 0, 0, "%s", msg ? msg : "out of memory");
+        return err < 0;
+    }
+    for (size_t i = 0; i < at; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    if (trailing)
+        report(r, line, col,
+               "unexpected data after the snapshot (a series has one snapshot per line)");
+    else
+        report(r, line, col, "%s", msg ? msg : "out of memory");
+    return true;
+}
+
+/*
+ * Replays the snapshot in text, which starts at line: one line of a series,
+ * or with whole the rest of the file. Returns 0 or -1 (reported).
+ */
+static int replay_text(struct replay *r, const char *text, size_t len, unsigned long line,
+                       bool whole)
 {
     struct vpack_snapshot *snap = NULL;
     char *msg = NULL;
@@ -249,27 +302,13 @@ static int replay_line(struct replay *r, const char *buf, size_t len, unsigned l
     int ret = -1, err;
 
     /* Without its line break, an unfinished line is reported at its end. */
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+    while (!whole && len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         len--;
-    err = vpack_snapshot_parse_first(buf, len, &end, &at, &snap, &msg);
-    if (end > 0 && !blank(buf + end, len - end)) {
-        report(r, line, skip_blank(buf, len, end) + 1,
-               "unexpected data after the snapshot (a series has one snapshot per line)");
+    err = vpack_snapshot_parse_first(text, len, &end, &at, &snap, &msg);
+    if (whole ? whole_error(r, text, len, line, err, end, at, msg)
+              : series_error(r, text, len, line, err, end, at, msg))
         goto cleanup;
-    }
-    if (err == -ENOMEM || (err < 0 && !msg)) {
-        report(r, line, 0, "out of memory");
-        goto cleanup;
-    }
-    if (err == -ENODATA) {
-        report(r, line, at + 1, "%s (a series has one snapshot per line)", msg);
-        goto cleanup;
-    }
-    if (err < 0) {
-        report(r, line, at == SIZE_MAX ? 0 : at + 1, "%s", msg);
-        goto cleanup;
-    }
-    ret = replay_one(r, snap, line);
+    ret = replay_one(r, snap, whole ? 0 : line);
 
 cleanup:
     free(msg);
@@ -304,50 +343,6 @@ static int slurp_rest(FILE *f, char **buf, size_t *len)
         }
     }
     *buf = b;
-    return ret;
-}
-
-/*
- * One snapshot over several lines: text starts at line first_line and holds
- * the rest of the file. Returns 0 or -1 (reported).
- */
-static int replay_whole(struct replay *r, const char *text, size_t len, unsigned long first_line)
-{
-    struct vpack_snapshot *snap = NULL;
-    char *msg = NULL;
-    size_t end, at;
-    int ret = -1, err;
-
-    err = vpack_snapshot_parse_first(text, len, &end, &at, &snap, &msg);
-    if (end > 0 && !blank(text + end, len - end))
-        at = skip_blank(text, len, end);
-    if (at != SIZE_MAX) {
-        unsigned long line = first_line, col = 1;
-
-        for (size_t i = 0; i < at; i++) {
-            if (text[i] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
-        if (end > 0 && !blank(text + end, len - end))
-            report(r, line, col,
-                   "unexpected data after the snapshot (a series has one snapshot per line)");
-        else
-            report(r, line, col, "%s", msg ? msg : "out of memory");
-        goto cleanup;
-    }
-    if (err < 0) {
-        report(r, 0, 0, "%s", msg ? msg : "out of memory");
-        goto cleanup;
-    }
-    ret = replay_one(r, snap, 0);
-
-cleanup:
-    free(msg);
-    vpack_snapshot_free(snap);
     return ret;
 }
 
@@ -388,11 +383,11 @@ static int replay_file(struct replay *r, FILE *f)
                     report(r, 0, 0, "cannot read: %s", strerror(-rerr));
                     goto cleanup;
                 }
-                ret = replay_whole(r, line, len, lineno);
+                ret = replay_text(r, line, len, lineno, true);
                 goto cleanup;
             }
         }
-        if (replay_line(r, line, (size_t)n, lineno) < 0)
+        if (replay_text(r, line, (size_t)n, lineno, false) < 0)
             goto cleanup;
         errno = 0;
     }
@@ -460,7 +455,50 @@ enum {
     OPT_DEFAULT_LEVEL,
 };
 
-int plan_main(int argc, char **argv)
+/* What plan's command line says. */
+struct plan_args {
+    const char *snapshot, *spec, *reserved;
+    bool json;
+    struct vpack_policy_params params;
+};
+
+/*
+ * The policy option c, named name, with argument arg into p. Returns 0 or
+ * -EINVAL (reported).
+ */
+static int parse_policy_option(int c, const char *name, const char *arg,
+                               struct vpack_policy_params *p)
+{
+    double *share = c == OPT_PACK_WATERMARK     ? &p->pack_watermark
+                    : c == OPT_SPREAD_WATERMARK ? &p->spread_watermark
+                    : c == OPT_DELAY_THRESHOLD  ? &p->delay_threshold
+                    : c == OPT_BUSY_VCPU        ? &p->busy_vcpu
+                                                : NULL;
+    unsigned *ms = c == OPT_PACK_DELAY      ? &p->pack_delay_ms
+                   : c == OPT_MIN_RESIDENCY ? &p->min_residency_ms
+                                            : NULL;
+
+    if (share)
+        return parse_share(name, arg, share);
+    if (ms)
+        return parse_uint(name, arg, 0, "milliseconds", ms);
+    if (c == OPT_SPREAD_SAMPLES)
+        return parse_uint(name, arg, 1, "a number of snapshots", &p->spread_samples);
+    /* OPT_DEFAULT_LEVEL */
+    if (strlen(arg) != 1 || arg[0] < '0' || arg[0] > '2') {
+        vpackctl_err("plan: --default-level '%s': expected a power policy level (0, 1 or 2)",
+                     arg);
+        return -EINVAL;
+    }
+    p->default_level = arg[0] - '0';
+    return 0;
+}
+
+/*
+ * Reads the command line into *pa. Returns VPACKCTL_PROCEED, or the exit
+ * code (after the usage for --help, or one line on stderr).
+ */
+static int parse_args(int argc, char **argv, struct plan_args *pa)
 {
     static const struct option options[] = {
         {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
@@ -475,131 +513,71 @@ int plan_main(int argc, char **argv)
         {"pack-delay", required_argument, NULL, OPT_PACK_DELAY},
         {"min-residency", required_argument, NULL, OPT_MIN_RESIDENCY},
         {"default-level", required_argument, NULL, OPT_DEFAULT_LEVEL},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        VPACKCTL_OPTIONS_END,
     };
-    struct vpack_policy_params params;
-    struct replay r = {0};
-    struct vpack_topology *topo = NULL;
-    const char *snapshot = NULL, *spec = NULL, *reserved_text = NULL;
-    vpack_cpuset reserved;
-    char *errmsg = NULL, err[256];
-    FILE *f = NULL;
-    int ret = VPACKCTL_EXIT_USAGE;
+    struct vpackctl_getopt g = {.cmd = "plan", .usage = usage, .options = options};
     int c;
 
-    vpack_policy_params_default(&params);
-    /* Our own messages name the subcommand; getopt's would say "plan:". */
-    opterr = 0;
-    /* 0, not 1: glibc then resets its state, in case getopt ran before. */
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_SNAPSHOT:
-            snapshot = optarg;
-            break;
-        case OPT_TOPOLOGY:
-            spec = optarg;
-            break;
-        case OPT_RESERVED:
-            reserved_text = optarg;
-            break;
-        case OPT_JSON:
-            r.json = true;
-            break;
-        case OPT_PACK_WATERMARK:
-            if (parse_share("pack-watermark", optarg, &params.pack_watermark) < 0)
-                goto cleanup;
-            break;
-        case OPT_SPREAD_WATERMARK:
-            if (parse_share("spread-watermark", optarg, &params.spread_watermark) < 0)
-                goto cleanup;
-            break;
-        case OPT_SPREAD_SAMPLES:
-            if (parse_uint("spread-samples", optarg, 1, "a number of snapshots",
-                           &params.spread_samples) < 0)
-                goto cleanup;
-            break;
-        case OPT_DELAY_THRESHOLD:
-            if (parse_share("delay-threshold", optarg, &params.delay_threshold) < 0)
-                goto cleanup;
-            break;
-        case OPT_BUSY_VCPU:
-            if (parse_share("busy-vcpu", optarg, &params.busy_vcpu) < 0)
-                goto cleanup;
-            break;
-        case OPT_PACK_DELAY:
-            if (parse_uint("pack-delay", optarg, 0, "milliseconds", &params.pack_delay_ms) < 0)
-                goto cleanup;
-            break;
-        case OPT_MIN_RESIDENCY:
-            if (parse_uint("min-residency", optarg, 0, "milliseconds",
-                           &params.min_residency_ms) < 0)
-                goto cleanup;
-            break;
-        case OPT_DEFAULT_LEVEL:
-            if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '2') {
-                vpackctl_err("plan: --default-level '%s': expected a power policy level (0, 1 "
-                             "or 2)", optarg);
-                goto cleanup;
-            }
-            params.default_level = optarg[0] - '0';
-            break;
-        case 'h':
-            usage(stdout);
-            ret = VPACKCTL_EXIT_OK;
-            goto cleanup;
-        case ':':
-            vpackctl_err("plan: option '%s' needs an argument", argv[optind - 1]);
-            goto cleanup;
-        default:
-            /* getopt sets optopt to a known option's value when it got an argument it takes none of. */
-            if (optopt == OPT_JSON || optopt == 'h')
-                vpackctl_err("plan: option '%s' takes no argument", argv[optind - 1]);
-            else if (optopt > 0 && optopt < 256)
-                vpackctl_err("plan: unknown option '-%c' (see 'vpackctl plan --help')", optopt);
-            else
-                vpackctl_err("plan: unknown option '%s' (see 'vpackctl plan --help')",
-                             argv[optind - 1]);
-            goto cleanup;
-        }
+    *pa = (struct plan_args){0};
+    vpack_policy_params_default(&pa->params);
+    while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
+        if (c == OPT_SNAPSHOT)
+            pa->snapshot = optarg;
+        else if (c == OPT_TOPOLOGY)
+            pa->spec = optarg;
+        else if (c == OPT_RESERVED)
+            pa->reserved = optarg;
+        else if (c == OPT_JSON)
+            pa->json = true;
+        else if (parse_policy_option(c, g.option, optarg, &pa->params) < 0)
+            return VPACKCTL_EXIT_USAGE;
     }
+    if (c == VPACKCTL_OPT_EXIT)
+        return g.exit_code;
     if (optind < argc) {
         vpackctl_err("plan: unexpected argument '%s' (see 'vpackctl plan --help')", argv[optind]);
-        goto cleanup;
+        return VPACKCTL_EXIT_USAGE;
     }
-    if (!snapshot) {
+    if (!pa->snapshot) {
         vpackctl_err("plan: --snapshot FILE is required (see 'vpackctl plan --help')");
-        goto cleanup;
+        return VPACKCTL_EXIT_USAGE;
     }
-    if (params.pack_watermark > params.spread_watermark) {
+    if (pa->params.pack_watermark > pa->params.spread_watermark) {
         vpackctl_err("plan: the pack watermark (%g) must not be above the spread watermark (%g)",
-                     params.pack_watermark, params.spread_watermark);
-        goto cleanup;
+                     pa->params.pack_watermark, pa->params.spread_watermark);
+        return VPACKCTL_EXIT_USAGE;
     }
-    if (reserved_text && vpack_cpuset_parse(&reserved, reserved_text, err, sizeof(err)) < 0) {
-        vpackctl_err("plan: --reserved '%s': %s", reserved_text, err);
-        goto cleanup;
-    }
+    return VPACKCTL_PROCEED;
+}
 
+int plan_main(int argc, char **argv)
+{
+    struct plan_args pa;
+    struct replay r = {0};
+    struct vpack_topology *topo = NULL;
+    FILE *f = NULL;
+    int ret;
+
+    if ((ret = parse_args(argc, argv, &pa)) != VPACKCTL_PROCEED)
+        return ret;
+    /* A bad --reserved is a usage error, found before the file is opened. */
+    if ((ret = vpackctl_load_topology("plan", pa.spec, pa.reserved, &topo)))
+        return ret;
     ret = VPACKCTL_EXIT_FAIL;
-    if (strcmp(snapshot, "-") == 0) {
+    if (strcmp(pa.snapshot, "-") == 0) {
         f = stdin;
         r.file = "<stdin>";
     } else {
-        f = fopen(snapshot, "r");
-        r.file = snapshot;
+        f = fopen(pa.snapshot, "r");
+        r.file = pa.snapshot;
         if (!f) {
-            vpackctl_err("%s: %s", snapshot, strerror(errno));
+            vpackctl_err("%s: %s", pa.snapshot, strerror(errno));
             goto cleanup;
         }
     }
-    if (vpack_topology_load(spec, reserved_text ? &reserved : NULL, NULL, &topo, &errmsg) < 0) {
-        vpackctl_err("%s", errmsg ? errmsg : "cannot load the topology: out of memory");
-        goto cleanup;
-    }
     r.topo = topo;
-    r.params = &params;
+    r.params = &pa.params;
+    r.json = pa.json;
     r.state = vpack_policy_state_new();
     if (!r.state) {
         vpackctl_err("plan: out of memory");
@@ -607,18 +585,12 @@ int plan_main(int argc, char **argv)
     }
     if (replay_file(&r, f) < 0)
         goto cleanup;
-    /* A full disk or closed pipe shows up here, not at printf(). */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        vpackctl_err("plan: cannot write the output");
-        goto cleanup;
-    }
-    ret = VPACKCTL_EXIT_OK;
+    ret = vpackctl_flush();
 
 cleanup:
     if (f && f != stdin)
         fclose(f);
     vpack_policy_state_free(r.state);
     vpack_topology_free(topo);
-    free(errmsg);
     return ret;
 }

@@ -32,7 +32,7 @@ static int width(struct json_object *moves, const char *key, int min)
     int w = min;
 
     for (size_t i = 0; i < json_object_array_length(moves); i++) {
-        int l = (int)strlen(vpackctl_json_str(json_object_array_get_idx(moves, i), key, "?"));
+        int l = (int)strlen(vpack_json_str(json_object_array_get_idx(moves, i), key, "?"));
         if (l > w)
             w = l;
     }
@@ -51,11 +51,11 @@ static void print_moves(struct json_object *moves, bool dry_run)
 
         for (size_t i = 0; i < n; i++) {
             struct json_object *m = json_object_array_get_idx(moves, i);
-            const char *reason = vpackctl_json_str(m, "reason", "");
+            const char *reason = vpack_json_str(m, "reason", "");
 
-            printf("%-*s  %-*s  %-*s -> %-*s", wd, vpackctl_json_str(m, "domain", "?"), wt,
-                   vpackctl_json_str(m, "threads", "?"), wf, vpackctl_json_str(m, "from", "?"),
-                   *reason ? wto : 0, vpackctl_json_str(m, "to", "?"));
+            printf("%-*s  %-*s  %-*s -> %-*s", wd, vpack_json_str(m, "domain", "?"), wt,
+                   vpack_json_str(m, "threads", "?"), wf, vpack_json_str(m, "from", "?"),
+                   *reason ? wto : 0, vpack_json_str(m, "to", "?"));
             if (*reason)
                 printf("  (%s)", reason);
             putchar('\n');
@@ -68,7 +68,7 @@ static void print_moves(struct json_object *moves, bool dry_run)
 /* The text form; a is for the dry run when the answer does not say. */
 static int print_answer(struct json_object *ans, const struct vpackctl_args *a)
 {
-    print_moves(vpackctl_json_array(ans, "moves"), vpackctl_json_bool(ans, "dry_run", a->dry_run));
+    print_moves(vpack_json_array(ans, "moves"), vpack_json_bool(ans, "dry_run", a->dry_run));
     return 0;
 }
 

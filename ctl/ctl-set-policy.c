@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* vpackctl set-policy: write a domain's power policy level through libvirt. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +25,7 @@ static void usage(FILE *f)
             "  --live            change the running domain\n"
             "  --config          change the persistent definition\n"
             "                    (neither: whichever is current; both: both)\n"
-            "  --connect URI     libvirt connection (default qemu:///system)\n"
+            VPACKCTL_HELP_CONNECT
             "  -h, --help        show this help\n");
 }
 
@@ -36,37 +35,25 @@ int set_policy_main(int argc, char **argv)
         {"live", no_argument, NULL, OPT_LIVE},
         {"config", no_argument, NULL, OPT_CONFIG},
         {"connect", required_argument, NULL, OPT_CONNECT},
-        {"help", no_argument, NULL, 'h'},
-        {0},
+        VPACKCTL_OPTIONS_END,
     };
+    struct vpackctl_getopt g = {.cmd = "set-policy", .usage = usage, .options = opts};
     bool live = false, config = false;
-    const char *uri = "qemu:///system";
+    const char *uri = VPACKCTL_DEFAULT_URI;
     struct vpack_virt *v = NULL;
     char err[1024];
     int c, ret = VPACKCTL_EXIT_FAIL;
 
-    optind = 0; /* 0: a full reset, so GNU getopt permutes the operands */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_LIVE:
+    while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
+        if (c == OPT_LIVE)
             live = true;
-            break;
-        case OPT_CONFIG:
+        else if (c == OPT_CONFIG)
             config = true;
-            break;
-        case OPT_CONNECT:
+        else
             uri = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return VPACKCTL_EXIT_OK;
-        default:
-            vpackctl_err("set-policy: unknown option '%s' (see 'vpackctl set-policy --help')",
-                         argv[optind - 1]);
-            return VPACKCTL_EXIT_USAGE;
-        }
     }
+    if (c == VPACKCTL_OPT_EXIT)
+        return g.exit_code;
     if (argc - optind != 2) {
         vpackctl_err("set-policy: expected DOMAIN LEVEL (see 'vpackctl set-policy --help')");
         return VPACKCTL_EXIT_USAGE;
@@ -77,10 +64,9 @@ int set_policy_main(int argc, char **argv)
         vpackctl_err("set-policy: '%s' is not a power policy level (0, 1 or 2)", lvl);
         return VPACKCTL_EXIT_USAGE;
     }
-    if (vpack_virt_open_sync(uri, &v, err, sizeof(err)) < 0) {
-        vpackctl_err("cannot connect to libvirt at %s: %s", uri, err);
-        return VPACKCTL_EXIT_FAIL;
-    }
+    if ((ret = vpackctl_virt_open(uri, &v)))
+        return ret;
+    ret = VPACKCTL_EXIT_FAIL;
     if (vpack_virt_set_level(v, dom, level, live, config, err, sizeof(err)) < 0) {
         vpackctl_err("set-policy %s: %s", dom, err);
         goto cleanup;

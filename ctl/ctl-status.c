@@ -49,19 +49,19 @@ static void busy_bar(double busy, char *bar)
 /* The first lines: libvirt, demand, wake-up package, topology, then the plan's reason. */
 static void print_header(struct json_object *st)
 {
-    const char *reason = vpackctl_json_str(st, "reason", NULL);
+    const char *reason = vpack_json_str(st, "reason", NULL);
 
-    printf("libvirt %s", vpackctl_json_bool(st, "libvirt_connected", false) ? "connected"
-                                                                             : "NOT CONNECTED");
+    printf("libvirt %s", vpack_json_bool(st, "libvirt_connected", false) ? "connected"
+                                                                          : "NOT CONNECTED");
     if (json_object_object_get_ex(st, "demand", NULL))
-        printf(", demand %.2f CPUs", vpackctl_json_double(st, "demand", 0));
+        printf(", demand %.2f CPUs", vpack_json_double(st, "demand", 0));
     /* null: no package is nominated. */
     if (json_object_object_get_ex(st, "wakeup_package", NULL))
-        printf(", wake-up package %s", vpackctl_json_text(st, "wakeup_package", "none"));
-    printf(", topology %s\n", vpackctl_json_str(st, "topology", "?"));
+        printf(", wake-up package %s", vpack_json_text(st, "wakeup_package", "none"));
+    printf(", topology %s\n", vpack_json_str(st, "topology", "?"));
     if (reason)
         printf("plan: %s%s\n", *reason ? reason : "-",
-               vpackctl_json_bool(st, "lifted", false)
+               vpack_json_bool(st, "lifted", false)
                    ? " (restrictions lifted: the load needs every package)"
                    : "");
     else
@@ -78,26 +78,26 @@ static void print_packages(struct json_object *pkgs)
         struct json_object *p = json_object_array_get_idx(pkgs, i);
         int l;
 
-        if ((l = (int)strlen(vpackctl_json_text(p, "id", "?"))) > wid)
+        if ((l = (int)strlen(vpack_json_text(p, "id", "?"))) > wid)
             wid = l;
-        if ((l = (int)strlen(vpackctl_json_str(p, "cpus", "?"))) > wcpus)
+        if ((l = (int)strlen(vpack_json_str(p, "cpus", "?"))) > wcpus)
             wcpus = l;
     }
     for (size_t i = 0; i < n; i++) {
         struct json_object *p = json_object_array_get_idx(pkgs, i);
-        const char *state = vpackctl_json_str(p, "state", "?");
-        double busy = vpackctl_json_double(p, "busy", 0);
-        struct json_object *doms = vpackctl_json_array(p, "domains");
+        const char *state = vpack_json_str(p, "state", "?");
+        double busy = vpack_json_double(p, "busy", 0);
+        struct json_object *doms = vpack_json_array(p, "domains");
         size_t nd = doms ? json_object_array_length(doms) : 0;
         char bar[BAR_WIDTH + 1];
 
         busy_bar(busy, bar);
         printf("\npackage %-*s  cpus %-*s  %-6s  busy %3d%%  idle %3d%%  [%s]\n", wid,
-               vpackctl_json_text(p, "id", "?"), wcpus, vpackctl_json_str(p, "cpus", "?"),
+               vpack_json_text(p, "id", "?"), wcpus, vpack_json_str(p, "cpus", "?"),
                !strcmp(state, "active")   ? "ACTIVE"
                : !strcmp(state, "parked") ? "PARKED"
                                           : state,
-               percent(busy), percent(vpackctl_json_double(p, "idle", 1 - busy)), bar);
+               percent(busy), percent(vpack_json_double(p, "idle", 1 - busy)), bar);
         printf("  domains: %s", nd ? "" : "none");
         for (size_t k = 0; k < nd; k++) {
             const char *name = json_object_get_string(json_object_array_get_idx(doms, k));
@@ -125,21 +125,21 @@ static int print_domains(struct json_object *doms)
         struct json_object *d = json_object_array_get_idx(doms, i);
         int l;
 
-        if (!(pk[i] = vpackctl_json_list(d, "packages", "-")))
+        if (!(pk[i] = vpack_json_list(d, "packages", "-")))
             goto cleanup;
         if ((l = (int)strlen(pk[i])) > wpk)
             wpk = l;
-        if ((l = (int)strlen(vpackctl_json_str(d, "name", "?"))) > wname)
+        if ((l = (int)strlen(vpack_json_str(d, "name", "?"))) > wname)
             wname = l;
     }
     printf("\n%-*s  LEVEL  MANAGED  %-*s  REASON\n", wname, "DOMAIN", wpk, "PACKAGES");
     for (size_t i = 0; i < n; i++) {
         struct json_object *d = json_object_array_get_idx(doms, i);
-        const char *reason = vpackctl_json_str(d, "reason", "");
+        const char *reason = vpack_json_str(d, "reason", "");
 
-        printf("%-*s  %-5s  %-7s  %-*s  %s\n", wname, vpackctl_json_str(d, "name", "?"),
-               vpackctl_json_text(d, "level", "?"),
-               vpackctl_json_bool(d, "managed", false) ? "yes" : "no", wpk, pk[i],
+        printf("%-*s  %-5s  %-7s  %-*s  %s\n", wname, vpack_json_str(d, "name", "?"),
+               vpack_json_text(d, "level", "?"),
+               vpack_json_bool(d, "managed", false) ? "yes" : "no", wpk, pk[i],
                *reason ? reason : "-");
     }
     ret = 0;
@@ -155,8 +155,8 @@ static int print_status(struct json_object *st, const struct vpackctl_args *a)
 {
     (void)a;
     print_header(st);
-    print_packages(vpackctl_json_array(st, "packages"));
-    return print_domains(vpackctl_json_array(st, "domains"));
+    print_packages(vpack_json_array(st, "packages"));
+    return print_domains(vpack_json_array(st, "domains"));
 }
 
 int status_main(int argc, char **argv)

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* vpackctl topology: prints the packages, cores and CPUs the agent would use. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,78 +90,41 @@ cleanup:
     return ret;
 }
 
+enum { OPT_TOPOLOGY = 256, OPT_RESERVED, OPT_JSON };
+
 int topology_main(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"topology", required_argument, NULL, 't'},
-        {"reserved", required_argument, NULL, 'r'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"topology", required_argument, NULL, OPT_TOPOLOGY},
+        {"reserved", required_argument, NULL, OPT_RESERVED},
+        {"json", no_argument, NULL, OPT_JSON},
+        VPACKCTL_OPTIONS_END,
     };
+    struct vpackctl_getopt g = {.cmd = "topology", .usage = usage, .options = options};
     struct vpack_topology *t = NULL;
-    const char *spec = NULL;
-    const char *reserved_text = NULL;
-    vpack_cpuset reserved;
-    char *errmsg = NULL;
+    const char *spec = NULL, *reserved = NULL;
     char *json = NULL;
     bool as_json = false;
-    int ret = VPACKCTL_EXIT_USAGE;
-    int c;
+    int ret, c;
 
-    /* Our own messages name the subcommand; getopt's would say "topology:". */
-    opterr = 0;
-    /* 0, not 1: glibc then resets its state, in case getopt ran before. */
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 't':
+    while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
+        if (c == OPT_TOPOLOGY)
             spec = optarg;
-            break;
-        case 'r':
-            reserved_text = optarg;
-            break;
-        case 'j':
+        else if (c == OPT_RESERVED)
+            reserved = optarg;
+        else
             as_json = true;
-            break;
-        case 'h':
-            usage(stdout);
-            ret = VPACKCTL_EXIT_OK;
-            goto cleanup;
-        case ':':
-            vpackctl_err("topology: option '%s' needs an argument", argv[optind - 1]);
-            goto cleanup;
-        default:
-            /* getopt sets optopt to a known option's letter when it got an argument it takes none of. */
-            if (optopt == 'j' || optopt == 'h')
-                vpackctl_err("topology: option '%s' takes no argument", argv[optind - 1]);
-            else if (optopt)
-                vpackctl_err("topology: unknown option '-%c' (see 'vpackctl topology --help')",
-                             optopt);
-            else
-                vpackctl_err("topology: unknown option '%s' (see 'vpackctl topology --help')",
-                             argv[optind - 1]);
-            goto cleanup;
-        }
     }
+    if (c == VPACKCTL_OPT_EXIT)
+        return g.exit_code;
     if (optind < argc) {
         vpackctl_err("topology: unexpected argument '%s' (see 'vpackctl topology --help')",
                      argv[optind]);
-        goto cleanup;
+        return VPACKCTL_EXIT_USAGE;
     }
-    if (reserved_text) {
-        char err[256];
-        if (vpack_cpuset_parse(&reserved, reserved_text, err, sizeof(err)) < 0) {
-            vpackctl_err("topology: --reserved: %s", err);
-            goto cleanup;
-        }
-    }
-
+    if ((ret = vpackctl_load_topology("topology", spec, reserved, &t)))
+        return ret;
     ret = VPACKCTL_EXIT_FAIL;
-    if (vpack_topology_load(spec, reserved_text ? &reserved : NULL, NULL, &t, &errmsg) < 0) {
-        vpackctl_err("%s", errmsg ? errmsg : "cannot load the topology: out of memory");
-        goto cleanup;
-    }
     if (as_json) {
         json = vpack_topology_to_json(t);
         if (!json) {
@@ -174,15 +136,9 @@ int topology_main(int argc, char **argv)
         vpackctl_err("topology: out of memory");
         goto cleanup;
     }
-    /* A full disk or closed pipe shows up here, not at printf(). */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        vpackctl_err("topology: cannot write the output");
-        goto cleanup;
-    }
-    ret = VPACKCTL_EXIT_OK;
+    ret = vpackctl_flush();
 cleanup:
     free(json);
-    free(errmsg);
     vpack_topology_free(t);
     return ret;
 }

@@ -2,8 +2,11 @@
 /* vpackctl version: our version, and the agent's when it answers. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "vpack-build.h"
+#include "client.h"
 #include "ctl-client.h"
 #include "vpackctl.h"
 
@@ -25,13 +28,42 @@ static void usage(FILE *f)
             "  -h, --help        show this help\n");
 }
 
+/* Prints both versions, agent NULL when it did not answer with one. */
+static int print_versions(const struct vpackctl_args *a, const char *agent, bool away,
+                          const char *why)
+{
+    struct json_object *out;
+    int ret;
+
+    if (!a->json) {
+        printf("vpackctl %s\n", VPACK_VERSION);
+        if (agent)
+            printf("vpackd %s\n", agent);
+        else if (away)
+            printf("vpackd not reachable at %s: %s\n", a->socket, why);
+        return vpackctl_flush();
+    }
+    if (!(out = json_object_new_object()) ||
+        vpack_json_add(out, "vpackctl", json_object_new_string(VPACK_VERSION)) < 0 ||
+        (agent ? vpack_json_add(out, "vpackd", json_object_new_string(agent))
+               : json_object_object_add(out, "vpackd", NULL)) < 0) {
+        vpackctl_err("version: out of memory");
+        ret = VPACKCTL_EXIT_FAIL;
+    } else {
+        ret = vpackctl_print_json(out);
+    }
+    json_object_put(out);
+    return ret;
+}
+
 int version_main(int argc, char **argv)
 {
     static const struct vpackctl_cmdline cl = {.cmd = "version", .usage = usage};
     struct vpackctl_args a;
-    struct json_object *req = NULL, *ans = NULL, *out = NULL;
+    struct json_object *req = NULL, *ans = NULL;
     const char *agent = NULL;
-    char why[512];
+    char *why = NULL;
+    bool away;
     int ret, r;
 
     if ((ret = vpackctl_parse_args(argc, argv, &cl, &a)) != VPACKCTL_PROCEED)
@@ -40,39 +72,23 @@ int version_main(int argc, char **argv)
     if (!(req = vpackctl_new_request(&a, "version", NULL)))
         goto cleanup;
     /* Not vpackctl_call(): an agent that is away is not an error here. */
-    r = vpackctl_request(a.socket, req, VPACKCTL_TIMEOUT_MS, &ans, why, sizeof(why));
-    if (r == 0 && vpackctl_json_bool(ans, "ok", false))
-        agent = vpackctl_json_str(ans, "version", NULL);
-    if (r == 0 && !agent)
-        snprintf(why, sizeof(why), "%s", vpackctl_json_str(ans, "error", "no version in its answer"));
-
-    if (a.json) {
-        if (!(out = json_object_new_object()) ||
-            json_object_object_add(out, "vpackctl", json_object_new_string(VPACK_VERSION)) < 0 ||
-            json_object_object_add(out, "vpackd", agent ? json_object_new_string(agent) : NULL) < 0) {
-            vpackctl_err("version: out of memory");
-            goto cleanup;
-        }
-        if ((ret = vpackctl_print_json(out)))
-            goto cleanup;
-    } else {
-        printf("vpackctl %s\n", VPACK_VERSION);
-        if (agent)
-            printf("vpackd %s\n", agent);
-        else if (r < 0 && vpackctl_unreachable(r))
-            printf("vpackd not reachable at %s: %s\n", a.socket, why);
-        if ((ret = vpackctl_flush()))
-            goto cleanup;
-    }
-    ret = VPACKCTL_EXIT_OK;
-    if (!agent && !(r < 0 && vpackctl_unreachable(r))) {
+    r = vpackctl_request(a.socket, req, VPACKCTL_TIMEOUT_MS, &ans, &why);
+    away = r < 0 && vpack_client_unreachable(r);
+    if (r == 0 && vpack_json_bool(ans, "ok", false))
+        agent = vpack_json_str(ans, "version", NULL);
+    if ((ret = print_versions(&a, agent, away, why ? why : strerror(-r))))
+        goto cleanup;
+    if (!agent && !away) {
         /* It answered, or something is at that path, but no version came back. */
-        vpackctl_err("cannot read vpackd's version at %s: %s", a.socket, why);
+        vpackctl_err("cannot read vpackd's version at %s: %s", a.socket,
+                     r == 0 ? vpack_json_str(ans, "error", "no version in its answer")
+                     : why  ? why
+                            : strerror(-r));
         ret = VPACKCTL_EXIT_FAIL;
     }
 cleanup:
-    json_object_put(out);
     json_object_put(ans);
     json_object_put(req);
+    free(why);
     return ret;
 }

@@ -2,6 +2,8 @@
 #ifndef VPACKCTL_H
 #define VPACKCTL_H
 
+#include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 /*
@@ -15,6 +17,9 @@ enum {
     VPACKCTL_EXIT_USAGE = 2,
     VPACKCTL_EXIT_NOAGENT = 3,
 };
+
+/* A command-line parser's answer when the command should go on: not an exit code. */
+#define VPACKCTL_PROCEED (-1)
 
 struct vpackctl_cmd {
     const char *name;
@@ -34,5 +39,75 @@ int define_main(int argc, char **argv);
 
 /* Prints "vpackctl: <message>" on stderr. */
 void vpackctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The rest is ctl/ctl-util.c: what every subcommand may use. */
+
+/* A subcommand's options, for vpackctl_getopt(). */
+struct vpackctl_getopt {
+    const char *cmd;                /* the subcommand, for messages: "plan" */
+    void (*usage)(FILE *f);         /* printed on stdout for -h and --help */
+    const struct option *options;   /* values of at least 256, then VPACKCTL_OPTIONS_END */
+    const char *option;             /* the long option vpackctl_getopt() returned, or NULL */
+    int exit_code;                  /* when vpackctl_getopt() said VPACKCTL_OPT_EXIT */
+    bool started;                   /* false before the first call */
+};
+
+/* The end of a subcommand's options: --help, and the terminator. */
+#define VPACKCTL_OPTIONS_END {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}
+
+/* vpackctl_getopt()'s answers that are not an option. */
+#define VPACKCTL_OPT_END (-1)
+#define VPACKCTL_OPT_EXIT (-2)
+
+/*
+ * getopt_long() over g->options and -h, from argv[1] on the first call.
+ * Returns the next option's value (optarg set), VPACKCTL_OPT_END after the
+ * last (optind at the first operand), or VPACKCTL_OPT_EXIT with
+ * g->exit_code: VPACKCTL_EXIT_OK after the usage for -h and --help,
+ * VPACKCTL_EXIT_USAGE after one line on stderr for a bad option.
+ */
+int vpackctl_getopt(struct vpackctl_getopt *g, int argc, char **argv);
+
+/*
+ * Prints the message for getopt_long()'s answer c (':' or '?') about
+ * argv[optind - 1], for subcommand cmd. Long options that take no argument
+ * must have a val of at least 256 (or be --help) for "takes no argument" to
+ * be recognised.
+ */
+void vpackctl_option_error(const char *cmd, int c, char **argv);
+
+/* Flushes stdout; returns VPACKCTL_EXIT_OK, or VPACKCTL_EXIT_FAIL after a message. */
+int vpackctl_flush(void);
+
+/*
+ * Prints o as JSON on stdout: one object on one line, or indented when
+ * stdout is a terminal. Returns VPACKCTL_EXIT_OK, or VPACKCTL_EXIT_FAIL after
+ * a message if stdout could not be written.
+ */
+struct json_object;
+int vpackctl_print_json(struct json_object *o);
+
+/*
+ * Loads the topology of --topology spec (NULL: the host's) without the CPUs
+ * of --reserved text (NULL: none), for subcommand cmd. Returns
+ * VPACKCTL_EXIT_OK with *topo (vpack_topology_free() it); else after one
+ * line on stderr VPACKCTL_EXIT_USAGE (a bad --reserved) or VPACKCTL_EXIT_FAIL.
+ */
+struct vpack_topology;
+int vpackctl_load_topology(const char *cmd, const char *spec, const char *reserved,
+                           struct vpack_topology **topo);
+
+
+/* The libvirt connection of the commands that talk to libvirt, and its --help line. */
+#define VPACKCTL_DEFAULT_URI "qemu:///system"
+#define VPACKCTL_HELP_CONNECT \
+    "  --connect URI     libvirt connection (default " VPACKCTL_DEFAULT_URI ")\n"
+
+/*
+ * Connects to libvirt at uri. Returns VPACKCTL_EXIT_OK with *v
+ * (vpack_virt_free() it), or VPACKCTL_EXIT_FAIL after one line on stderr.
+ */
+struct vpack_virt;
+int vpackctl_virt_open(const char *uri, struct vpack_virt **v);
 
 #endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control socket's client (agent/control.h is the server): one request
+ * line out, one answer line back, within a deadline. Synchronous; used by
+ * vpackctl and vpack-hook.
+ */
+#ifndef VPACK_CLIENT_H
+#define VPACK_CLIENT_H
+
+#include <stdbool.h>
+
+struct json_object;
+
+/* The longest answer line read, newline excluded. */
+#define VPACK_CLIENT_ANSWER_MAX (16u << 20)
+
+/*
+ * The socket to use: option if not NULL, else $VPACK_SOCKET if set and not
+ * empty, else VPACK_DEFAULT_SOCKET. Borrowed.
+ */
+const char *vpack_client_socket_path(const char *option);
+
+/*
+ * Sends request (one JSON text without a newline) to the agent listening at
+ * path and reads one answer line, all within timeout_ms; a full listen queue
+ * is waited out, and an answer sent before the agent closed the connection
+ * on us is still read. Returns 0 with *answer (the caller puts it) when a
+ * JSON object came back, whatever its "ok". Otherwise a negative errno, and
+ * *errmsg (the caller frees it; NULL if out of memory) says why in one line
+ * without the path: -ETIMEDOUT, nothing within timeout_ms; -ECONNRESET, the
+ * agent closed the connection without answering; -EBADMSG, the answer is not
+ * one JSON object; -EMSGSIZE, no newline within VPACK_CLIENT_ANSWER_MAX
+ * bytes; -ENAMETOOLONG, no socket can have that path; connect()'s errno.
+ */
+int vpack_client_call(const char *path, const char *request, int timeout_ms,
+                      struct json_object **answer, char **errmsg);
+
+/*
+ * True if err, from vpack_client_call(), means the agent could not be
+ * reached (no socket, nobody listening, no answer in time, connection
+ * dropped); false if it answered something unusable, or we lack memory or
+ * descriptors.
+ */
+bool vpack_client_unreachable(int err);
+
+#endif

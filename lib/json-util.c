@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+/* Small json-c helpers; see json-util.h. */
+#include "vpack/json-util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+/* The value at key if o has one of type t, else NULL. */
+static struct json_object *member(struct json_object *o, const char *key, json_type t)
+{
+    struct json_object *v;
+
+    if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, t))
+        return v;
+    return NULL;
+}
+
+const char *vpack_json_str(struct json_object *o, const char *key, const char *dflt)
+{
+    struct json_object *v = member(o, key, json_type_string);
+
+    return v ? json_object_get_string(v) : dflt;
+}
+
+const char *vpack_json_text(struct json_object *o, const char *key, const char *dflt)
+{
+    struct json_object *v;
+
+    if (o && json_object_object_get_ex(o, key, &v) && v)
+        return json_object_get_string(v);
+    return dflt;
+}
+
+double vpack_json_double(struct json_object *o, const char *key, double dflt)
+{
+    struct json_object *v = member(o, key, json_type_double);
+
+    if (!v)
+        v = member(o, key, json_type_int);
+    return v ? json_object_get_double(v) : dflt;
+}
+
+bool vpack_json_bool(struct json_object *o, const char *key, bool dflt)
+{
+    struct json_object *v = member(o, key, json_type_boolean);
+
+    return v ? json_object_get_boolean(v) : dflt;
+}
+
+struct json_object *vpack_json_array(struct json_object *o, const char *key)
+{
+    return member(o, key, json_type_array);
+}
+
+char *vpack_json_list(struct json_object *o, const char *key, const char *dflt)
+{
+    struct json_object *arr = vpack_json_array(o, key);
+    size_t n = arr ? json_object_array_length(arr) : 0, len = 0;
+    char *buf = NULL;
+    FILE *f;
+
+    if (n == 0)
+        return strdup(dflt);
+    if (!(f = open_memstream(&buf, &len)))
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
+        fprintf(f, "%s%s", i ? "," : "", s ? s : "?");
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int vpack_json_add(struct json_object *o, const char *key, struct json_object *v)
+{
+    if (!v)
+        return -ENOMEM;
+    if (json_object_object_add(o, key, v) < 0) {
+        json_object_put(v);
+        return -ENOMEM;
+    }
+    return 0;
+}
