@@ -21,29 +21,25 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <syslog.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 #include <libxml/parser.h>
 
+#include "client.h"
+#include "host.h"
+#include "vpack/config.h"
 #include "vpack/domxml.h"
+#include "vpack/json-util.h"
 
-#define DEFAULT_SOCKET "/run/vpack/vpackd.sock"
 #define DEFAULT_TIMEOUT_MS 50
 #define MAX_TIMEOUT_MS 10000
-/* A reply longer than this is garbage. */
-#define REPLY_MAX 65536
 
 static void usage(FILE *f)
 {
@@ -53,7 +49,7 @@ static void usage(FILE *f)
             "                                          domain XML on stdin\n"
             "       vpack-hook --help | --version\n"
             "\n"
-            "Environment: VPACK_SOCKET (default " DEFAULT_SOCKET "),\n"
+            "Environment: VPACK_SOCKET (default " VPACK_DEFAULT_SOCKET "),\n"
             "             VPACK_HOOK_TIMEOUT_MS (default %d, total wait for vpackd).\n"
             "See vpack-hook(8).\n",
             DEFAULT_TIMEOUT_MS);
@@ -66,210 +62,12 @@ static void quiet_xml_error(void *ctx, const char *msg, ...)
     (void)msg;
 }
 
-/*
- * Reads fd to EOF into a new buffer (NUL-terminated, *len excludes the NUL).
- * Returns 0, -EFBIG when there is more than cap bytes, or -errno.
- */
-static int read_all(int fd, size_t cap, char **out, size_t *len)
-{
-    char *buf = NULL;
-    size_t n = 0, size = 0;
-    int ret;
-
-    *out = NULL;
-    *len = 0;
-    for (;;) {
-        ssize_t r;
-        if (size - n < 2) {
-            size_t nsize = size ? size * 2 : 65536;
-            char *grown;
-            if (nsize > cap + 2)
-                nsize = cap + 2;
-            if (nsize <= size) {
-                ret = -EFBIG;
-                goto cleanup;
-            }
-            grown = realloc(buf, nsize);
-            if (!grown) {
-                ret = -ENOMEM;
-                goto cleanup;
-            }
-            buf = grown;
-            size = nsize;
-        }
-        r = read(fd, buf + n, size - n - 1);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            ret = -errno;
-            goto cleanup;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-        if (n > cap) {
-            ret = -EFBIG;
-            goto cleanup;
-        }
-    }
-    if (!buf && !(buf = malloc(1))) {
-        ret = -ENOMEM;
-        goto cleanup;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    buf = NULL;
-    ret = 0;
-
-cleanup:
-    free(buf);
-    return ret;
-}
-
 /* ---- Talking to vpackd ---- */
 
-static long long now_ms(void)
+/* The domain XML on stdin, at most VPACK_DOMXML_MAX_SIZE bytes (else -EFBIG). */
+static int read_stdin(char **xml, size_t *len)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits for events on fd until the deadline. Returns 0, -ETIMEDOUT or -errno. */
-static int wait_fd(int fd, short events, long long deadline)
-{
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = events};
-        long long left = deadline - now_ms();
-        int r;
-
-        if (left <= 0)
-            return -ETIMEDOUT;
-        r = poll(&p, 1, (int)left);
-        if (r > 0)
-            return 0;
-        if (r == 0)
-            return -ETIMEDOUT;
-        if (errno != EINTR)
-            return -errno;
-    }
-}
-
-/*
- * Sends one line to the agent and reads one line back, all within
- * timeout_ms. Returns 0 with *reply (caller frees, no newline), or a
- * negative errno with a description in why.
- */
-static int agent_call(const char *path, const char *line, int timeout_ms, char **reply,
-                      char *why, size_t whylen)
-{
-    long long deadline = now_ms() + timeout_ms;
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    size_t len = strlen(line), sent = 0, got = 0;
-    char *buf = NULL;
-    int fd = -1, ret;
-
-    *reply = NULL;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        snprintf(why, whylen, "socket path too long");
-        ret = -ENAMETOOLONG;
-        goto cleanup;
-    }
-    memcpy(addr.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        ret = -errno;
-        snprintf(why, whylen, "socket: %s", strerror(errno));
-        goto cleanup;
-    }
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int err = 0;
-        socklen_t elen = sizeof(err);
-
-        if (errno != EINPROGRESS) {
-            ret = -errno;
-            /* EAGAIN: a Unix socket's listen queue is full. */
-            snprintf(why, whylen, "connect: %s", errno == EAGAIN ? "the agent is busy" :
-                                                 strerror(errno));
-            goto cleanup;
-        }
-        if ((ret = wait_fd(fd, POLLOUT, deadline)) < 0) {
-            snprintf(why, whylen, "connect: %s", strerror(-ret));
-            goto cleanup;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err) {
-            ret = err ? -err : -errno;
-            snprintf(why, whylen, "connect: %s", strerror(-ret));
-            goto cleanup;
-        }
-    }
-    while (sent < len) {
-        ssize_t r = send(fd, line + sent, len - sent, MSG_NOSIGNAL);
-        if (r >= 0) {
-            sent += (size_t)r;
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            ret = -errno;
-            snprintf(why, whylen, "send: %s", strerror(errno));
-            goto cleanup;
-        }
-        if ((ret = wait_fd(fd, POLLOUT, deadline)) < 0) {
-            snprintf(why, whylen, "send: %s", strerror(-ret));
-            goto cleanup;
-        }
-    }
-    buf = malloc(REPLY_MAX + 1);
-    if (!buf) {
-        ret = -ENOMEM;
-        snprintf(why, whylen, "out of memory");
-        goto cleanup;
-    }
-    for (;;) {
-        char *nl;
-        ssize_t r;
-
-        if ((ret = wait_fd(fd, POLLIN, deadline)) < 0) {
-            snprintf(why, whylen, "no reply within %d ms", timeout_ms);
-            goto cleanup;
-        }
-        r = recv(fd, buf + got, REPLY_MAX - got, 0);
-        if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            ret = -errno;
-            snprintf(why, whylen, "recv: %s", strerror(errno));
-            goto cleanup;
-        }
-        if (r == 0) {
-            ret = -ECONNRESET;
-            snprintf(why, whylen, "the agent closed the connection without replying");
-            goto cleanup;
-        }
-        nl = memchr(buf + got, '\n', (size_t)r);
-        got += (size_t)r;
-        if (nl) {
-            *nl = '\0';
-            break;
-        }
-        if (got == REPLY_MAX) {
-            ret = -EMSGSIZE;
-            snprintf(why, whylen, "garbage reply (no newline in %d bytes)", REPLY_MAX);
-            goto cleanup;
-        }
-    }
-    *reply = buf;
-    buf = NULL;
-    ret = 0;
-
-cleanup:
-    free(buf);
-    if (fd >= 0)
-        close(fd);
-    return ret;
+    return vpack_host_read_file("/", "dev/stdin", VPACK_DOMXML_MAX_SIZE, xml, len);
 }
 
 static int timeout_from_env(void)
@@ -290,46 +88,27 @@ static int timeout_from_env(void)
     return (int)v;
 }
 
-static const char *socket_from_env(void)
-{
-    const char *s = getenv("VPACK_SOCKET");
-    return s && *s ? s : DEFAULT_SOCKET;
-}
-
 /*
  * Sends one message for domain name and checks the reply. Everything that
  * goes wrong ends up as one syslog line; nothing here fails the hook.
  */
-static void tell_agent(const char *name, const char *what, const char *line)
+static void tell_agent(const char *name, const char *what, const char *request)
 {
-    const char *path = socket_from_env();
-    int timeout_ms = timeout_from_env();
-    char why[256];
-    char *reply = NULL;
-    json_object *r = NULL, *v;
+    const char *path = vpack_client_socket_path(NULL);
+    struct json_object *r = NULL, *ok;
+    char *why = NULL;
+    int err;
 
-    if (agent_call(path, line, timeout_ms, &reply, why, sizeof(why)) < 0) {
+    err = vpack_client_call(path, request, timeout_from_env(), &r, &why);
+    if (err < 0)
         syslog(LOG_WARNING, "domain '%s': could not %s with vpackd at %s: %s; continuing "
-               "without it", name, what, path, why);
-        goto cleanup;
-    }
-    r = json_tokener_parse(reply);
-    if (!r || !json_object_is_type(r, json_type_object)) {
-        syslog(LOG_WARNING, "domain '%s': could not %s with vpackd at %s: garbage reply; "
-               "continuing without it", name, what, path);
-        goto cleanup;
-    }
-    if (json_object_object_get_ex(r, "error", &v) ||
-        (json_object_object_get_ex(r, "ok", &v) && !json_object_get_boolean(v))) {
-        json_object *e = NULL;
-        json_object_object_get_ex(r, "error", &e);
+               "without it", name, what, path, why ? why : strerror(-err));
+    else if (json_object_object_get_ex(r, "error", NULL) ||
+             (json_object_object_get_ex(r, "ok", &ok) && !json_object_get_boolean(ok)))
         syslog(LOG_WARNING, "domain '%s': vpackd refused to %s: %s", name, what,
-               e ? json_object_get_string(e) : "no reason given");
-    }
-
-cleanup:
+               vpack_json_text(r, "error", "no reason given"));
     json_object_put(r);
-    free(reply);
+    free(why);
 }
 
 /* ---- The hook's operations ---- */
@@ -385,8 +164,8 @@ static void hook_register(const char *argname, const char *op, const char *xml, 
     rec = vpack_domxml_to_json(d);
     /* "event" tells the agent whether this is a start or libvirtd reconnecting
      * to a running domain, whose live XML may hold vpack's own pins. */
-    if (!rec || asprintf(&line, "{\"op\":\"register\",\"event\":\"%s\",\"domain\":%s,"
-                                "\"transient\":null}\n", op, rec) < 0) {
+    if (!rec ||
+        asprintf(&line, "{\"op\":\"register\",\"event\":\"%s\",\"domain\":%s}", op, rec) < 0) {
         line = NULL;
         syslog(LOG_WARNING, "domain '%s': not registered with vpackd: out of memory", argname);
         goto cleanup;
@@ -404,27 +183,26 @@ static void hook_forget(const char *argname, const char *xml, size_t len)
 {
     char *name = NULL, *uuid = NULL, *msg = NULL;
     json_object *o = NULL;
-    char *line = NULL;
+    const char *text;
 
     /* Even XML the reader refuses must not keep a stopped domain registered:
      * fall back to the name libvirt passed. */
     if (vpack_domxml_identity(xml, len, &name, &uuid, &msg) < 0)
         name = NULL;
     o = json_object_new_object();
-    if (!o || json_object_object_add(o, "op", json_object_new_string("forget")) < 0 ||
-        json_object_object_add(o, "name", json_object_new_string(name ? name : argname)) < 0 ||
-        json_object_object_add(o, "uuid", uuid ? json_object_new_string(uuid) : NULL) < 0 ||
-        asprintf(&line, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-                                                               JSON_C_TO_STRING_NOSLASHESCAPE)) < 0) {
-        line = NULL;
+    if (!o || vpack_json_add(o, "op", json_object_new_string("forget")) < 0 ||
+        vpack_json_add(o, "name", json_object_new_string(name ? name : argname)) < 0 ||
+        (uuid ? vpack_json_add(o, "uuid", json_object_new_string(uuid))
+              : json_object_object_add(o, "uuid", NULL)) < 0 ||
+        !(text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                       JSON_C_TO_STRING_NOSLASHESCAPE))) {
         syslog(LOG_WARNING, "domain '%s': could not tell vpackd to forget it: out of memory",
                argname);
         goto cleanup;
     }
-    tell_agent(name ? name : argname, "forget the domain", line);
+    tell_agent(name ? name : argname, "forget the domain", text);
 
 cleanup:
-    free(line);
     json_object_put(o);
     free(name);
     free(uuid);
@@ -453,7 +231,7 @@ static int hook_main(const char *argname, const char *op)
     xmlSetGenericErrorFunc(NULL, quiet_xml_error);
     openlog("vpack-hook", LOG_PID, LOG_DAEMON);
 
-    r = read_all(STDIN_FILENO, VPACK_DOMXML_MAX_SIZE, &xml, &len);
+    r = read_stdin(&xml, &len);
     if (r == -EFBIG && prepare) {
         fprintf(stderr, "vpack: domain '%s': the domain XML is larger than %u MiB\n", argname,
                 VPACK_DOMXML_MAX_SIZE >> 20);
@@ -488,7 +266,7 @@ static int dump_main(void)
     int r, ret = 1;
 
     xmlSetGenericErrorFunc(NULL, quiet_xml_error);
-    r = read_all(STDIN_FILENO, VPACK_DOMXML_MAX_SIZE, &xml, &len);
+    r = read_stdin(&xml, &len);
     if (r < 0) {
         fprintf(stderr, "vpack-hook: cannot read standard input: %s\n",
                 r == -EFBIG ? "larger than 16 MiB" : strerror(-r));
