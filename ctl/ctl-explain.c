@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ctl-client.h"
+#include "vpack/config.h"
 #include "vpackctl.h"
 
 static void usage(FILE *f)
@@ -23,7 +24,7 @@ static void usage(FILE *f)
             "Options:\n"
             "  --json            print the agent's explanation as JSON\n"
             "  --socket PATH     the agent's control socket (default: $VPACK_SOCKET,\n"
-            "                    else /run/vpack/vpackd.sock)\n"
+            "                    else " VPACK_DEFAULT_SOCKET ")\n"
             "  -h, --help        show this help\n");
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ctl-client.h"
+#include "vpack/config.h"
 #include "vpackctl.h"
 
 static void usage(FILE *f)
@@ -22,7 +23,7 @@ static void usage(FILE *f)
             "  --dry-run         plan and print the moves, but apply nothing\n"
             "  --json            print the agent's answer as JSON\n"
             "  --socket PATH     the agent's control socket (default: $VPACK_SOCKET,\n"
-            "                    else /run/vpack/vpackd.sock)\n"
+            "                    else " VPACK_DEFAULT_SOCKET ")\n"
             "  -h, --help        show this help\n");
 }
 

@@ -8,6 +8,7 @@
 #include "vpack-build.h"
 #include "client.h"
 #include "ctl-client.h"
+#include "vpack/config.h"
 #include "vpackctl.h"
 
 static void usage(FILE *f)
@@ -24,7 +25,7 @@ static void usage(FILE *f)
             "Options:\n"
             "  --json            print {\"vpackctl\": VERSION, \"vpackd\": VERSION or null}\n"
             "  --socket PATH     the agent's control socket (default: $VPACK_SOCKET,\n"
-            "                    else /run/vpack/vpackd.sock)\n"
+            "                    else " VPACK_DEFAULT_SOCKET ")\n"
             "  -h, --help        show this help\n");
 }
 
