@@ -184,6 +184,35 @@ struct planner {
     struct mask_pool *pool;
     vpack_cpuset *pkg_mask; /* per package: its usable CPUs */
     uint64_t now;          /* policy time of this snapshot */
+    vpack_cpuset *bounds;  /* per domain, in the pool */
+    struct dom_info **sorted; /* managed domains, largest first */
+    unsigned nsorted;
+    int *cand, *ids;       /* scratch, P entries each */
+
+    /* Demand: what the snapshot asks for. */
+    double total_busy;     /* sum of the usable CPUs' busy fractions */
+    double threads_total;  /* every thread's util */
+    double movable_total;  /* load of managed domains that vpack places */
+    double max_delay;      /* worst run-queue delay of a managed domain */
+    double demand;
+    unsigned nforced;      /* packages that guest pins keep awake */
+    unsigned nlow;         /* fewest packages that hold the demand */
+
+    /* Hysteresis: how many packages and why; the counters go to the next state. */
+    unsigned ndemand;      /* package count chosen for the demand */
+    bool spreading, lifted;
+    enum vpack_plan_why why;
+    char reason[256];
+    unsigned over_count;
+    uint64_t under_ms;
+    double delay_demand;
+    int wake;              /* wake-up package index, or -1 */
+
+    /* Output: the plan and the next state's domains. */
+    struct vpack_plan *plan;
+    int *active_ids;
+    struct dom_state *newdoms;
+    unsigned nnew;
 };
 
 static int effective_level(const struct planner *pl, int level)
@@ -356,109 +385,116 @@ static void fmt_pkgs(const struct planner *pl, const int *pk, unsigned n, char *
                                 pl->topo->packages[pk[i]].id);
 }
 
-/*
- * Places one managed domain on active packages (rule 7). Returns -ENOMEM.
- * cand holds room for P entries.
- */
-static int place_domain(struct planner *pl, struct dom_info *di, int *cand, bool spreading)
+/* "held on package 0: placed 12 s ago (minimum residency 60 s)" */
+static void held_reason(const struct planner *pl, struct dom_info *di)
 {
-    unsigned nc = 0;
-    const struct dom_state *prev = di->prev;
-    uint64_t now = pl->now;
     char pk[128];
 
-    di->pk = calloc(pl->P, sizeof(*di->pk));
-    if (!di->pk)
-        return -ENOMEM;
+    fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
+    snprintf(di->reason, sizeof(di->reason),
+             "held on package%s %s: placed %llu s ago (minimum residency %u s)",
+             di->npk > 1 ? "s" : "", pk,
+             (unsigned long long)((pl->now - di->prev->placed_ms) / 1000),
+             pl->par->min_residency_ms / 1000);
+}
+
+/* Its bound lies wholly in parked packages: wake the first of them, if it has load. */
+static void wake_parked(struct planner *pl, struct dom_info *di)
+{
+    char pk[128];
 
     for (unsigned i = 0; i < pl->P; i++) {
         int p = pl->order[i];
-        if (pl->active[p] && vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound))
-            cand[nc++] = p;
-    }
-    if (nc == 0) {
-        /* Its bound lies wholly in parked packages: wake the first of them. */
-        for (unsigned i = 0; i < pl->P; i++) {
-            int p = pl->order[i];
-            if (vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound)) {
-                /* Only load wakes a package; an idle domain may sit on a parked one. */
-                if (di->movable + di->light < PINNED_AWAKE_UTIL) {
-                    snprintf(di->reason, sizeof(di->reason),
-                             "idle, and its cpuset allows only parked package %d: left within "
-                             "its cpuset, the package stays parked",
-                             pl->topo->packages[p].id);
-                    return 0;
-                }
-                pl->active[p] = true;
-                di->pk[di->npk++] = p;
-                pl->room[p] -= di->movable;
-                fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
-                snprintf(di->reason, sizeof(di->reason),
-                         "on package %s: its cpuset allows no active package", pk);
-                return 0;
-            }
+        if (!vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound))
+            continue;
+        /* Only load wakes a package; an idle domain may sit on a parked one. */
+        if (di->movable + di->light < PINNED_AWAKE_UTIL) {
+            snprintf(di->reason, sizeof(di->reason),
+                     "idle, and its cpuset allows only parked package %d: left within "
+                     "its cpuset, the package stays parked",
+                     pl->topo->packages[p].id);
+            return;
         }
-        return 0; /* not reached: the bound is non-empty */
+        pl->active[p] = true;
+        di->pk[di->npk++] = p;
+        pl->room[p] -= di->movable;
+        fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
+        snprintf(di->reason, sizeof(di->reason),
+                 "on package %s: its cpuset allows no active package", pk);
+        return;
     }
+    /* not reached: the bound is non-empty */
+}
 
-    /* Sticky: stay where it is if that still fits, or if it may not move yet. */
-    if (prev && prev->npkgs && pkgs_in_active(pl, prev)) {
-        int tmp[64];
-        unsigned n = 0;
-        bool in_bound = true;
-        for (unsigned i = 0; i < prev->npkgs && n < 64; i++) {
-            int p = vpack_topology_package_index(pl->topo, prev->pkgs[i]);
-            if (!vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound))
-                in_bound = false;
-            tmp[n++] = p;
-        }
-        double room = room_of(pl, tmp, n);
-        bool young = now - prev->placed_ms < pl->par->min_residency_ms;
-        /* A multi-package domain that now fits one package is re-packed. */
-        bool shrink = n > 1 && !young;
-        if (in_bound && !shrink && (room + EPS >= di->movable || (young && !spreading))) {
-            memcpy(di->pk, tmp, n * sizeof(*tmp));
-            di->npk = n;
-            take_room(pl, di->pk, di->npk, di->movable);
-            fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
-            if (room + EPS >= di->movable)
-                snprintf(di->reason, sizeof(di->reason),
-                         "stays on package%s %s: %.2f CPUs fit", n > 1 ? "s" : "", pk,
-                         di->movable);
-            else
-                snprintf(di->reason, sizeof(di->reason),
-                         "held on package%s %s: placed %llu s ago (minimum residency %u s)",
-                         n > 1 ? "s" : "", pk,
-                         (unsigned long long)((now - prev->placed_ms) / 1000),
-                         pl->par->min_residency_ms / 1000);
-            return 0;
-        }
-    }
+/* Sticky: it stays where it is if that still fits, or if it may not move yet. */
+static bool stay_put(struct planner *pl, struct dom_info *di)
+{
+    const struct dom_state *prev = di->prev;
+    int tmp[64];
+    unsigned n = 0;
+    bool in_bound = true;
+    char pk[128];
 
-    /* One package: the memory home first, then preference order. */
+    if (!prev || !prev->npkgs || !pkgs_in_active(pl, prev))
+        return false;
+    for (unsigned i = 0; i < prev->npkgs && n < 64; i++) {
+        int p = vpack_topology_package_index(pl->topo, prev->pkgs[i]);
+        if (!vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound))
+            in_bound = false;
+        tmp[n++] = p;
+    }
+    double room = room_of(pl, tmp, n);
+    bool young = pl->now - prev->placed_ms < pl->par->min_residency_ms;
+    /* A multi-package domain that now fits one package is re-packed. */
+    bool shrink = n > 1 && !young;
+    if (!in_bound || shrink || (room + EPS < di->movable && (!young || pl->spreading)))
+        return false;
+    memcpy(di->pk, tmp, n * sizeof(*tmp));
+    di->npk = n;
+    take_room(pl, di->pk, di->npk, di->movable);
+    if (room + EPS < di->movable) {
+        held_reason(pl, di);
+        return true;
+    }
+    fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
+    snprintf(di->reason, sizeof(di->reason), "stays on package%s %s: %.2f CPUs fit",
+             n > 1 ? "s" : "", pk, di->movable);
+    return true;
+}
+
+/* One package where it fits: the memory home first, then preference order. */
+static bool place_one(struct planner *pl, struct dom_info *di, unsigned nc)
+{
     int one = -1;
+    char pk[128];
+
     if (di->mem_home >= 0 && pl->active[di->mem_home] &&
         vpack_cpuset_intersects(&pl->pkg_mask[di->mem_home], di->bound) &&
         pl->room[di->mem_home] + EPS >= di->movable)
         one = di->mem_home;
     for (unsigned i = 0; i < nc && one < 0; i++)
-        if (pl->room[cand[i]] + EPS >= di->movable)
-            one = cand[i];
-    if (one >= 0) {
-        di->pk[di->npk++] = one;
-        pl->room[one] -= di->movable;
-        fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
-        snprintf(di->reason, sizeof(di->reason), "packed on package %s: %.2f CPUs fit%s", pk,
-                 di->movable, one == di->mem_home ? ", where its memory is" : "");
-        return 0;
-    }
+        if (pl->room[pl->cand[i]] + EPS >= di->movable)
+            one = pl->cand[i];
+    if (one < 0)
+        return false;
+    di->pk[di->npk++] = one;
+    pl->room[one] -= di->movable;
+    fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
+    snprintf(di->reason, sizeof(di->reason), "packed on package %s: %.2f CPUs fit%s", pk,
+             di->movable, one == di->mem_home ? ", where its memory is" : "");
+    return true;
+}
 
-    /* Too big for one package: the fewest packages, those with most room first. */
-    qsort_r(cand, nc, sizeof(*cand), room_desc_cmp, pl);
+/* Too big for one package: the fewest packages, those with most room first. */
+static void place_across(struct planner *pl, struct dom_info *di, unsigned nc)
+{
     double got = 0;
+    char pk[128];
+
+    qsort_r(pl->cand, nc, sizeof(*pl->cand), room_desc_cmp, pl);
     for (unsigned i = 0; i < nc && got + EPS < di->movable; i++) {
-        di->pk[di->npk++] = cand[i];
-        got += pl->room[cand[i]] > 0 ? pl->room[cand[i]] : 0;
+        di->pk[di->npk++] = pl->cand[i];
+        got += pl->room[pl->cand[i]] > 0 ? pl->room[pl->cand[i]] : 0;
     }
     take_room(pl, di->pk, di->npk, di->movable);
     fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
@@ -469,6 +505,25 @@ static int place_domain(struct planner *pl, struct dom_info *di, int *cand, bool
         snprintf(di->reason, sizeof(di->reason),
                  "over packages %s: %.2f CPUs exceed the room of the active packages", pk,
                  di->movable);
+}
+
+/* Places one managed domain on active packages (rule 7). Returns 0 or -ENOMEM. */
+static int place_domain(struct planner *pl, struct dom_info *di)
+{
+    unsigned nc = 0;
+
+    di->pk = calloc(pl->P, sizeof(*di->pk));
+    if (!di->pk)
+        return -ENOMEM;
+    for (unsigned i = 0; i < pl->P; i++) {
+        int p = pl->order[i];
+        if (pl->active[p] && vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound))
+            pl->cand[nc++] = p;
+    }
+    if (nc == 0)
+        wake_parked(pl, di);
+    else if (!stay_put(pl, di) && !place_one(pl, di, nc))
+        place_across(pl, di, nc);
     return 0;
 }
 
@@ -494,11 +549,11 @@ static int choose_wakeup(struct planner *pl)
     return best;
 }
 
-/* Records a domain's placement in the state; returns -ENOMEM. */
-static int remember(struct vpack_policy_state *st, struct dom_state **tab, unsigned *n,
-                    const char *name, const int *ids, unsigned nids, uint64_t placed)
+/* Records a domain's placement in the next state; returns -ENOMEM. */
+static int remember(struct planner *pl, const char *name, const int *ids, unsigned nids,
+                    uint64_t placed)
 {
-    struct dom_state *ds = &(*tab)[(*n)];
+    struct dom_state *ds = &pl->newdoms[pl->nnew];
     ds->name = strdup(name);
     ds->pkgs = malloc((nids ? nids : 1) * sizeof(int));
     if (!ds->name || !ds->pkgs) {
@@ -509,8 +564,8 @@ static int remember(struct vpack_policy_state *st, struct dom_state **tab, unsig
     memcpy(ds->pkgs, ids, nids * sizeof(int));
     ds->npkgs = nids;
     ds->placed_ms = placed;
-    ds->seen = st->generation;
-    (*n)++;
+    ds->seen = pl->st->generation;
+    pl->nnew++;
     return 0;
 }
 
@@ -564,13 +619,14 @@ static const vpack_cpuset *union_mask(struct planner *pl, const struct dom_info 
     return c;
 }
 
-static int build_domain(struct planner *pl, struct dom_info *di,
-                        struct vpack_plan_domain *out, bool lifted, int wake, int *ids)
+static int build_domain(struct planner *pl, struct dom_info *di, struct vpack_plan_domain *out)
 {
     const struct vpack_domain_sample *d = di->d;
     const vpack_cpuset *bound = di->bound;
     const vpack_cpuset *pmask = bound, *wmask = bound;
-    bool restrict_ = di->managed && !lifted;
+    bool restrict_ = di->managed && !pl->lifted;
+    const int wake = pl->wake;
+    int *ids = pl->ids;
     unsigned nids = 0;
     int r;
 
@@ -647,435 +703,508 @@ const char *vpack_plan_why_name(enum vpack_plan_why why)
     return (unsigned)why < VPACK_WHY_N ? names[why] : "other";
 }
 
-int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_policy_params *par,
-                       const struct vpack_snapshot *snap, struct vpack_policy_state *st,
-                       struct vpack_plan **out)
+
+/* Allocates the planner's arrays and the plan, which owns the mask pool. */
+static int planner_alloc(struct planner *pl)
 {
-    struct planner pl = {0};
-    struct vpack_plan *plan = NULL;
-    struct dom_info **sorted = NULL;
-    struct dom_state *newdoms = NULL;
-    vpack_cpuset *bounds = NULL;
-    int *cand = NULL, *ids = NULL, *active_ids = NULL;
-    unsigned nnew = 0, nactive = 0;
-    int ret = -ENOMEM;
+    const unsigned P = pl->P, nd = pl->snap->ndomains ? pl->snap->ndomains : 1;
 
-    if (!topo || !par || !snap || !st || !out || topo->npackages == 0)
-        return -EINVAL;
-    *out = NULL;
-
-    pl.topo = topo;
-    pl.par = par;
-    pl.snap = snap;
-    pl.st = st;
-    pl.P = topo->npackages;
-    const unsigned P = pl.P;
-    const uint64_t now = st->now_ms + snap->interval_ms;
-    pl.now = now;
-
-    pl.cap = calloc(P, sizeof(double));
-    pl.load = calloc(P, sizeof(double));
-    pl.room = calloc(P, sizeof(double));
-    pl.forced = calloc(P, sizeof(bool));
-    pl.was_active = calloc(P, sizeof(bool));
-    pl.awake = calloc(P, sizeof(bool));
-    pl.active = calloc(P, sizeof(bool));
-    pl.order = calloc(P, sizeof(int));
-    pl.pool = calloc(1, sizeof(*pl.pool));
-    if (pl.pool) {
+    pl->cap = calloc(P, sizeof(double));
+    pl->load = calloc(P, sizeof(double));
+    pl->room = calloc(P, sizeof(double));
+    pl->forced = calloc(P, sizeof(bool));
+    pl->was_active = calloc(P, sizeof(bool));
+    pl->awake = calloc(P, sizeof(bool));
+    pl->active = calloc(P, sizeof(bool));
+    pl->order = calloc(P, sizeof(int));
+    pl->pool = calloc(1, sizeof(*pl->pool));
+    if (pl->pool) {
         /* Plan masks point into these, so the plan owns them. */
-        pl.pool->pkg_masks = calloc(P, sizeof(vpack_cpuset));
-        pl.pool->bounds = malloc((snap->ndomains ? snap->ndomains : 1) * sizeof(vpack_cpuset));
-        pl.pool->all = topo->cpus;
-        pl.pkg_mask = pl.pool->pkg_masks;
-        bounds = pl.pool->bounds;
+        pl->pool->pkg_masks = calloc(P, sizeof(vpack_cpuset));
+        pl->pool->bounds = malloc(nd * sizeof(vpack_cpuset));
+        pl->pool->all = pl->topo->cpus;
+        pl->pkg_mask = pl->pool->pkg_masks;
+        pl->bounds = pl->pool->bounds;
     }
-    pl.di = calloc(snap->ndomains ? snap->ndomains : 1, sizeof(*pl.di));
-    sorted = calloc(snap->ndomains ? snap->ndomains : 1, sizeof(*sorted));
-    cand = calloc(P, sizeof(int));
-    ids = calloc(P, sizeof(int));
-    active_ids = calloc(P, sizeof(int));
-    newdoms = calloc(snap->ndomains ? snap->ndomains : 1, sizeof(*newdoms));
-    plan = calloc(1, sizeof(*plan));
-    if (!pl.cap || !pl.load || !pl.room || !pl.forced || !pl.was_active || !pl.awake ||
-        !pl.active || !pl.order || !pl.pkg_mask || !pl.pool || !pl.di || !sorted || !bounds ||
-        !cand || !ids || !active_ids || !newdoms || !plan)
-        goto cleanup;
-    plan->priv = pl.pool;
-    plan->wakeup_package = -1;
+    pl->di = calloc(nd, sizeof(*pl->di));
+    pl->sorted = calloc(nd, sizeof(*pl->sorted));
+    pl->cand = calloc(P, sizeof(int));
+    pl->ids = calloc(P, sizeof(int));
+    pl->active_ids = calloc(P, sizeof(int));
+    pl->newdoms = calloc(nd, sizeof(*pl->newdoms));
+    pl->plan = calloc(1, sizeof(*pl->plan));
+    if (!pl->cap || !pl->load || !pl->room || !pl->forced || !pl->was_active || !pl->awake ||
+        !pl->active || !pl->order || !pl->pkg_mask || !pl->pool || !pl->di || !pl->sorted ||
+        !pl->bounds || !pl->cand || !pl->ids || !pl->active_ids || !pl->newdoms || !pl->plan)
+        return -ENOMEM;
+    pl->plan->priv = pl->pool;
+    pl->plan->wakeup_package = -1;
+    return 0;
+}
 
-    /* Observe: per-package capacity (physical cores) and load. */
-    double total_busy = 0;
-    for (unsigned p = 0; p < P; p++) {
-        pl.cap[p] = topo->packages[p].ncores ? topo->packages[p].ncores : 1;
-        pl.pkg_mask[p] = topo->packages[p].cpus;
-        pl.order[p] = (int)p;
+/* Frees what the planner holds; the plan too unless it was handed out. */
+static void planner_free(struct planner *pl, int ret)
+{
+    if (pl->newdoms) {
+        for (unsigned i = 0; i < pl->nnew; i++)
+            dom_state_clear(&pl->newdoms[i]);
+        free(pl->newdoms);
+    }
+    if (pl->di)
+        for (unsigned i = 0; i < pl->snap->ndomains; i++)
+            free(pl->di[i].pk);
+    if (pl->plan) {
+        if (!pl->plan->priv)
+            pool_free(pl->pool);
+        vpack_plan_free(pl->plan);
+    } else if (ret < 0) {
+        pool_free(pl->pool);
+    }
+    free(pl->cap);
+    free(pl->load);
+    free(pl->room);
+    free(pl->forced);
+    free(pl->was_active);
+    free(pl->awake);
+    free(pl->active);
+    free(pl->order);
+    free(pl->di);
+    free(pl->sorted);
+    free(pl->cand);
+    free(pl->ids);
+    free(pl->active_ids);
+}
+
+/* Per-package capacity (physical cores), usable CPUs, load, and the previous plan. */
+static void observe_packages(struct planner *pl)
+{
+    const struct vpack_topology *topo = pl->topo;
+    const struct vpack_snapshot *snap = pl->snap;
+
+    for (unsigned p = 0; p < pl->P; p++) {
+        pl->cap[p] = topo->packages[p].ncores ? topo->packages[p].ncores : 1;
+        pl->pkg_mask[p] = topo->packages[p].cpus;
+        pl->order[p] = (int)p;
     }
     for (unsigned c = 0; c < snap->ncpus; c++) {
         int p = vpack_topology_package_of(topo, (int)c);
         if (p < 0 || snap->cpu_busy[c] < 0)
             continue;
         double b = snap->cpu_busy[c] > 1 ? 1 : snap->cpu_busy[c];
-        pl.load[p] += b;
-        total_busy += b;
+        pl->load[p] += b;
+        pl->total_busy += b;
     }
-
-    for (unsigned i = 0; i < st->nactive; i++) {
-        int p = vpack_topology_package_index(topo, st->active_ids[i]);
+    for (unsigned i = 0; i < pl->st->nactive; i++) {
+        int p = vpack_topology_package_index(topo, pl->st->active_ids[i]);
         if (p >= 0)
-            pl.was_active[p] = true;
+            pl->was_active[p] = true;
     }
-    /* Describe domains; pinned busy threads keep their package awake. */
-    double threads_total = 0, movable_total = 0, max_delay = 0;
-    for (unsigned i = 0; i < snap->ndomains; i++) {
-        struct dom_info *di = &pl.di[i];
-        di->d = &snap->domains[i];
-        describe_domain(&pl, di, &bounds[i]);
-        di->prev = state_find(st, di->d->name);
-        threads_total += di->total;
+}
+
+/* Packages that a busy guest-pinned thread of d keeps awake: its pin lies in one package. */
+static void mark_pinned_awake(struct planner *pl, const struct vpack_domain_sample *d)
+{
+    for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
+        const struct vpack_thread_sample *t =
+            j < d->nvcpus ? &d->vcpus[j]
+                          : (j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1]);
+        if (t->pin && t->util >= PINNED_AWAKE_UTIL / 2) {
+            vpack_cpuset usable;
+            vpack_cpuset_and(&usable, t->pin, &pl->topo->cpus);
+            int p = single_package(pl, &usable);
+            /* Hysteresis: an active package stays awake down to half the threshold. */
+            if (p >= 0 &&
+                t->util >= (pl->was_active[p] ? PINNED_AWAKE_UTIL / 2 : PINNED_AWAKE_UTIL))
+                pl->forced[p] = true;
+        }
+    }
+}
+
+static void describe_domains(struct planner *pl)
+{
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
+        di->d = &pl->snap->domains[i];
+        describe_domain(pl, di, &pl->bounds[i]);
+        di->prev = state_find(pl->st, di->d->name);
+        pl->threads_total += di->total;
         if (di->managed) {
-            movable_total += di->movable + di->light;
-            if (di->max_delay > max_delay)
-                max_delay = di->max_delay;
+            pl->movable_total += di->movable + di->light;
+            if (di->max_delay > pl->max_delay)
+                pl->max_delay = di->max_delay;
         }
-        const struct vpack_domain_sample *d = di->d;
-        for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
-            const struct vpack_thread_sample *t =
-                j < d->nvcpus ? &d->vcpus[j]
-                              : (j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1]);
-            if (t->pin && t->util >= PINNED_AWAKE_UTIL / 2) {
-                vpack_cpuset usable;
-                vpack_cpuset_and(&usable, t->pin, &topo->cpus);
-                int p = single_package(&pl, &usable);
-                /* Hysteresis: an active package stays awake down to half the threshold. */
-                if (p >= 0 && t->util >= (pl.was_active[p] ? PINNED_AWAKE_UTIL / 2
-                                                            : PINNED_AWAKE_UTIL))
-                    pl.forced[p] = true;
-            }
-        }
+        mark_pinned_awake(pl, di->d);
     }
-    double demand = total_busy > threads_total ? total_busy : threads_total;
-    plan->demand = demand;
+}
 
-    unsigned nforced = 0;
-    for (unsigned p = 0; p < P; p++) {
-        pl.awake[p] = pl.load[p] >= AWAKE_SHARE * pl.cap[p];
-        nforced += pl.forced[p];
-    }
-    qsort_r(pl.order, P, sizeof(int), pkg_pref_cmp, &pl);
-
-    /* The lower bound: fewest packages in preference order that hold the demand. */
-    unsigned nlow = P;
+/* The fewest packages, in preference order, whose cores * share hold the demand. */
+static unsigned packages_for(const struct planner *pl, double share)
+{
     double acc = 0;
-    for (unsigned i = 0; i < P; i++) {
-        acc += pl.cap[pl.order[i]] * par->pack_watermark;
-        if (acc + EPS >= demand) {
-            nlow = i + 1;
-            break;
-        }
+    for (unsigned i = 0; i < pl->P; i++) {
+        acc += pl->cap[pl->order[i]] * share;
+        if (acc + EPS >= pl->demand)
+            return i + 1;
     }
+    return pl->P;
+}
 
-    /* Hysteresis: spread fast, pack slowly. */
-    unsigned n;
-    bool spreading = false;
-    char preason[256];
-    enum vpack_plan_why why = VPACK_WHY_HOLD;
-    unsigned over_count = st->over_count;
-    uint64_t under_ms = st->under_ms;
-    double delay_demand = st->delay_demand;
-    if (!st->initialized || st->ndemand == 0) {
-        n = nlow;
-        over_count = 0;
-        under_ms = 0;
-        why = VPACK_WHY_FIRST;
-        snprintf(preason, sizeof(preason), "first plan: load %.2f CPUs needs %u of %u packages",
-                 demand, n, P);
+/* The demand, the preference order (rule 5) and the lower bound (rule 4). */
+static void size_demand(struct planner *pl)
+{
+    pl->demand = pl->total_busy > pl->threads_total ? pl->total_busy : pl->threads_total;
+    for (unsigned p = 0; p < pl->P; p++) {
+        pl->awake[p] = pl->load[p] >= AWAKE_SHARE * pl->cap[p];
+        pl->nforced += pl->forced[p];
+    }
+    qsort_r(pl->order, pl->P, sizeof(int), pkg_pref_cmp, pl);
+    pl->nlow = packages_for(pl, pl->par->pack_watermark);
+}
+
+static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double cap_prev)
+{
+    const struct vpack_policy_params *par = pl->par;
+
+    pl->ndemand = pl->nlow > nprev + 1 ? pl->nlow : nprev + 1;
+    pl->spreading = true;
+    pl->why = VPACK_WHY_SPREAD;
+    /* Delay spread at a load the watermarks call light: packing again
+     * at the same load would only bring the delay back. */
+    pl->delay_demand = over_load ? 0 : pl->demand;
+    pl->over_count = 0;
+    pl->under_ms = 0;
+    if (over_load)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "spread to %u of %u packages: load %.2f CPUs over %.0f%% of %.0f cores",
+                 pl->ndemand, pl->P, pl->demand, par->spread_watermark * 100, cap_prev);
+    else
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "spread to %u of %u packages: run-queue delay %.0f%% over %.0f%%", pl->ndemand,
+                 pl->P, pl->max_delay * 100, par->delay_threshold * 100);
+}
+
+/* The lower bound stays under the active count: pack once it has for pack_delay_ms. */
+static void pack_later(struct planner *pl)
+{
+    const struct vpack_policy_params *par = pl->par;
+
+    pl->under_ms += pl->snap->interval_ms;
+    if (pl->under_ms >= par->pack_delay_ms) {
+        pl->ndemand = pl->nlow;
+        pl->under_ms = 0;
+        pl->delay_demand = 0;
+        pl->why = VPACK_WHY_PACK;
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "packed to %u of %u packages: load %.2f CPUs stayed low for %u ms", pl->ndemand,
+                 pl->P, pl->demand, par->pack_delay_ms);
     } else {
-        unsigned nprev = st->ndemand > P ? P : st->ndemand;
-        /* The first nprev packages in preference order are the ones sized for the
-         * demand; packages only pins keep awake come on top and do not count. */
-        double cap_prev = 0;
-        for (unsigned i = 0; i < nprev; i++)
-            cap_prev += pl.cap[pl.order[i]];
-        unsigned nspread = P;
-        double acc_s = 0;
-        for (unsigned i = 0; i < P; i++) {
-            acc_s += pl.cap[pl.order[i]] * par->spread_watermark;
-            if (acc_s + EPS >= demand) {
-                nspread = i + 1;
-                break;
-            }
-        }
-        bool over_load = nspread > nprev;
-        bool over_all = demand > cap_prev + EPS;
-        bool over_delay = max_delay > par->delay_threshold;
-        /* With every package active there is nowhere to spread to. */
-        over_count = (over_load || over_delay) && nprev < P ? over_count + 1 : 0;
-        n = nprev;
-        if (nprev < P && (over_all || over_count >= par->spread_samples)) {
-            n = nlow > nprev + 1 ? nlow : nprev + 1;
-            spreading = true;
-            why = VPACK_WHY_SPREAD;
-            /* Delay spread at a load the watermarks call light: packing again
-             * at the same load would only bring the delay back. */
-            delay_demand = over_load ? 0 : demand;
-            over_count = 0;
-            under_ms = 0;
-            snprintf(preason, sizeof(preason), "spread to %u of %u packages: %s", n, P,
-                     over_load ? "load over the spread watermark" : "vCPUs wait in the run queue");
-            if (over_load)
-                snprintf(preason, sizeof(preason),
-                         "spread to %u of %u packages: load %.2f CPUs over %.0f%% of %.0f cores",
-                         n, P, demand, par->spread_watermark * 100, cap_prev);
-            else
-                snprintf(preason, sizeof(preason),
-                         "spread to %u of %u packages: run-queue delay %.0f%% over %.0f%%", n, P,
-                         max_delay * 100, par->delay_threshold * 100);
-        } else if (nlow < nprev && !over_load && max_delay <= par->delay_threshold / 2 &&
-                   (delay_demand <= 0 || demand < 0.75 * delay_demand)) {
-            under_ms += snap->interval_ms;
-            if (under_ms >= par->pack_delay_ms) {
-                n = nlow;
-                under_ms = 0;
-                delay_demand = 0;
-                why = VPACK_WHY_PACK;
-                snprintf(preason, sizeof(preason),
-                         "packed to %u of %u packages: load %.2f CPUs stayed low for %u ms", n, P,
-                         demand, par->pack_delay_ms);
-            } else {
-                snprintf(preason, sizeof(preason),
-                         "%u of %u packages: load %.2f CPUs would fit %u, packing in %llu ms", n,
-                         P, demand, nlow,
-                         (unsigned long long)(par->pack_delay_ms - under_ms));
-            }
-        } else {
-            under_ms = 0;
-            if (nlow < nprev && delay_demand > 0 && demand >= 0.75 * delay_demand)
-                snprintf(preason, sizeof(preason),
-                         "%u of %u packages: load %.2f CPUs is still 75%% or more of the %.2f "
-                         "CPUs at which vCPUs queued when packed",
-                         n, P, demand, delay_demand);
-            else if (over_count)
-                snprintf(preason, sizeof(preason),
-                         "%u of %u packages: over the spread trigger %u of %u samples", n, P,
-                         over_count, par->spread_samples);
-            else
-                snprintf(preason, sizeof(preason), "%u of %u packages: load %.2f CPUs", n, P,
-                         demand);
-        }
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "%u of %u packages: load %.2f CPUs would fit %u, packing in %llu ms", pl->ndemand,
+                 pl->P, pl->demand, pl->nlow,
+                 (unsigned long long)(par->pack_delay_ms - pl->under_ms));
     }
-    unsigned ndemand = n;
-    /* One package: lifted once its load passes the pack watermark. */
-    bool lifted = n >= P && (P > 1 || demand > par->pack_watermark * pl.cap[0] + EPS);
-    if (nforced > n)
-        n = nforced;
-    if (lifted)
-        n = P;
-    for (unsigned i = 0; i < n && i < P; i++)
-        pl.active[pl.order[i]] = true;
+}
 
-    /* Residency: a domain placed recently keeps its packages awake while packing. */
-    for (unsigned i = 0; i < snap->ndomains && !lifted && !spreading; i++) {
-        struct dom_info *di = &pl.di[i];
+static void hold(struct planner *pl, unsigned nprev)
+{
+    const unsigned n = pl->ndemand, P = pl->P;
+
+    pl->under_ms = 0;
+    if (pl->nlow < nprev && pl->delay_demand > 0 && pl->demand >= 0.75 * pl->delay_demand)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "%u of %u packages: load %.2f CPUs is still 75%% or more of the %.2f "
+                 "CPUs at which vCPUs queued when packed",
+                 n, P, pl->demand, pl->delay_demand);
+    else if (pl->over_count)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "%u of %u packages: over the spread trigger %u of %u samples", n, P,
+                 pl->over_count, pl->par->spread_samples);
+    else
+        snprintf(pl->reason, sizeof(pl->reason), "%u of %u packages: load %.2f CPUs", n, P,
+                 pl->demand);
+}
+
+/* How many packages the demand needs (rule 4): spread fast, pack slowly. */
+static void choose_count(struct planner *pl)
+{
+    const struct vpack_policy_state *st = pl->st;
+    const struct vpack_policy_params *par = pl->par;
+    const unsigned P = pl->P;
+
+    pl->why = VPACK_WHY_HOLD;
+    pl->over_count = st->over_count;
+    pl->under_ms = st->under_ms;
+    pl->delay_demand = st->delay_demand;
+    if (!st->initialized || st->ndemand == 0) {
+        pl->ndemand = pl->nlow;
+        pl->over_count = 0;
+        pl->under_ms = 0;
+        pl->why = VPACK_WHY_FIRST;
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "first plan: load %.2f CPUs needs %u of %u packages", pl->demand, pl->ndemand, P);
+        return;
+    }
+    unsigned nprev = st->ndemand > P ? P : st->ndemand;
+    /* The first nprev packages in preference order are the ones sized for the
+     * demand; packages only pins keep awake come on top and do not count. */
+    double cap_prev = 0;
+    for (unsigned i = 0; i < nprev; i++)
+        cap_prev += pl->cap[pl->order[i]];
+    bool over_load = packages_for(pl, par->spread_watermark) > nprev;
+    bool over_all = pl->demand > cap_prev + EPS;
+    bool over_delay = pl->max_delay > par->delay_threshold;
+    /* With every package active there is nowhere to spread to. */
+    pl->over_count = (over_load || over_delay) && nprev < P ? pl->over_count + 1 : 0;
+    pl->ndemand = nprev;
+    if (nprev < P && (over_all || pl->over_count >= par->spread_samples))
+        spread_to(pl, nprev, over_load, cap_prev);
+    else if (pl->nlow < nprev && !over_load && pl->max_delay <= par->delay_threshold / 2 &&
+             (pl->delay_demand <= 0 || pl->demand < 0.75 * pl->delay_demand))
+        pack_later(pl);
+    else
+        hold(pl, nprev);
+}
+
+/* A domain placed recently keeps its packages awake while packing (rule 4). */
+static void hold_resident(struct planner *pl)
+{
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
         const struct dom_state *ds = di->prev;
-        if (!di->managed || !ds || now - ds->placed_ms >= par->min_residency_ms)
+        if (!di->managed || !ds || pl->now - ds->placed_ms >= pl->par->min_residency_ms)
             continue;
         for (unsigned k = 0; k < ds->npkgs; k++) {
-            int p = vpack_topology_package_index(topo, ds->pkgs[k]);
-            if (p >= 0 && !pl.active[p]) {
-                pl.active[p] = true;
-                size_t len = strlen(preason);
-                snprintf(preason + len, sizeof(preason) - len,
-                         "; package %d held for %s (minimum residency)", topo->packages[p].id,
-                         di->d->name);
+            int p = vpack_topology_package_index(pl->topo, ds->pkgs[k]);
+            if (p >= 0 && !pl->active[p]) {
+                pl->active[p] = true;
+                size_t len = strlen(pl->reason);
+                snprintf(pl->reason + len, sizeof(pl->reason) - len,
+                         "; package %d held for %s (minimum residency)",
+                         pl->topo->packages[p].id, di->d->name);
             }
         }
     }
-    if (lifted)
-        snprintf(preason + strlen(preason), sizeof(preason) - strlen(preason),
-                 "; all %u packages active: restrictions lifted", P);
+}
 
-    /* Room: what each active package can take beyond the load vpack cannot move. */
-    double fixed_share = total_busy > EPS ? 1 - movable_total / total_busy : 1;
+/* Activates the chosen packages, those pins keep awake and held ones (rules 4-6). */
+static void activate_packages(struct planner *pl)
+{
+    const unsigned P = pl->P;
+    unsigned n = pl->ndemand;
+
+    /* One package: lifted once its load passes the pack watermark. */
+    pl->lifted = n >= P && (P > 1 || pl->demand > pl->par->pack_watermark * pl->cap[0] + EPS);
+    if (pl->nforced > n)
+        n = pl->nforced;
+    if (pl->lifted)
+        n = P;
+    for (unsigned i = 0; i < n && i < P; i++)
+        pl->active[pl->order[i]] = true;
+    if (pl->lifted) {
+        size_t len = strlen(pl->reason);
+        snprintf(pl->reason + len, sizeof(pl->reason) - len,
+                 "; all %u packages active: restrictions lifted", P);
+    } else if (!pl->spreading) {
+        hold_resident(pl);
+    }
+}
+
+/* Room: what each package can take beyond the load vpack cannot move. */
+static void set_room(struct planner *pl)
+{
+    double fixed_share = pl->total_busy > EPS ? 1 - pl->movable_total / pl->total_busy : 1;
     if (fixed_share < 0)
         fixed_share = 0;
-    for (unsigned p = 0; p < P; p++)
-        pl.room[p] = pl.cap[p] * par->spread_watermark - pl.load[p] * fixed_share;
+    for (unsigned p = 0; p < pl->P; p++)
+        pl->room[p] = pl->cap[p] * pl->par->spread_watermark - pl->load[p] * fixed_share;
+}
 
-    /* Place managed domains, largest first. */
-    unsigned nsorted = 0;
-    for (unsigned i = 0; i < snap->ndomains; i++)
-        if (pl.di[i].managed && !lifted)
-            sorted[nsorted++] = &pl.di[i];
-    qsort(sorted, nsorted, sizeof(*sorted), dom_order_cmp);
-    for (unsigned i = 0; i < nsorted; i++) {
-        struct dom_info *di = sorted[i];
+/* Places managed domains, largest first (rule 7); lifted ones only get a reason. */
+static int place_managed(struct planner *pl)
+{
+    int ret;
+
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
+        if (di->managed && pl->lifted)
+            snprintf(di->reason, sizeof(di->reason),
+                     "unrestricted: all %u packages active (load %.2f CPUs)", pl->P, pl->demand);
+        else if (di->managed)
+            pl->sorted[pl->nsorted++] = di;
+    }
+    qsort(pl->sorted, pl->nsorted, sizeof(*pl->sorted), dom_order_cmp);
+    for (unsigned i = 0; i < pl->nsorted; i++) {
+        struct dom_info *di = pl->sorted[i];
         if (di->level >= 2 && di->movable <= EPS)
             continue; /* all light: it follows the wake-up package */
-        if ((ret = place_domain(&pl, di, cand, spreading)) < 0)
-            goto cleanup;
-        ret = -ENOMEM;
+        if ((ret = place_domain(pl, di)) < 0)
+            return ret;
     }
+    return 0;
+}
 
-    int wake = -1;
-    if (!lifted) {
-        wake = choose_wakeup(&pl);
-        for (unsigned i = 0; i < nsorted && wake >= 0; i++) {
-            struct dom_info *di = sorted[i];
-            if (di->level < 2)
-                continue;
-            if (di->pk) {
-                pl.room[wake] -= di->light;
-                continue;
-            }
-            /* Recently moved: it stays where it is until its residency is over. */
-            const struct dom_state *ds = di->prev;
-            if (ds && ds->npkgs && !spreading && now - ds->placed_ms < par->min_residency_ms &&
-                pkgs_in_active(&pl, ds)) {
-                di->pk = calloc(ds->npkgs, sizeof(int));
-                if (!di->pk)
-                    goto cleanup;
-                for (unsigned k = 0; k < ds->npkgs; k++)
-                    di->pk[di->npk++] = vpack_topology_package_index(topo, ds->pkgs[k]);
-                if (!(di->npk == 1 && di->pk[0] == wake)) {
-                    char pk[128];
-                    di->held = true;
-                    take_room(&pl, di->pk, di->npk, di->light);
-                    fmt_pkgs(&pl, di->pk, di->npk, pk, sizeof(pk));
-                    snprintf(di->reason, sizeof(di->reason),
-                             "held on package%s %s: placed %llu s ago (minimum residency %u s)",
-                             di->npk > 1 ? "s" : "", pk,
-                             (unsigned long long)((now - ds->placed_ms) / 1000),
-                             par->min_residency_ms / 1000);
-                    continue;
-                }
-                free(di->pk);
-                di->pk = NULL;
-                di->npk = 0;
-            }
-            pl.room[wake] -= di->light;
-            di->pk = calloc(1, sizeof(int));
-            if (!di->pk)
-                goto cleanup;
-            di->pk[0] = wake;
-            di->npk = 1;
-            if (!vpack_cpuset_intersects(&pl.pkg_mask[wake], di->bound)) {
-                /* Its bound excludes the wake-up package: place it like the others. */
-                free(di->pk);
-                di->pk = NULL;
-                di->npk = 0;
-                if ((ret = place_domain(&pl, di, cand, spreading)) < 0)
-                    goto cleanup;
-                ret = -ENOMEM;
-                continue;
-            }
-            snprintf(di->reason, sizeof(di->reason),
-                     "on wake-up package %d: light load (%.2f CPUs)", topo->packages[wake].id,
-                     di->light);
+/*
+ * A level 2 domain placed less than min_residency_ms ago stays where it is
+ * unless that is the wake-up package. Returns 1 when held, 0, or -ENOMEM.
+ */
+static int hold_light(struct planner *pl, struct dom_info *di)
+{
+    const struct dom_state *ds = di->prev;
+
+    if (!ds || !ds->npkgs || pl->spreading ||
+        pl->now - ds->placed_ms >= pl->par->min_residency_ms || !pkgs_in_active(pl, ds))
+        return 0;
+    /* Already on the wake-up package: it goes there like the others. */
+    if (ds->npkgs == 1 && vpack_topology_package_index(pl->topo, ds->pkgs[0]) == pl->wake)
+        return 0;
+    di->pk = calloc(ds->npkgs, sizeof(int));
+    if (!di->pk)
+        return -ENOMEM;
+    for (unsigned k = 0; k < ds->npkgs; k++)
+        di->pk[di->npk++] = vpack_topology_package_index(pl->topo, ds->pkgs[k]);
+    di->held = true;
+    take_room(pl, di->pk, di->npk, di->light);
+    held_reason(pl, di);
+    return 1;
+}
+
+/* Level 2: light threads go to the wake-up package (rule 8). */
+static int place_light(struct planner *pl)
+{
+    int ret;
+
+    if (pl->lifted)
+        return 0;
+    pl->wake = choose_wakeup(pl);
+    for (unsigned i = 0; i < pl->nsorted && pl->wake >= 0; i++) {
+        struct dom_info *di = pl->sorted[i];
+        if (di->level < 2)
+            continue;
+        if (di->pk) {
+            pl->room[pl->wake] -= di->light;
+            continue;
         }
+        if ((ret = hold_light(pl, di)) != 0) {
+            if (ret < 0)
+                return ret;
+            continue;
+        }
+        pl->room[pl->wake] -= di->light;
+        if (!vpack_cpuset_intersects(&pl->pkg_mask[pl->wake], di->bound)) {
+            /* Its bound excludes the wake-up package: place it like the others. */
+            if ((ret = place_domain(pl, di)) < 0)
+                return ret;
+            continue;
+        }
+        di->pk = calloc(1, sizeof(int));
+        if (!di->pk)
+            return -ENOMEM;
+        di->pk[di->npk++] = pl->wake;
+        snprintf(di->reason, sizeof(di->reason), "on wake-up package %d: light load (%.2f CPUs)",
+                 pl->topo->packages[pl->wake].id, di->light);
     }
+    return 0;
+}
 
-    /* Lifted and level 0 domains report why in the plan too. */
-    for (unsigned i = 0; i < snap->ndomains; i++) {
-        struct dom_info *di = &pl.di[i];
-        if (di->managed && lifted)
-            snprintf(di->reason, sizeof(di->reason),
-                     "unrestricted: all %u packages active (load %.2f CPUs)", P, demand);
-    }
+/* Fills the plan and the next state's domains. Returns -ENOMEM, or -EINVAL for duplicate names. */
+static int build_plan(struct planner *pl)
+{
+    const struct vpack_topology *topo = pl->topo;
+    struct vpack_plan *plan = pl->plan;
+    unsigned nactive = 0;
+    int ret;
 
-    /* Build the plan and the next state. */
-    for (unsigned p = 0; p < P; p++)
-        if (pl.active[p])
-            nactive++;
+    for (unsigned p = 0; p < pl->P; p++)
+        nactive += pl->active[p];
     plan->active_packages = malloc(nactive * sizeof(int) + sizeof(int));
-    plan->domains = calloc(snap->ndomains ? snap->ndomains : 1, sizeof(*plan->domains));
-    plan->why = why;
-    plan->reason = strdup(preason);
+    plan->domains = calloc(pl->snap->ndomains ? pl->snap->ndomains : 1, sizeof(*plan->domains));
+    plan->reason = strdup(pl->reason);
     if (!plan->active_packages || !plan->domains || !plan->reason)
-        goto cleanup;
-    plan->nactive = 0;
-    for (unsigned i = 0; i < P; i++)
-        if (pl.active[pl.order[i]]) {
-            plan->active_packages[plan->nactive] = topo->packages[pl.order[i]].id;
-            active_ids[plan->nactive++] = topo->packages[pl.order[i]].id;
+        return -ENOMEM;
+    plan->demand = pl->demand;
+    plan->why = pl->why;
+    plan->lifted = pl->lifted;
+    plan->wakeup_package = pl->wake >= 0 ? topo->packages[pl->wake].id : -1;
+    for (unsigned i = 0; i < pl->P; i++)
+        if (pl->active[pl->order[i]]) {
+            pl->active_ids[plan->nactive] = topo->packages[pl->order[i]].id;
+            plan->active_packages[plan->nactive++] = topo->packages[pl->order[i]].id;
         }
-    plan->lifted = lifted;
-    plan->wakeup_package = wake >= 0 ? topo->packages[wake].id : -1;
 
-    for (unsigned i = 0; i < snap->ndomains; i++) {
-        struct dom_info *di = &pl.di[i];
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
+        struct vpack_plan_domain *pd = &plan->domains[i];
         plan->ndomains = i + 1;
-        if ((ret = build_domain(&pl, di, &plan->domains[i], lifted, wake, ids)) < 0)
-            goto cleanup;
-        ret = -ENOMEM;
+        if ((ret = build_domain(pl, di, pd)) < 0)
+            return ret;
         if (!di->managed)
             continue;
-        struct vpack_plan_domain *pd = &plan->domains[i];
-        bool changed = !same_pkgs(di->prev, pd->packages, pd->npackages);
-        pd->moved = changed;
-        uint64_t placed = changed || !di->prev ? now : di->prev->placed_ms;
-        if (remember(st, &newdoms, &nnew, di->d->name, pd->packages, pd->npackages, placed) < 0)
-            goto cleanup;
+        pd->moved = !same_pkgs(di->prev, pd->packages, pd->npackages);
+        uint64_t placed = pd->moved || !di->prev ? pl->now : di->prev->placed_ms;
+        if ((ret = remember(pl, di->d->name, pd->packages, pd->npackages, placed)) < 0)
+            return ret;
     }
-    qsort(newdoms, nnew, sizeof(*newdoms), dom_state_cmp);
-    for (unsigned i = 1; i < nnew; i++)
-        if (!strcmp(newdoms[i - 1].name, newdoms[i].name)) {
-            ret = -EINVAL; /* duplicate domain names */
-            goto cleanup;
-        }
+    qsort(pl->newdoms, pl->nnew, sizeof(*pl->newdoms), dom_state_cmp);
+    for (unsigned i = 1; i < pl->nnew; i++)
+        if (!strcmp(pl->newdoms[i - 1].name, pl->newdoms[i].name))
+            return -EINVAL; /* duplicate domain names */
+    return 0;
+}
 
-    /* Commit the new state: nothing can fail past this point. */
+/* Moves the next state into st: nothing can fail here. */
+static void commit_state(struct planner *pl)
+{
+    struct vpack_policy_state *st = pl->st;
+
     for (unsigned i = 0; i < st->ndoms; i++)
         dom_state_clear(&st->doms[i]);
     free(st->doms);
-    st->doms = newdoms;
-    st->ndoms = nnew;
-    newdoms = NULL;
+    st->doms = pl->newdoms;
+    st->ndoms = pl->nnew;
+    pl->newdoms = NULL;
     free(st->active_ids);
-    st->active_ids = active_ids;
-    st->nactive = plan->nactive;
-    active_ids = NULL;
+    st->active_ids = pl->active_ids;
+    st->nactive = pl->plan->nactive;
+    pl->active_ids = NULL;
     st->initialized = true;
-    st->now_ms = now;
-    st->over_count = over_count;
-    st->under_ms = under_ms;
-    st->delay_demand = delay_demand;
-    st->ndemand = ndemand;
-    st->wakeup_id = plan->wakeup_package;
+    st->now_ms = pl->now;
+    st->over_count = pl->over_count;
+    st->under_ms = pl->under_ms;
+    st->delay_demand = pl->delay_demand;
+    st->ndemand = pl->ndemand;
+    st->wakeup_id = pl->plan->wakeup_package;
     st->generation++;
+}
 
-    *out = plan;
-    plan = NULL;
-    ret = 0;
+int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_policy_params *par,
+                       const struct vpack_snapshot *snap, struct vpack_policy_state *st,
+                       struct vpack_plan **out)
+{
+    struct planner pl = {.topo = topo, .par = par, .snap = snap, .st = st, .wake = -1};
+    int ret;
+
+    if (!topo || !par || !snap || !st || !out || topo->npackages == 0)
+        return -EINVAL;
+    *out = NULL;
+    pl.P = topo->npackages;
+    pl.now = st->now_ms + snap->interval_ms;
+
+    if ((ret = planner_alloc(&pl)) < 0)
+        goto cleanup;
+    observe_packages(&pl);
+    describe_domains(&pl);
+    size_demand(&pl);
+    choose_count(&pl);
+    activate_packages(&pl);
+    set_room(&pl);
+    if ((ret = place_managed(&pl)) < 0 || (ret = place_light(&pl)) < 0 ||
+        (ret = build_plan(&pl)) < 0)
+        goto cleanup;
+    commit_state(&pl);
+    *out = pl.plan;
+    pl.plan = NULL;
 
 cleanup:
-    if (newdoms) {
-        for (unsigned i = 0; i < nnew; i++)
-            dom_state_clear(&newdoms[i]);
-        free(newdoms);
-    }
-    if (pl.di)
-        for (unsigned i = 0; i < snap->ndomains; i++)
-            free(pl.di[i].pk);
-    if (plan) {
-        if (!plan->priv)
-            pool_free(pl.pool);
-        vpack_plan_free(plan);
-    } else if (ret < 0) {
-        pool_free(pl.pool);
-    }
-    free(pl.cap);
-    free(pl.load);
-    free(pl.room);
-    free(pl.forced);
-    free(pl.was_active);
-    free(pl.awake);
-    free(pl.active);
-    free(pl.order);
-    free(pl.di);
-    free(sorted);
-    free(cand);
-    free(ids);
-    free(active_ids);
+    planner_free(&pl, ret);
     return ret;
 }

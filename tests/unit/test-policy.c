@@ -1498,6 +1498,71 @@ static void test_low_high_low_packs_again(void **unused)
     runner_fini(&r);
 }
 
+/* plan->why names what changed the package count: set once per change, else hold. */
+static void test_plan_why(void **unused)
+{
+    (void)unused;
+    struct runner r;
+    runner_init(&r, "package:4 core:4 pu:2");
+    /* Load no domain owns (nothing is held by residency): low, high, low again. */
+    const struct {
+        double busy;
+        unsigned seconds;
+    } phases[] = {{1.5, 3}, {7.0, 3}, {1.5, 10}};
+    unsigned nprev = 0, nfirst = 0, nspread = 0, npack = 0;
+    for (unsigned ph = 0; ph < 3; ph++) {
+        for (unsigned sec = 1; sec <= phases[ph].seconds; sec++) {
+            struct vpack_snapshot *s = snap_new(r.topo, 0);
+            busy_everywhere(r.topo, s, phases[ph].busy);
+            struct vpack_plan *p = plan_step(&r, s);
+            enum vpack_plan_why want = VPACK_WHY_HOLD;
+            if (ph == 0 && sec == 1)
+                want = VPACK_WHY_FIRST;
+            else if (p->nactive > nprev)
+                want = VPACK_WHY_SPREAD;
+            else if (p->nactive < nprev)
+                want = VPACK_WHY_PACK;
+            if (p->why != want)
+                fail_msg("phase %u, %u s (load %.1f, %u -> %u active): why %s, want %s (%s)", ph,
+                         sec, phases[ph].busy, nprev, p->nactive, vpack_plan_why_name(p->why),
+                         vpack_plan_why_name(want), p->reason);
+            nfirst += p->why == VPACK_WHY_FIRST;
+            nspread += p->why == VPACK_WHY_SPREAD;
+            npack += p->why == VPACK_WHY_PACK;
+            nprev = p->nactive;
+            vpack_plan_free(p);
+            vpack_snapshot_free(s);
+        }
+    }
+    /* One of each: 7.0 CPUs spread at once, the fall packs once pack_delay_ms has passed. */
+    assert_int_equal(nfirst, 1);
+    assert_int_equal(nspread, 1);
+    assert_int_equal(npack, 1);
+    assert_int_equal(nprev, 1);
+    runner_fini(&r);
+
+    /* A spread forced by run-queue delay alone is a spread too, on its second sample. */
+    runner_init(&r, "package:4 core:4 pu:2");
+    struct vpack_plan *p = model_step(&r, 1.5, 0.0);
+    assert_int_equal(p->why, VPACK_WHY_FIRST);
+    vpack_plan_free(p);
+    p = model_step(&r, 1.5, 0.3);
+    assert_int_equal(p->why, VPACK_WHY_HOLD);
+    vpack_plan_free(p);
+    p = model_step(&r, 1.5, 0.3);
+    assert_int_equal(p->why, VPACK_WHY_SPREAD);
+    assert_true(p->nactive >= 2);
+    vpack_plan_free(p);
+    runner_fini(&r);
+
+    /* The metrics' label values. */
+    assert_string_equal(vpack_plan_why_name(VPACK_WHY_FIRST), "first");
+    assert_string_equal(vpack_plan_why_name(VPACK_WHY_PACK), "pack");
+    assert_string_equal(vpack_plan_why_name(VPACK_WHY_SPREAD), "spread");
+    assert_string_equal(vpack_plan_why_name(VPACK_WHY_HOLD), "other");
+    assert_string_equal(vpack_plan_why_name(VPACK_WHY_N), "other");
+}
+
 /* ---- Rule 6: heavy load ---- */
 
 static void heavy_cases(const char *desc, double demand);
@@ -2067,6 +2132,7 @@ int main(void)
         cmocka_unit_test(test_spike_spreads_within_two_snapshots),
         cmocka_unit_test(test_hover_no_repeated_moves),
         cmocka_unit_test(test_low_high_low_packs_again),
+        cmocka_unit_test(test_plan_why),
         cmocka_unit_test(test_heavy_load_lifts),
         cmocka_unit_test(test_heavy_load_lifts_single_package),
         cmocka_unit_test(test_heavy_load_lifts_when_all_awake),
