@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "vpack/procstat.h"
+#include "vpack/snapshot.h"
 
 #define CPUSET_ROOT "sys/fs/cgroup/cpuset"
 
@@ -142,4 +144,71 @@ int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *
             ret = r;
     }
     return ret;
+}
+
+void vpack_cgroup_domain_groups(const char *root, int pid, char **memcg, char **cpusetcg)
+{
+    if (vpack_host_process_cgroup(root, pid, "memory", memcg) < 0)
+        *memcg = NULL;
+    if (vpack_host_process_cgroup(root, pid, "cpuset", cpusetcg) < 0) {
+        *cpusetcg = NULL;
+        return;
+    }
+    char *slash = strrchr(*cpusetcg, '/');
+    if (slash && !strcmp(slash, "/emulator"))
+        *slash = '\0';
+}
+
+int vpack_cgroup_iothread_ticks(const char *root, const char *cpusetcg, int pid, int id,
+                                uint64_t *ticks)
+{
+    char path[4096], *buf = NULL, *save = NULL;
+    int r;
+    if (!cpusetcg || pid <= 0)
+        return -ENOENT;
+    if (snprintf(path, sizeof(path), CPUSET_ROOT "%s/iothread%d/tasks", cpusetcg, id) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if ((r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL)) < 0)
+        return r;
+    *ticks = 0;
+    for (char *tid = strtok_r(buf, "\n", &save); tid; tid = strtok_r(NULL, "\n", &save)) {
+        uint64_t t;
+        if (vpack_host_task_ticks(root, pid, tid, &t) == 0)
+            *ticks += t;
+    }
+    free(buf);
+    return 0;
+}
+
+int vpack_cgroup_numa_stat(const char *root, const char *memcg, struct vpack_mem_share **out,
+                           unsigned *n)
+{
+    char path[4096], *buf = NULL;
+    size_t len;
+    unsigned max = 0;
+    int r;
+    *out = NULL;
+    *n = 0;
+    if (snprintf(path, sizeof(path), "sys/fs/cgroup/memory%s/memory.numa_stat", memcg) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if ((r = vpack_host_read_file(root, path, 1 << 20, &buf, &len)) < 0)
+        return r;
+    /* Every "N<node>=" has an '=': their count bounds the nodes listed. */
+    for (size_t i = 0; i < len; i++)
+        max += buf[i] == '=';
+    r = -ENOMEM;
+    if (max && !(*out = calloc(max, sizeof(**out))))
+        goto cleanup;
+    if (!max || vpack_numastat_parse(buf, len, *out, max, n) < 0)
+        *n = 0;
+    r = 0;
+cleanup:
+    free(buf);
+    if (*n == 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return r;
 }
