@@ -66,6 +66,29 @@ static int write_cpus(const char *root, const char *dir, const vpack_cpuset *cpu
     return ret;
 }
 
+/*
+ * Gives the group dir (CPUs *cur) back what its parent has online, never
+ * narrowing it; an empty group is left alone. Returns 0 or -errno.
+ */
+static int repair_group(const char *root, const char *dir, const vpack_cpuset *parent,
+                        const vpack_cpuset *online, bool empty, vpack_cpuset *cur,
+                        unsigned *nfixed)
+{
+    vpack_cpuset want;
+    vpack_cpuset_and(&want, parent, online);
+    /* Only give back what was lost: never narrow a group. */
+    vpack_cpuset_or(&want, &want, cur);
+    vpack_cpuset_and(&want, &want, parent);
+    if (empty || vpack_cpuset_equal(&want, cur) || vpack_cpuset_empty(&want))
+        return 0;
+    int r = write_cpus(root, dir, &want);
+    if (r < 0)
+        return r;
+    (*nfixed)++;
+    *cur = want;
+    return 0;
+}
+
 /* Repairs dir's children given the parent's (dir's) CPU set; recursive, parents first. */
 static int repair_children(const char *root, const char *dir, const vpack_cpuset *parent,
                            const vpack_cpuset *online, unsigned *nfixed, int depth)
@@ -82,7 +105,7 @@ static int repair_children(const char *root, const char *dir, const vpack_cpuset
         return errno == ENOENT ? 0 : -errno;
     while ((e = readdir(d))) {
         char child[4096];
-        vpack_cpuset cur, want;
+        vpack_cpuset cur;
         bool empty;
         if (e->d_name[0] == '.' || e->d_type != DT_DIR || thread_group(e->d_name))
             continue;
@@ -90,19 +113,10 @@ static int repair_children(const char *root, const char *dir, const vpack_cpuset
             continue;
         if (read_cpus(root, child, &cur, &empty) < 0)
             continue;
-        vpack_cpuset_and(&want, parent, online);
-        /* Only give back what was lost: never narrow a group. */
-        vpack_cpuset_or(&want, &want, &cur);
-        vpack_cpuset_and(&want, &want, parent);
-        if (!empty && !vpack_cpuset_equal(&want, &cur) && !vpack_cpuset_empty(&want)) {
-            int r = write_cpus(root, child, &want);
-            if (r < 0)
-                ret = r;
-            else
-                (*nfixed)++;
-            cur = want;
-        }
-        int r = repair_children(root, child, &cur, online, nfixed, depth + 1);
+        int r = repair_group(root, child, parent, online, empty, &cur, nfixed);
+        if (r < 0)
+            ret = r;
+        r = repair_children(root, child, &cur, online, nfixed, depth + 1);
         if (r < 0)
             ret = r;
     }
@@ -124,22 +138,14 @@ int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *
         return 0; /* no cpuset v1 hierarchy: nothing to repair */
     for (size_t i = 0; i < sizeof(partitions) / sizeof(partitions[0]); i++) {
         char dir[256];
-        vpack_cpuset cur, want;
+        vpack_cpuset cur;
         snprintf(dir, sizeof(dir), CPUSET_ROOT "/%s", partitions[i]);
         if (read_cpus(rootbuf, dir, &cur, &empty) < 0)
             continue;
-        vpack_cpuset_and(&want, &top, online);
-        vpack_cpuset_or(&want, &want, &cur);
-        vpack_cpuset_and(&want, &want, &top);
-        if (!empty && !vpack_cpuset_equal(&want, &cur)) {
-            int r = write_cpus(rootbuf, dir, &want);
-            if (r < 0)
-                ret = r;
-            else
-                (*nfixed)++;
-            cur = want;
-        }
-        int r = repair_children(rootbuf, dir, &cur, online, nfixed, 0);
+        int r = repair_group(rootbuf, dir, &top, online, empty, &cur, nfixed);
+        if (r < 0)
+            ret = r;
+        r = repair_children(rootbuf, dir, &cur, online, nfixed, 0);
         if (r < 0)
             ret = r;
     }

@@ -190,24 +190,6 @@ static int add_view(struct json_object *ans, const char *key, int r, struct json
     return ok ? 0 : -ENOMEM;
 }
 
-static int op_status(struct vpack_agent *a, const struct vpack_ctl_request *req,
-                     struct json_object *ans, char **errmsg)
-{
-    struct json_object *v = NULL;
-    (void)req, (void)errmsg;
-    int r = vpack_agent_status_json(a, &v);
-    return add_view(ans, "status", r, v);
-}
-
-static int op_snapshot(struct vpack_agent *a, const struct vpack_ctl_request *req,
-                       struct json_object *ans, char **errmsg)
-{
-    struct json_object *v = NULL;
-    (void)req, (void)errmsg;
-    int r = vpack_agent_snapshot_json(a, &v);
-    return add_view(ans, "snapshot", r, v);
-}
-
 static int op_explain(struct vpack_agent *a, const struct vpack_ctl_request *req,
                       struct json_object *ans, char **errmsg)
 {
@@ -253,19 +235,35 @@ static int op_forget(struct vpack_agent *a, const struct vpack_ctl_request *req,
     return vpack_agent_forget(a, req, errmsg);
 }
 
-/* Which of the ops below prefix their error with the op's name. */
+/*
+ * The ops: a function, or a view of the agent that the answer carries under
+ * key; prefix when an error is told as "OP: ERROR".
+ */
 static const struct {
     op_fn fn;
+    int (*view)(struct vpack_agent *a, struct json_object **out);
+    const char *key;
     bool prefix;
 } ops[] = {
-    [VPACK_CTL_VERSION] = {op_version, true},
-    [VPACK_CTL_STATUS] = {op_status, true},
-    [VPACK_CTL_SNAPSHOT] = {op_snapshot, true},
-    [VPACK_CTL_EXPLAIN] = {op_explain, false},
-    [VPACK_CTL_REBALANCE] = {op_rebalance, false},
-    [VPACK_CTL_REGISTER] = {op_register, true},
-    [VPACK_CTL_FORGET] = {op_forget, true},
+    [VPACK_CTL_VERSION] = {op_version, NULL, NULL, true},
+    [VPACK_CTL_STATUS] = {NULL, vpack_agent_status_json, "status", true},
+    [VPACK_CTL_SNAPSHOT] = {NULL, vpack_agent_snapshot_json, "snapshot", true},
+    [VPACK_CTL_EXPLAIN] = {op_explain, NULL, NULL, false},
+    [VPACK_CTL_REBALANCE] = {op_rebalance, NULL, NULL, false},
+    [VPACK_CTL_REGISTER] = {op_register, NULL, NULL, true},
+    [VPACK_CTL_FORGET] = {op_forget, NULL, NULL, true},
 };
+
+/* Runs op on the agent into ans. Returns 0 or -errno with *err as for op_fn. */
+static int run_op(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                  struct json_object *ans, char **err)
+{
+    struct json_object *v = NULL;
+    if (ops[req->op].fn)
+        return ops[req->op].fn(a, req, ans, err);
+    int r = ops[req->op].view(a, &v);
+    return add_view(ans, ops[req->op].key, r, v);
+}
 
 static void handle_line(struct client *cl, const char *line, size_t len)
 {
@@ -280,13 +278,14 @@ static void handle_line(struct client *cl, const char *line, size_t len)
         send_error(cl, "%s", msg);
         return;
     }
-    known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) && ops[req.op].fn;
+    known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&
+            (ops[req.op].fn || ops[req.op].view);
     if (!known)
         r = -EINVAL;
     else if (!(ans = answer_new(true, NULL)))
         r = -ENOMEM;
     else
-        r = ops[req.op].fn(cl->ctl->agent, &req, ans, &err);
+        r = run_op(cl->ctl->agent, &req, ans, &err);
     if (r < 0 && err && known && !ops[req.op].prefix)
         send_error(cl, "%s", err);
     else if (r < 0)

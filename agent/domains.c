@@ -94,20 +94,22 @@ void vpack__dom_free_mask(const struct vpack_agent *a, const struct agent_dom *d
 
 int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain *pd)
 {
-    char *reason = strdup(pd->reason ? pd->reason : "");
-    int *pk = pd->npackages ? malloc(pd->npackages * sizeof(*pk)) : NULL;
-    if (!reason || (pd->npackages && !pk)) {
-        free(reason);
+    size_t size = pd->npackages * sizeof(*d->packages);
+    int *pk = NULL;
+    char *reason;
+    if (size && !(pk = malloc(size)))
+        return -ENOMEM;
+    if (!(reason = strdup(pd->reason ? pd->reason : ""))) {
         free(pk);
         return -ENOMEM;
     }
-    free(d->reason);
+    if (size)
+        memcpy(pk, pd->packages, size);
     free(d->packages);
-    d->reason = reason;
     d->packages = pk;
     d->npackages = pd->npackages;
-    for (unsigned i = 0; i < pd->npackages; i++)
-        pk[i] = pd->packages[i];
+    free(d->reason);
+    d->reason = reason;
     return 0;
 }
 
