@@ -135,6 +135,16 @@ static int level_of(const char *xml)
 
 /* ---- The libvirt fixtures ---- */
 
+/* $VPACK_FIXTURES/domains, opened; its path in dir. */
+static DIR *open_fixture_dir(char *dir, size_t len)
+{
+    DIR *dp;
+    snprintf(dir, len, "%s/domains", env_dir("VPACK_FIXTURES"));
+    if (!(dp = opendir(dir)))
+        fail_msg("cannot open %s: %s", dir, strerror(errno));
+    return dp;
+}
+
 static void test_fixtures(void **state)
 {
     char dir[4096], path[4096 + 512], expected_path[4096];
@@ -144,10 +154,7 @@ static void test_fixtures(void **state)
     int checked = 0;
 
     (void)state;
-    snprintf(dir, sizeof(dir), "%s/domains", env_dir("VPACK_FIXTURES"));
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s: %s", dir, strerror(errno));
+    dp = open_fixture_dir(dir, sizeof(dir));
     while ((e = readdir(dp))) {
         size_t n = strlen(e->d_name), xlen, jlen;
         char *xml, *ejson, *msg = NULL;
@@ -212,6 +219,42 @@ static struct vpack_domxml *from_json_ok(const char *json)
     return d;
 }
 
+/* Writes and reads back the record of one fixture; 1 when it is valid XML, else 0. */
+static int round_trip_fixture(const char *path)
+{
+    struct vpack_domxml *d = NULL, *back;
+    size_t xlen;
+    char *xml = read_file(path, &xlen), *j, *j2;
+    int valid = vpack_domxml_parse(xml, xlen, &d, NULL) == 0;
+
+    free(xml);
+    if (!valid)
+        return 0;
+    j = vpack_domxml_to_json(d);
+    assert_non_null(j);
+    back = from_json_ok(j);
+    assert_string_equal(back->name, d->name);
+    assert_int_equal(back->has_uuid, d->has_uuid);
+    assert_int_equal(back->level, d->level);
+    assert_int_equal(back->vcpus, d->vcpus);
+    assert_int_equal(back->nvcpupin, d->nvcpupin);
+    for (size_t i = 0; i < d->nvcpupin; i++) {
+        assert_int_equal(back->vcpupin[i].vcpu, d->vcpupin[i].vcpu);
+        assert_true(vpack_cpuset_equal(&back->vcpupin[i].cpus, &d->vcpupin[i].cpus));
+    }
+    assert_int_equal(back->has_emulatorpin, d->has_emulatorpin);
+    assert_int_equal(back->niothreadpin, d->niothreadpin);
+    assert_int_equal(back->numatune.nmemnodes, d->numatune.nmemnodes);
+    j2 = vpack_domxml_to_json(back);
+    assert_non_null(j2);
+    assert_string_equal(j2, j);
+    vpack_domxml_free(back);
+    vpack_domxml_free(d);
+    free(j);
+    free(j2);
+    return 1;
+}
+
 /*
  * The hook writes a record (vpack_domxml_to_json) and vpackd reads it back
  * (vpack_domxml_from_json): every fixture comes back field for field and
@@ -220,50 +263,16 @@ static struct vpack_domxml *from_json_ok(const char *json)
 static void test_json_round_trip(void **state)
 {
     char dir[4096], path[4096 + 512];
-    struct dirent *e;
-    DIR *dp;
+    DIR *dp = open_fixture_dir(dir, sizeof(dir));
     int checked = 0;
 
     (void)state;
-    snprintf(dir, sizeof(dir), "%s/domains", env_dir("VPACK_FIXTURES"));
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s: %s", dir, strerror(errno));
-    while ((e = readdir(dp))) {
-        size_t n = strlen(e->d_name), xlen;
-        struct vpack_domxml *d = NULL, *back;
-        char *xml, *j, *j2;
-
-        if (n < 5 || strcmp(e->d_name + n - 4, ".xml") != 0)
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        xml = read_file(path, &xlen);
-        if (vpack_domxml_parse(xml, xlen, &d, NULL) == 0) {
-            j = vpack_domxml_to_json(d);
-            assert_non_null(j);
-            back = from_json_ok(j);
-            assert_string_equal(back->name, d->name);
-            assert_int_equal(back->has_uuid, d->has_uuid);
-            assert_int_equal(back->level, d->level);
-            assert_int_equal(back->vcpus, d->vcpus);
-            assert_int_equal(back->nvcpupin, d->nvcpupin);
-            for (size_t i = 0; i < d->nvcpupin; i++) {
-                assert_int_equal(back->vcpupin[i].vcpu, d->vcpupin[i].vcpu);
-                assert_true(vpack_cpuset_equal(&back->vcpupin[i].cpus, &d->vcpupin[i].cpus));
-            }
-            assert_int_equal(back->has_emulatorpin, d->has_emulatorpin);
-            assert_int_equal(back->niothreadpin, d->niothreadpin);
-            assert_int_equal(back->numatune.nmemnodes, d->numatune.nmemnodes);
-            j2 = vpack_domxml_to_json(back);
-            assert_non_null(j2);
-            assert_string_equal(j2, j);
-            vpack_domxml_free(back);
-            free(j);
-            free(j2);
-            checked++;
+    for (struct dirent *e; (e = readdir(dp));) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && !strcmp(e->d_name + n - 4, ".xml")) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            checked += round_trip_fixture(path);
         }
-        vpack_domxml_free(d);
-        free(xml);
     }
     closedir(dp);
     assert_true(checked >= 9);
