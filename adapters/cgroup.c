@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "vpack/procstat.h"
+#include "vpack/snapshot.h"
 
 #define CPUSET_ROOT "sys/fs/cgroup/cpuset"
 
@@ -64,6 +66,29 @@ static int write_cpus(const char *root, const char *dir, const vpack_cpuset *cpu
     return ret;
 }
 
+/*
+ * Gives the group dir (CPUs *cur) back what its parent has online, never
+ * narrowing it; an empty group is left alone. Returns 0 or -errno.
+ */
+static int repair_group(const char *root, const char *dir, const vpack_cpuset *parent,
+                        const vpack_cpuset *online, bool empty, vpack_cpuset *cur,
+                        unsigned *nfixed)
+{
+    vpack_cpuset want;
+    vpack_cpuset_and(&want, parent, online);
+    /* Only give back what was lost: never narrow a group. */
+    vpack_cpuset_or(&want, &want, cur);
+    vpack_cpuset_and(&want, &want, parent);
+    if (empty || vpack_cpuset_equal(&want, cur) || vpack_cpuset_empty(&want))
+        return 0;
+    int r = write_cpus(root, dir, &want);
+    if (r < 0)
+        return r;
+    (*nfixed)++;
+    *cur = want;
+    return 0;
+}
+
 /* Repairs dir's children given the parent's (dir's) CPU set; recursive, parents first. */
 static int repair_children(const char *root, const char *dir, const vpack_cpuset *parent,
                            const vpack_cpuset *online, unsigned *nfixed, int depth)
@@ -80,7 +105,7 @@ static int repair_children(const char *root, const char *dir, const vpack_cpuset
         return errno == ENOENT ? 0 : -errno;
     while ((e = readdir(d))) {
         char child[4096];
-        vpack_cpuset cur, want;
+        vpack_cpuset cur;
         bool empty;
         if (e->d_name[0] == '.' || e->d_type != DT_DIR || thread_group(e->d_name))
             continue;
@@ -88,19 +113,10 @@ static int repair_children(const char *root, const char *dir, const vpack_cpuset
             continue;
         if (read_cpus(root, child, &cur, &empty) < 0)
             continue;
-        vpack_cpuset_and(&want, parent, online);
-        /* Only give back what was lost: never narrow a group. */
-        vpack_cpuset_or(&want, &want, &cur);
-        vpack_cpuset_and(&want, &want, parent);
-        if (!empty && !vpack_cpuset_equal(&want, &cur) && !vpack_cpuset_empty(&want)) {
-            int r = write_cpus(root, child, &want);
-            if (r < 0)
-                ret = r;
-            else
-                (*nfixed)++;
-            cur = want;
-        }
-        int r = repair_children(root, child, &cur, online, nfixed, depth + 1);
+        int r = repair_group(root, child, parent, online, empty, &cur, nfixed);
+        if (r < 0)
+            ret = r;
+        r = repair_children(root, child, &cur, online, nfixed, depth + 1);
         if (r < 0)
             ret = r;
     }
@@ -122,24 +138,83 @@ int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *
         return 0; /* no cpuset v1 hierarchy: nothing to repair */
     for (size_t i = 0; i < sizeof(partitions) / sizeof(partitions[0]); i++) {
         char dir[256];
-        vpack_cpuset cur, want;
+        vpack_cpuset cur;
         snprintf(dir, sizeof(dir), CPUSET_ROOT "/%s", partitions[i]);
         if (read_cpus(rootbuf, dir, &cur, &empty) < 0)
             continue;
-        vpack_cpuset_and(&want, &top, online);
-        vpack_cpuset_or(&want, &want, &cur);
-        vpack_cpuset_and(&want, &want, &top);
-        if (!empty && !vpack_cpuset_equal(&want, &cur)) {
-            int r = write_cpus(rootbuf, dir, &want);
-            if (r < 0)
-                ret = r;
-            else
-                (*nfixed)++;
-            cur = want;
-        }
-        int r = repair_children(rootbuf, dir, &cur, online, nfixed, 0);
+        int r = repair_group(rootbuf, dir, &top, online, empty, &cur, nfixed);
+        if (r < 0)
+            ret = r;
+        r = repair_children(rootbuf, dir, &cur, online, nfixed, 0);
         if (r < 0)
             ret = r;
     }
     return ret;
+}
+
+void vpack_cgroup_domain_groups(const char *root, int pid, char **memcg, char **cpusetcg)
+{
+    if (vpack_host_process_cgroup(root, pid, "memory", memcg) < 0)
+        *memcg = NULL;
+    if (vpack_host_process_cgroup(root, pid, "cpuset", cpusetcg) < 0) {
+        *cpusetcg = NULL;
+        return;
+    }
+    char *slash = strrchr(*cpusetcg, '/');
+    if (slash && !strcmp(slash, "/emulator"))
+        *slash = '\0';
+}
+
+int vpack_cgroup_iothread_ticks(const char *root, const char *cpusetcg, int pid, int id,
+                                uint64_t *ticks)
+{
+    char path[4096], *buf = NULL, *save = NULL;
+    int r;
+    if (!cpusetcg || pid <= 0)
+        return -ENOENT;
+    if (snprintf(path, sizeof(path), CPUSET_ROOT "%s/iothread%d/tasks", cpusetcg, id) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if ((r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL)) < 0)
+        return r;
+    *ticks = 0;
+    for (char *tid = strtok_r(buf, "\n", &save); tid; tid = strtok_r(NULL, "\n", &save)) {
+        uint64_t t;
+        if (vpack_host_task_ticks(root, pid, tid, &t) == 0)
+            *ticks += t;
+    }
+    free(buf);
+    return 0;
+}
+
+int vpack_cgroup_numa_stat(const char *root, const char *memcg, struct vpack_mem_share **out,
+                           unsigned *n)
+{
+    char path[4096], *buf = NULL;
+    size_t len;
+    unsigned max = 0;
+    int r;
+    *out = NULL;
+    *n = 0;
+    if (snprintf(path, sizeof(path), "sys/fs/cgroup/memory%s/memory.numa_stat", memcg) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if ((r = vpack_host_read_file(root, path, 1 << 20, &buf, &len)) < 0)
+        return r;
+    /* Every "N<node>=" has an '=': their count bounds the nodes listed. */
+    for (size_t i = 0; i < len; i++)
+        max += buf[i] == '=';
+    r = -ENOMEM;
+    if (max && !(*out = calloc(max, sizeof(**out))))
+        goto cleanup;
+    if (!max || vpack_numastat_parse(buf, len, *out, max, n) < 0)
+        *n = 0;
+    r = 0;
+cleanup:
+    free(buf);
+    if (*n == 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return r;
 }

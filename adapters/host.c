@@ -90,6 +90,34 @@ int vpack_host_online_cpus(const char *root, vpack_cpuset *out)
     return r;
 }
 
+int vpack_host_process_cgroup(const char *root, int pid, const char *controller, char **group)
+{
+    char path[64], *buf = NULL;
+    int r;
+    if (pid <= 0)
+        return -ENOENT;
+    snprintf(path, sizeof(path), "proc/%d/cgroup", pid);
+    if ((r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL)) < 0)
+        return r;
+    *group = vpack_proc_cgroup_parse(buf, strlen(buf), controller);
+    free(buf);
+    return *group ? 0 : -ENOENT;
+}
+
+int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *ticks)
+{
+    char path[4096], *buf = NULL;
+    size_t len;
+    int r;
+    if (snprintf(path, sizeof(path), "proc/%d/task/%s/stat", pid, tid) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if ((r = vpack_host_read_file(root, path, 4096, &buf, &len)) < 0)
+        return r;
+    r = vpack_task_stat_parse(buf, len, ticks);
+    free(buf);
+    return r;
+}
+
 struct vpack_hotplug {
     uv_poll_t poll;
     int fd;

@@ -7,6 +7,7 @@
 #define VPACK_HOST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <uv.h>
 
@@ -24,6 +25,20 @@ int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigne
 
 /* The online CPUs from root/sys/devices/system/cpu/online. */
 int vpack_host_online_cpus(const char *root, vpack_cpuset *out);
+
+/*
+ * The cgroup v1 group of process pid for one controller, from
+ * root/proc/PID/cgroup: 0 with *group ("/machine/qemu-1-a.libvirt-qemu",
+ * caller frees), -ENOENT when the process or the controller is not there
+ * (or pid is not positive), or -errno.
+ */
+int vpack_host_process_cgroup(const char *root, int pid, const char *controller, char **group);
+
+/*
+ * CPU time (utime + stime, in clock ticks) of thread tid of process pid,
+ * from root/proc/PID/task/TID/stat. Returns 0, -errno or -EINVAL.
+ */
+int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *ticks);
 
 /*
  * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or

@@ -9,7 +9,6 @@
 #define VPACK_AGENT_H
 
 #include <stdbool.h>
-#include <stdint.h>
 
 #include <json-c/json.h>
 #include <uv.h>
@@ -42,7 +41,11 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
  */
 void vpack_agent_stop(struct vpack_agent *a);
 
-/* Runs one observe/plan/act cycle now; dry_run plans without pinning. */
+/*
+ * Runs one observe/plan/act cycle now; dry_run plans without pinning.
+ * Returns 0 with the moves (free with vpack_moves_free()), or -errno with
+ * *errmsg (caller frees): -ENOTCONN when libvirt is not connected.
+ */
 struct vpack_move {
     char *domain;
     char *threads;   /* "vcpu 0", "vcpus 0-3", "emulator", "iothread 1" */
@@ -50,8 +53,11 @@ struct vpack_move {
     char *reason;
 };
 int vpack_agent_rebalance(struct vpack_agent *a, bool dry_run, struct vpack_move **moves,
-                          unsigned *nmoves);
+                          unsigned *nmoves, char **errmsg);
 void vpack_moves_free(struct vpack_move *moves, unsigned n);
+/* The moves as a JSON array of {"domain", "threads", "from", "to", "reason"};
+ * NULL when out of memory. Caller puts. */
+struct json_object *vpack_moves_json(const struct vpack_move *moves, unsigned n);
 
 /*
  * The hook's hand-over (control socket ops "register" and "forget"): req is
@@ -63,26 +69,14 @@ void vpack_moves_free(struct vpack_move *moves, unsigned n);
 int vpack_agent_register(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg);
 int vpack_agent_forget(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg);
 
-/* Counters the metrics endpoint exports. */
-struct vpack_agent_counters {
-    uint64_t samples;
-    uint64_t plans;
-    uint64_t pins_ok;
-    uint64_t pins_failed;   /* all failures */
-    uint64_t pins_gone;     /* domain gone */
-    uint64_t pins_invalid;  /* CPU set refused */
-    uint64_t pins_transient;
-    uint64_t rebalances;    /* plans that moved something */
-    uint64_t hotplug_events;
-    uint64_t cgroup_repairs;
-    uint64_t reconnects;
-};
-const struct vpack_agent_counters *vpack_agent_counters(const struct vpack_agent *a);
-
-/* Status as JSON (the control socket's "status" answer); caller puts. */
-struct json_object *vpack_agent_status_json(struct vpack_agent *a);
-/* One domain explained; NULL when the agent does not know it. */
-struct json_object *vpack_agent_explain_json(struct vpack_agent *a, const char *name);
+/*
+ * Status as JSON (the control socket's "status" answer): 0 with *out (caller
+ * puts), or -ENOMEM.
+ */
+int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out);
+/* One domain explained: 0 with *out (caller puts), -ENOENT when the agent
+ * does not know it, or -ENOMEM. */
+int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct json_object **out);
 /*
  * Everything the metrics endpoint exports, as JSON: "connected", "version",
  * "sysfs_root", "demand", "lifted", "packages" [{"id", "cpus", "cores",
@@ -95,7 +89,8 @@ struct json_object *vpack_agent_explain_json(struct vpack_agent *a, const char *
  */
 struct json_object *vpack_agent_metrics_json(struct vpack_agent *a);
 
-/* The last snapshot the policy saw, for bug reports; NULL before the first. */
-struct json_object *vpack_agent_snapshot_json(struct vpack_agent *a);
+/* The last snapshot the policy saw, for bug reports: 0 with *out (caller
+ * puts; NULL before the first), or -ENOMEM. */
+int vpack_agent_snapshot_json(struct vpack_agent *a, struct json_object **out);
 
 #endif

@@ -13,8 +13,9 @@
 
 #include <json-c/json.h>
 
-#include "vpack-build.h"
+#include "jsonout.h"
 #include "log.h"
+#include "vpack-build.h"
 
 /* A client that leaves this much unread output is dropped. */
 #define MAX_PENDING_OUTPUT (4u << 20)
@@ -108,12 +109,12 @@ static void on_written(uv_write_t *req, int status)
     free(w);
 }
 
-/* Sends one object as a line; drops the client if it stopped reading. */
+/* Sends one object as a line; drops the client if it stopped reading (or on no memory). */
 static void send_obj(struct client *cl, struct json_object *o)
 {
-    const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-    size_t n = strlen(s);
-    struct write_req *w = malloc(sizeof(*w));
+    const char *s = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL;
+    size_t n = s ? strlen(s) : 0;
+    struct write_req *w = s ? malloc(sizeof(*w)) : NULL;
     if (!w || !(w->data = malloc(n + 1))) {
         free(w);
         client_close(cl);
@@ -136,6 +137,17 @@ static void send_obj(struct client *cl, struct json_object *o)
     }
 }
 
+/* {"ok": ok} with "error": msg when msg is non-NULL; NULL when out of memory. */
+static struct json_object *answer_new(bool ok, const char *msg)
+{
+    struct json_object *o = json_object_new_object();
+    bool good = true;
+    vpack__json_set_bool(o, "ok", ok, &good);
+    if (msg)
+        vpack__json_set_str(o, "error", msg, &good);
+    return vpack__json_finish(o, good);
+}
+
 static void send_error(struct client *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void send_error(struct client *cl, const char *fmt, ...)
 {
@@ -144,87 +156,143 @@ static void send_error(struct client *cl, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    struct json_object *o = json_object_new_object();
-    json_object_object_add(o, "ok", json_object_new_boolean(false));
-    json_object_object_add(o, "error", json_object_new_string(msg));
+    struct json_object *o = answer_new(false, msg);
     send_obj(cl, o);
     json_object_put(o);
 }
 
-static struct json_object *ok_obj(void)
+/*
+ * One op: adds its results to the answer ans ({"ok": true}). Returns 0, or
+ * -errno with *errmsg (caller frees; NULL for "OP: strerror").
+ */
+typedef int (*op_fn)(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                     struct json_object *ans, char **errmsg);
+
+static int op_version(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                      struct json_object *ans, char **errmsg)
 {
-    struct json_object *o = json_object_new_object();
-    json_object_object_add(o, "ok", json_object_new_boolean(true));
-    return o;
+    bool ok = true;
+    (void)a, (void)req, (void)errmsg;
+    vpack__json_set_str(ans, "version", VPACK_VERSION, &ok);
+    return ok ? 0 : -ENOMEM;
+}
+
+/* Adds key: the view a view function builds; a NULL view (none yet) is JSON null. */
+static int add_view(struct json_object *ans, const char *key, int r, struct json_object *view)
+{
+    bool ok = true;
+    if (r < 0)
+        return r;
+    if (view)
+        vpack__json_set(ans, key, view, &ok);
+    else
+        vpack__json_set_null(ans, key, &ok);
+    return ok ? 0 : -ENOMEM;
+}
+
+static int op_explain(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                      struct json_object *ans, char **errmsg)
+{
+    struct json_object *v = NULL;
+    int r = vpack_agent_explain_json(a, req->domain, &v);
+    if (r == -ENOENT &&
+        asprintf(errmsg, "domain '%s' is not running or not known to vpackd", req->domain) < 0)
+        *errmsg = NULL;
+    return add_view(ans, "domain", r, v);
+}
+
+static int op_rebalance(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                        struct json_object *ans, char **errmsg)
+{
+    struct vpack_move *moves = NULL;
+    unsigned n = 0;
+    char *err = NULL;
+    bool ok = true;
+    int r = vpack_agent_rebalance(a, req->dry_run, &moves, &n, &err);
+    if (r < 0) {
+        if (asprintf(errmsg, "rebalance failed: %s", err ? err : strerror(-r)) < 0)
+            *errmsg = NULL;
+        free(err);
+        return r;
+    }
+    vpack__json_set_bool(ans, "dry_run", req->dry_run, &ok);
+    vpack__json_set(ans, "moves", vpack_moves_json(moves, n), &ok);
+    vpack_moves_free(moves, n);
+    return ok ? 0 : -ENOMEM;
+}
+
+static int op_register(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                       struct json_object *ans, char **errmsg)
+{
+    (void)ans;
+    return vpack_agent_register(a, req, errmsg);
+}
+
+static int op_forget(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                     struct json_object *ans, char **errmsg)
+{
+    (void)ans;
+    return vpack_agent_forget(a, req, errmsg);
+}
+
+/*
+ * The ops: a function, or a view of the agent that the answer carries under
+ * key; prefix when an error is told as "OP: ERROR".
+ */
+static const struct {
+    op_fn fn;
+    int (*view)(struct vpack_agent *a, struct json_object **out);
+    const char *key;
+    bool prefix;
+} ops[] = {
+    [VPACK_CTL_VERSION] = {op_version, NULL, NULL, true},
+    [VPACK_CTL_STATUS] = {NULL, vpack_agent_status_json, "status", true},
+    [VPACK_CTL_SNAPSHOT] = {NULL, vpack_agent_snapshot_json, "snapshot", true},
+    [VPACK_CTL_EXPLAIN] = {op_explain, NULL, NULL, false},
+    [VPACK_CTL_REBALANCE] = {op_rebalance, NULL, NULL, false},
+    [VPACK_CTL_REGISTER] = {op_register, NULL, NULL, true},
+    [VPACK_CTL_FORGET] = {op_forget, NULL, NULL, true},
+};
+
+/* Runs op on the agent into ans. Returns 0 or -errno with *err as for op_fn. */
+static int run_op(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                  struct json_object *ans, char **err)
+{
+    struct json_object *v = NULL;
+    if (ops[req->op].fn)
+        return ops[req->op].fn(a, req, ans, err);
+    int r = ops[req->op].view(a, &v);
+    return add_view(ans, ops[req->op].key, r, v);
 }
 
 static void handle_line(struct client *cl, const char *line, size_t len)
 {
-    struct vpack_control *ctl = cl->ctl;
     struct vpack_ctl_request req;
     struct json_object *ans = NULL;
-    char msg[512];
+    char msg[512], *err = NULL;
+    bool known;
+    int r;
     /* lib/protocol.c checks the request, the permission and the arguments. */
     if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, msg,
                                 sizeof(msg)) < 0) {
         send_error(cl, "%s", msg);
         return;
     }
-    const char *name = req.op_name;
-    if (!strcmp(name, "version")) {
-        ans = ok_obj();
-        json_object_object_add(ans, "version", json_object_new_string(VPACK_VERSION));
-    } else if (!strcmp(name, "status")) {
-        ans = ok_obj();
-        json_object_object_add(ans, "status", vpack_agent_status_json(ctl->agent));
-    } else if (!strcmp(name, "snapshot")) {
-        ans = ok_obj();
-        json_object_object_add(ans, "snapshot", vpack_agent_snapshot_json(ctl->agent));
-    } else if (!strcmp(name, "explain")) {
-        struct json_object *e = vpack_agent_explain_json(ctl->agent, req.domain);
-        if (!e) {
-            send_error(cl, "domain '%s' is not running or not known to vpackd", req.domain);
-            goto out;
-        }
-        ans = ok_obj();
-        json_object_object_add(ans, "domain", e);
-    } else if (!strcmp(name, "rebalance")) {
-        bool dry_run = req.dry_run;
-        struct vpack_move *moves = NULL;
-        unsigned n = 0;
-        int r = vpack_agent_rebalance(ctl->agent, dry_run, &moves, &n);
-        if (r < 0) {
-            send_error(cl, "rebalance failed: %s",
-                       r == -ENOTCONN ? "not connected to libvirt" : strerror(-r));
-            goto out;
-        }
-        ans = ok_obj();
-        struct json_object *arr = json_object_new_array();
-        for (unsigned i = 0; i < n; i++) {
-            struct json_object *m = json_object_new_object();
-            json_object_object_add(m, "domain", json_object_new_string(moves[i].domain));
-            json_object_object_add(m, "threads", json_object_new_string(moves[i].threads));
-            json_object_object_add(m, "from", json_object_new_string(moves[i].from));
-            json_object_object_add(m, "to", json_object_new_string(moves[i].to));
-            json_object_object_add(m, "reason", json_object_new_string(moves[i].reason));
-            json_object_array_add(arr, m);
-        }
-        vpack_moves_free(moves, n);
-        json_object_object_add(ans, "dry_run", json_object_new_boolean(dry_run));
-        json_object_object_add(ans, "moves", arr);
-    } else if (!strcmp(name, "register") || !strcmp(name, "forget")) {
-        char *err = NULL;
-        int r = !strcmp(name, "register") ? vpack_agent_register(ctl->agent, &req, &err)
-                                          : vpack_agent_forget(ctl->agent, &req, &err);
-        if (r < 0) {
-            send_error(cl, "%s: %s", name, err ? err : strerror(-r));
-            free(err);
-            goto out;
-        }
-        ans = ok_obj();
-    }
-    send_obj(cl, ans);
-out:
+    known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&
+            (ops[req.op].fn || ops[req.op].view);
+    if (!known)
+        r = -EINVAL;
+    else if (!(ans = answer_new(true, NULL)))
+        r = -ENOMEM;
+    else
+        r = run_op(cl->ctl->agent, &req, ans, &err);
+    if (r < 0 && err && known && !ops[req.op].prefix)
+        send_error(cl, "%s", err);
+    else if (r < 0)
+        send_error(cl, "%s: %s", req.op_name, err ? err : strerror(-r));
+    else
+        send_obj(cl, ans);
+    free(err);
     json_object_put(ans);
     vpack_ctl_request_clear(&req);
 }

@@ -151,7 +151,8 @@ static void on_hup(uv_signal_t *h, int signum)
     vpack_config_clear(&c);
 }
 
-int main(int argc, char **argv)
+/* Reads the command line into dm: -1 to go on, or the exit code (--help, --version, errors). */
+static int parse_args(int argc, char **argv, struct daemon *dm, bool *check_only)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
@@ -163,52 +164,82 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {0},
     };
-    struct daemon dm = {.exit_code = 1};
-    struct vpack_config cfg;
-    bool check_only = false;
-    char *err = NULL;
-    int c, r;
-
+    int c;
     while ((c = getopt_long(argc, argv, "c:s:t:khV", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
-            dm.config_path = optarg;
+            dm->config_path = optarg;
             break;
         case 's': {
-            char **n = realloc(dm.sets, (dm.nsets + 1) * sizeof(*n));
+            char **n = realloc(dm->sets, (dm->nsets + 1) * sizeof(*n));
             if (!n)
                 return 1;
-            dm.sets = n;
-            dm.sets[dm.nsets++] = optarg;
+            dm->sets = n;
+            dm->sets[dm->nsets++] = optarg;
             break;
         }
         case 't':
-            dm.topology = optarg;
+            dm->topology = optarg;
             break;
         case 'k':
-            dm.keep_placement = true;
+            dm->keep_placement = true;
             break;
         case 'C':
-            check_only = true;
+            *check_only = true;
             break;
         case 'h':
             usage(stdout);
-            free(dm.sets);
             return 0;
         case 'V':
             printf("vpackd %s\n", VPACK_VERSION);
-            free(dm.sets);
             return 0;
         default:
             usage(stderr);
-            free(dm.sets);
             return 2;
         }
     }
     if (optind < argc) {
         log_err("unexpected argument '%s' (see vpackd --help)", argv[optind]);
-        free(dm.sets);
         return 2;
+    }
+    return -1;
+}
+
+/*
+ * Two agents would fight over the same domains: one per state directory.
+ * Returns the locked file's descriptor, or -1 (logged).
+ */
+static int lock_state_dir(const struct vpack_config *cfg)
+{
+    char lockpath[4096];
+    snprintf(lockpath, sizeof(lockpath), "%s/vpackd.lock", cfg->state_dir);
+    if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST) {
+        log_err("cannot create %s: %s", cfg->state_dir, strerror(errno));
+        return -1;
+    }
+    int lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+        log_err("%s: %s", lockpath,
+                errno == EWOULDBLOCK ? "another vpackd is running with this state directory"
+                                     : strerror(errno));
+        if (lockfd >= 0)
+            close(lockfd);
+        return -1;
+    }
+    return lockfd;
+}
+
+int main(int argc, char **argv)
+{
+    struct daemon dm = {.exit_code = 1};
+    struct vpack_config cfg;
+    bool check_only = false;
+    char *err = NULL;
+    int r, lockfd;
+
+    if ((r = parse_args(argc, argv, &dm, &check_only)) >= 0) {
+        free(dm.sets);
+        return r;
     }
     if (load_config(&dm, &cfg, true) < 0) {
         free(dm.sets);
@@ -222,22 +253,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    /* Two agents would fight over the same domains: one per state directory. */
-    char lockpath[4096];
-    snprintf(lockpath, sizeof(lockpath), "%s/vpackd.lock", cfg.state_dir);
-    if (mkdir(cfg.state_dir, 0755) < 0 && errno != EEXIST) {
-        log_err("cannot create %s: %s", cfg.state_dir, strerror(errno));
-        vpack_config_clear(&cfg);
-        free(dm.sets);
-        return 1;
-    }
-    int lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
-        log_err("%s: %s", lockpath,
-                errno == EWOULDBLOCK ? "another vpackd is running with this state directory"
-                                     : strerror(errno));
-        if (lockfd >= 0)
-            close(lockfd);
+    if ((lockfd = lock_state_dir(&cfg)) < 0) {
         vpack_config_clear(&cfg);
         free(dm.sets);
         return 1;

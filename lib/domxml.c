@@ -1522,6 +1522,300 @@ cleanup:
     return out;
 }
 
+/* ---- The record's JSON, read back ---- */
+
+/* Sets *errmsg to "domain record: KEY: WHAT" and returns -EINVAL (or -ENOMEM). */
+static int rec_fail(char **errmsg, const char *key, const char *what)
+{
+    if (errmsg && asprintf(errmsg, "domain record: \"%s\": %s", key, what) < 0) {
+        *errmsg = NULL;
+        return -ENOMEM;
+    }
+    return -EINVAL;
+}
+
+/* The member key of o; NULL when it is absent or null. */
+static json_object *rec_member(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    return json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static int rec_set(json_object *v, const char *key, vpack_cpuset *out, char **errmsg)
+{
+    if (!json_object_is_type(v, json_type_string) ||
+        vpack_cpuset_parse(out, json_object_get_string(v), NULL, 0) < 0)
+        return rec_fail(errmsg, key, "expected a CPU set");
+    return 0;
+}
+
+/* An optional CPU set: *has is false when the key is absent or null. */
+static int rec_opt_set(json_object *o, const char *key, bool *has, vpack_cpuset *out,
+                       char **errmsg)
+{
+    json_object *v = rec_member(o, key);
+    *has = v != NULL;
+    return v ? rec_set(v, key, out, errmsg) : 0;
+}
+
+/* A non-negative integer up to max; an absent one is 0. */
+static int rec_uint(json_object *o, const char *key, unsigned max, unsigned *out, char **errmsg)
+{
+    json_object *v = rec_member(o, key);
+    int64_t n;
+    *out = 0;
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_int) || (n = json_object_get_int64(v)) < 0 ||
+        n > (int64_t)max)
+        return rec_fail(errmsg, key, "expected a number in range");
+    *out = (unsigned)n;
+    return 0;
+}
+
+/* An object key that is an id: decimal digits only. */
+static int rec_id(const char *s, const char *key, unsigned *out, char **errmsg)
+{
+    unsigned long v = 0;
+    if (!*s)
+        return rec_fail(errmsg, key, "expected decimal ids as keys");
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || v > UINT_MAX / 10)
+            return rec_fail(errmsg, key, "expected decimal ids as keys");
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    if (v > UINT_MAX)
+        return rec_fail(errmsg, key, "expected decimal ids as keys");
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* {"ID": CPUSET, ...} as (id, set) pairs ascending by id; absent is none. */
+static int rec_pins(json_object *o, const char *key, struct vpack_vcpupin **out, size_t *n,
+                    char **errmsg)
+{
+    json_object *v = rec_member(o, key);
+    size_t i = 0;
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_object))
+        return rec_fail(errmsg, key, "expected an object");
+    size_t len = (size_t)json_object_object_length(v);
+    if (len && !(*out = calloc(len, sizeof(**out))))
+        return -ENOMEM;
+    json_object_object_foreach(v, id, set)
+    {
+        int r = rec_id(id, key, &(*out)[i].vcpu, errmsg);
+        if (r < 0 || (r = rec_set(set, key, &(*out)[i].cpus, errmsg)) < 0) {
+            free(*out);
+            *out = NULL;
+            return r;
+        }
+        i++;
+    }
+    qsort(*out, len, sizeof(**out), cmp_vcpupin);
+    *n = len;
+    return 0;
+}
+
+static int rec_numa_mode(json_object *o, const char *key, enum vpack_numa_mode *mode,
+                         char **errmsg)
+{
+    json_object *v = rec_member(o, "mode");
+    const char *s = v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+    for (int m = VPACK_NUMA_MODE_STRICT; m <= VPACK_NUMA_MODE_RESTRICTIVE; m++)
+        if (!strcmp(s, vpack_numa_mode_name((enum vpack_numa_mode)m))) {
+            *mode = (enum vpack_numa_mode)m;
+            return 0;
+        }
+    return rec_fail(errmsg, key, "expected a numatune mode");
+}
+
+static int rec_memory(json_object *mem, struct vpack_numatune *nt, char **errmsg)
+{
+    json_object *pl = rec_member(mem, "placement");
+    const char *s = pl && json_object_is_type(pl, json_type_string) ? json_object_get_string(pl)
+                                                                    : "";
+    bool has;
+    int r;
+    if (!json_object_is_type(mem, json_type_object))
+        return rec_fail(errmsg, "memory", "expected an object");
+    nt->memory_specified = true;
+    if ((r = rec_numa_mode(mem, "memory", &nt->memory_mode, errmsg)) < 0)
+        return r;
+    if (!strcmp(s, "auto")) {
+        nt->memory_placement = VPACK_NUMA_PLACEMENT_AUTO;
+        return 0;
+    }
+    if (strcmp(s, "static"))
+        return rec_fail(errmsg, "memory", "expected placement static or auto");
+    nt->memory_placement = VPACK_NUMA_PLACEMENT_STATIC;
+    if ((r = rec_opt_set(mem, "nodeset", &has, &nt->memory_nodeset, errmsg)) < 0)
+        return r;
+    return has ? 0 : rec_fail(errmsg, "memory", "a static placement needs a nodeset");
+}
+
+static int rec_memnodes(json_object *nodes, struct vpack_numatune *nt, char **errmsg)
+{
+    size_t i = 0;
+    bool has;
+    int r;
+    if (!json_object_is_type(nodes, json_type_object))
+        return rec_fail(errmsg, "memnode", "expected an object");
+    size_t len = (size_t)json_object_object_length(nodes);
+    if (len && !(nt->memnodes = calloc(len, sizeof(*nt->memnodes))))
+        return -ENOMEM;
+    json_object_object_foreach(nodes, cell, m)
+    {
+        struct vpack_memnode *mn = &nt->memnodes[i++];
+        nt->nmemnodes = i;
+        if ((r = rec_id(cell, "memnode", &mn->cellid, errmsg)) < 0)
+            return r;
+        if (!json_object_is_type(m, json_type_object))
+            return rec_fail(errmsg, "memnode", "expected an object per cell");
+        if ((r = rec_numa_mode(m, "memnode", &mn->mode, errmsg)) < 0 ||
+            (r = rec_opt_set(m, "nodeset", &has, &mn->nodeset, errmsg)) < 0)
+            return r;
+        if (!has)
+            return rec_fail(errmsg, "memnode", "a cell needs a nodeset");
+    }
+    qsort(nt->memnodes, len, sizeof(*nt->memnodes), cmp_memnode);
+    return 0;
+}
+
+static int rec_numatune(json_object *o, struct vpack_numatune *nt, char **errmsg)
+{
+    json_object *v = rec_member(o, "numatune"), *m;
+    int r;
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_object))
+        return rec_fail(errmsg, "numatune", "expected an object");
+    nt->present = true;
+    if ((m = rec_member(v, "memory")) && (r = rec_memory(m, nt, errmsg)) < 0)
+        return r;
+    if ((m = rec_member(v, "memnode")) && (r = rec_memnodes(m, nt, errmsg)) < 0)
+        return r;
+    return 0;
+}
+
+static int rec_iothreads(json_object *o, struct vpack_domxml *d, char **errmsg)
+{
+    json_object *v = rec_member(o, "iothreads");
+    struct vpack_vcpupin *pins = NULL;
+    size_t n = 0;
+    int r;
+    if (v && !json_object_is_type(v, json_type_array))
+        return rec_fail(errmsg, "iothreads", "expected an array");
+    d->niothreads = v ? json_object_array_length(v) : 0;
+    if (d->niothreads > VPACK_DOMXML_MAX_IOTHREADS)
+        return rec_fail(errmsg, "iothreads", "too many");
+    if (d->niothreads && !(d->iothreads = calloc(d->niothreads, sizeof(*d->iothreads))))
+        return -ENOMEM;
+    for (size_t i = 0; i < d->niothreads; i++) {
+        json_object *id = json_object_array_get_idx(v, i);
+        int64_t x;
+        if (!json_object_is_type(id, json_type_int) || (x = json_object_get_int64(id)) < 0 ||
+            x > UINT_MAX)
+            return rec_fail(errmsg, "iothreads", "expected ids");
+        d->iothreads[i] = (unsigned)x;
+    }
+    qsort(d->iothreads, d->niothreads, sizeof(*d->iothreads), cmp_uint);
+    if ((r = rec_pins(o, "iothreadpin", &pins, &n, errmsg)) < 0)
+        return r;
+    if (n && !(d->iothreadpin = calloc(n, sizeof(*d->iothreadpin)))) {
+        free(pins);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        d->iothreadpin[i].iothread = pins[i].vcpu;
+        d->iothreadpin[i].cpus = pins[i].cpus;
+    }
+    d->niothreadpin = n;
+    free(pins);
+    return 0;
+}
+
+/* "name", "uuid", "level" and "placement". */
+static int rec_identity(json_object *o, struct vpack_domxml *d, char **errmsg)
+{
+    json_object *v = rec_member(o, "name");
+    if (!v || !json_object_is_type(v, json_type_string))
+        return rec_fail(errmsg, "name", "expected a string");
+    if (!(d->name = (char *)xmlStrdup((const xmlChar *)json_object_get_string(v))))
+        return -ENOMEM;
+    if ((v = rec_member(o, "uuid"))) {
+        if (!json_object_is_type(v, json_type_string) ||
+            uuid_canon(json_object_get_string(v), d->uuid) < 0)
+            return rec_fail(errmsg, "uuid", "expected a UUID");
+        d->has_uuid = true;
+    }
+    d->level = -1;
+    if ((v = rec_member(o, "level"))) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > 2)
+            return rec_fail(errmsg, "level", "expected 0, 1, 2 or null");
+        d->level = (int)json_object_get_int64(v);
+    }
+    v = rec_member(o, "placement");
+    const char *pl = v && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
+                                                                   : v ? "" : "static";
+    if (strcmp(pl, "static") && strcmp(pl, "auto"))
+        return rec_fail(errmsg, "placement", "expected static or auto");
+    d->placement = strcmp(pl, "auto") ? VPACK_VCPU_PLACEMENT_STATIC : VPACK_VCPU_PLACEMENT_AUTO;
+    return 0;
+}
+
+static int rec_read(json_object *o, struct vpack_domxml *d, char **errmsg)
+{
+    bool has;
+    int r;
+    if (!json_object_is_type(o, json_type_object))
+        return rec_fail(errmsg, "", "expected an object");
+    if ((r = rec_identity(o, d, errmsg)) < 0 ||
+        (r = rec_uint(o, "vcpus", VPACK_DOMXML_MAX_VCPUS, &d->vcpus, errmsg)) < 0 ||
+        (r = rec_uint(o, "vcpus_current", VPACK_DOMXML_MAX_VCPUS, &d->vcpus_current, errmsg)) <
+            0 ||
+        (r = rec_opt_set(o, "online", &has, &d->online, errmsg)) < 0 ||
+        (r = rec_opt_set(o, "cpuset", &d->has_cpuset, &d->cpuset, errmsg)) < 0 ||
+        (r = rec_pins(o, "vcpupin", &d->vcpupin, &d->nvcpupin, errmsg)) < 0 ||
+        (r = rec_opt_set(o, "emulatorpin", &d->has_emulatorpin, &d->emulatorpin, errmsg)) < 0 ||
+        (r = rec_iothreads(o, d, errmsg)) < 0)
+        return r;
+    return rec_numatune(o, &d->numatune, errmsg);
+}
+
+int vpack_domxml_from_json(const char *buf, size_t len, struct vpack_domxml **out, char **errmsg)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct vpack_domxml *d = calloc(1, sizeof(*d));
+    json_object *o = NULL;
+    int ret = -ENOMEM;
+
+    *out = NULL;
+    if (errmsg)
+        *errmsg = NULL;
+    if (!tok || !d)
+        goto cleanup;
+    if (len > INT_MAX || !(o = json_tokener_parse_ex(tok, buf, (int)len)) ||
+        json_tokener_get_error(tok) != json_tokener_success) {
+        ret = rec_fail(errmsg, "", "not JSON");
+        goto cleanup;
+    }
+    if ((ret = rec_read(o, d, errmsg)) < 0)
+        goto cleanup;
+    *out = d;
+    d = NULL;
+cleanup:
+    vpack_domxml_free(d);
+    json_object_put(o);
+    if (tok)
+        json_tokener_free(tok);
+    return ret;
+}
+
 /* ---- The define rewrite ---- */
 
 /* The blanks after the last newline in the text node before n: the

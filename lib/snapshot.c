@@ -1073,51 +1073,62 @@ cleanup:
     return o;
 }
 
-char *vpack_snapshot_to_json(const struct vpack_snapshot *s)
+json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
 {
     json_object *root = json_object_new_object(), *cpus = NULL, *doms = NULL;
-    char key[16], *text = NULL;
-    const char *json;
+    char key[16];
 
     if (!root)
-        goto cleanup;
+        goto fail;
     if (add(root, "interval_ms", json_object_new_int64(s->interval_ms)) < 0)
-        goto cleanup;
+        goto fail;
     cpus = json_object_new_object();
     if (!cpus)
-        goto cleanup;
+        goto fail;
     for (unsigned i = 0; i < s->ncpus; i++) {
         /* A negative (or NaN) busy fraction is "not reported": left out. */
         if (!(s->cpu_busy[i] >= 0))
             continue;
         snprintf(key, sizeof(key), "%u", i);
         if (add_double(cpus, key, s->cpu_busy[i]) < 0)
-            goto cleanup;
+            goto fail;
     }
     if (add(root, "cpus", cpus) < 0) {
         cpus = NULL;
-        goto cleanup;
+        goto fail;
     }
     cpus = NULL;
     doms = json_object_new_array_ext((int)(s->ndomains < INT_MAX ? s->ndomains : INT_MAX));
     if (!doms)
-        goto cleanup;
+        goto fail;
     for (unsigned i = 0; i < s->ndomains; i++)
         if (append(doms, domain_json(&s->domains[i])) < 0)
-            goto cleanup;
+            goto fail;
     if (add(root, "domains", doms) < 0) {
         doms = NULL;
-        goto cleanup;
+        goto fail;
     }
-    doms = NULL;
+    return root;
+
+fail:
+    json_object_put(cpus);
+    json_object_put(doms);
+    json_object_put(root);
+    return NULL;
+}
+
+char *vpack_snapshot_to_json(const struct vpack_snapshot *s)
+{
+    json_object *root = vpack_snapshot_to_json_object(s);
+    const char *json;
+    char *text = NULL;
+
+    if (!root)
+        return NULL;
     json = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                     JSON_C_TO_STRING_NOSLASHESCAPE);
     if (json)
         text = strdup(json);
-
-cleanup:
-    json_object_put(cpus);
-    json_object_put(doms);
     json_object_put(root);
     return text;
 }

@@ -166,6 +166,17 @@ int vpack_domxml_identity(const char *buf, size_t len, char **name, char **uuid,
  */
 char *vpack_domxml_to_json(const struct vpack_domxml *d);
 
+/*
+ * Reads that JSON back (the hook's records under vpackd's state_dir): len
+ * bytes of buf, no NUL needed. Keys may be absent (a null or absent CPU set
+ * is none, an absent count 0); "name" is required. Returns 0 with *out
+ * (free with vpack_domxml_free()), -EINVAL for text that is not such a
+ * record, with *errmsg (if errmsg is non-NULL; caller frees) naming the
+ * key, or -ENOMEM.
+ */
+int vpack_domxml_from_json(const char *buf, size_t len, struct vpack_domxml **out,
+                           char **errmsg);
+
 const char *vpack_numa_mode_name(enum vpack_numa_mode mode);
 
 /*

@@ -67,6 +67,13 @@ int vpack_snapshot_parse_first(const char *buf, size_t len, size_t *end, size_t 
                                struct vpack_snapshot **out, char **errmsg);
 /* One-line JSON (no newline); the caller frees; NULL when out of memory. */
 char *vpack_snapshot_to_json(const struct vpack_snapshot *s);
+/*
+ * The same snapshot as a json-c object, for callers that embed it in a
+ * larger answer (the agent's "snapshot" op); the caller puts it. NULL when
+ * out of memory.
+ */
+struct json_object;
+struct json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s);
 void vpack_snapshot_free(struct vpack_snapshot *s);
 
 /*

@@ -26,7 +26,7 @@
 #              vpack_libvirt_connected 0), uses < 3 s CPU in those 30 s,
 #              reconnects within 10 s of it being back and places again
 #   gone       a domain destroyed between planning and pinning (the
-#              VPACK_TEST_PIN_GATE fault injection holds the pin): the
+#              pin gate, pin-gate.c LD_PRELOADed, holds the pin): the
 #              failed pin is logged and counted as result="domain_gone",
 #              the others are placed, vpackd keeps running
 #   offline    CPU 1 taken offline while a plan is being applied (same
@@ -76,10 +76,19 @@ agent_args=(--topology "$TOPO"
     --set policy.pack_delay_ms=4000 --set policy.min_residency_ms=5000
     --set agent.log_level=debug)
 
+# The pin gate: pin-gate.c, LD_PRELOADed into this vpackd only. A vpackd
+# built with ASan must have its runtime loaded first, or ASan aborts
+# ("ASan runtime does not come first"): then libasan is preloaded ahead.
+PIN_GATE_SHIM=${VPACK_PIN_GATE_SHIM:-$builddir/tests/integration/libvpack-pin-gate.so}
+[ -r "$PIN_GATE_SHIM" ] || vp_die "no pin gate shim at $PIN_GATE_SHIM (build it first)"
+gate_preload=$PIN_GATE_SHIM
+asan_rt=$(ldd "$VPACKD" 2>/dev/null | awk '$1 ~ /^libasan\.so/ {print $3; exit}')
+[ -n "$asan_rt" ] && gate_preload="$asan_rt:$PIN_GATE_SHIM"
+
 start_agent() {
     mkdir -p "$gate"
     port=$(vp_free_port)
-    VPACK_TEST_PIN_GATE=$gate "$VPACKD" "${agent_args[@]}" \
+    LD_PRELOAD=$gate_preload VPACK_TEST_PIN_GATE=$gate "$VPACKD" "${agent_args[@]}" \
         --set agent.state_dir="$work/state" --set control.socket="$sock" \
         --set metrics.port="$port" >>"$work/vpackd.log" 2>&1 &
     agent_pid=$!
@@ -182,7 +191,7 @@ check_places() {
     else fail "$where: not packed again: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
 }
 
-# The gate (VPACK_TEST_PIN_GATE): holds the next pin of DOMAIN; prints "DOMAIN THREAD".
+# The gate (pin-gate.c, VPACK_TEST_PIN_GATE=DIR): holds the next pin of DOMAIN; prints "DOMAIN THREAD".
 arm_gate() { printf '%s\n' "$1" > "$gate/arm"; }
 wait_gate() {
     local i

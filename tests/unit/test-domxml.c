@@ -135,6 +135,16 @@ static int level_of(const char *xml)
 
 /* ---- The libvirt fixtures ---- */
 
+/* $VPACK_FIXTURES/domains, opened; its path in dir. */
+static DIR *open_fixture_dir(char *dir, size_t len)
+{
+    DIR *dp;
+    snprintf(dir, len, "%s/domains", env_dir("VPACK_FIXTURES"));
+    if (!(dp = opendir(dir)))
+        fail_msg("cannot open %s: %s", dir, strerror(errno));
+    return dp;
+}
+
 static void test_fixtures(void **state)
 {
     char dir[4096], path[4096 + 512], expected_path[4096];
@@ -144,10 +154,7 @@ static void test_fixtures(void **state)
     int checked = 0;
 
     (void)state;
-    snprintf(dir, sizeof(dir), "%s/domains", env_dir("VPACK_FIXTURES"));
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s: %s", dir, strerror(errno));
+    dp = open_fixture_dir(dir, sizeof(dir));
     while ((e = readdir(dp))) {
         size_t n = strlen(e->d_name), xlen, jlen;
         char *xml, *ejson, *msg = NULL;
@@ -199,6 +206,115 @@ static void test_fixtures(void **state)
     closedir(dp);
     /* The README lists ten. */
     assert_true(checked >= 10);
+}
+
+/* Reads a record back with vpack_domxml_from_json(); fails the test on an error. */
+static struct vpack_domxml *from_json_ok(const char *json)
+{
+    struct vpack_domxml *d = NULL;
+    char *msg = NULL;
+    int r = vpack_domxml_from_json(json, strlen(json), &d, &msg);
+    if (r != 0)
+        fail_msg("cannot read back %s: %s", json, msg ? msg : "?");
+    return d;
+}
+
+/* Writes and reads back the record of one fixture; 1 when it is valid XML, else 0. */
+static int round_trip_fixture(const char *path)
+{
+    struct vpack_domxml *d = NULL, *back;
+    size_t xlen;
+    char *xml = read_file(path, &xlen), *j, *j2;
+    int valid = vpack_domxml_parse(xml, xlen, &d, NULL) == 0;
+
+    free(xml);
+    if (!valid)
+        return 0;
+    j = vpack_domxml_to_json(d);
+    assert_non_null(j);
+    back = from_json_ok(j);
+    assert_string_equal(back->name, d->name);
+    assert_int_equal(back->has_uuid, d->has_uuid);
+    assert_int_equal(back->level, d->level);
+    assert_int_equal(back->vcpus, d->vcpus);
+    assert_int_equal(back->nvcpupin, d->nvcpupin);
+    for (size_t i = 0; i < d->nvcpupin; i++) {
+        assert_int_equal(back->vcpupin[i].vcpu, d->vcpupin[i].vcpu);
+        assert_true(vpack_cpuset_equal(&back->vcpupin[i].cpus, &d->vcpupin[i].cpus));
+    }
+    assert_int_equal(back->has_emulatorpin, d->has_emulatorpin);
+    assert_int_equal(back->niothreadpin, d->niothreadpin);
+    assert_int_equal(back->numatune.nmemnodes, d->numatune.nmemnodes);
+    j2 = vpack_domxml_to_json(back);
+    assert_non_null(j2);
+    assert_string_equal(j2, j);
+    vpack_domxml_free(back);
+    vpack_domxml_free(d);
+    free(j);
+    free(j2);
+    return 1;
+}
+
+/*
+ * The hook writes a record (vpack_domxml_to_json) and vpackd reads it back
+ * (vpack_domxml_from_json): every fixture comes back field for field and
+ * writes the same text again.
+ */
+static void test_json_round_trip(void **state)
+{
+    char dir[4096], path[4096 + 512];
+    DIR *dp = open_fixture_dir(dir, sizeof(dir));
+    int checked = 0;
+
+    (void)state;
+    for (struct dirent *e; (e = readdir(dp));) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && !strcmp(e->d_name + n - 4, ".xml")) {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            checked += round_trip_fixture(path);
+        }
+    }
+    closedir(dp);
+    assert_true(checked >= 9);
+}
+
+/* A damaged record is refused with the key named; absent keys are defaults. */
+static void test_json_read_errors(void **state)
+{
+    static const struct {
+        const char *json, *key;
+    } bad[] = {
+        {"[]", "\"\""},
+        {"{\"name\":\"a\",\"cpuset\":\"x\"}", "\"cpuset\""},
+        {"{\"uuid\":null}", "\"name\""},
+        {"{\"name\":\"a\",\"vcpupin\":{\"0\":\"1-\"}}", "\"vcpupin\""},
+        {"{\"name\":\"a\",\"vcpupin\":{\"-1\":\"1\"}}", "\"vcpupin\""},
+        {"{\"name\":\"a\",\"level\":3}", "\"level\""},
+        {"{\"name\":\"a\",\"emulatorpin\":7}", "\"emulatorpin\""},
+        {"{\"name\":\"a\",\"iothreadpin\":{\"1\":\"\"}}", "\"iothreadpin\""},
+        {"{\"name\":\"a\",\"numatune\":{\"memory\":{\"mode\":\"x\"}}}", "\"memory\""},
+        {"{\"name\":", "\"\""},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vpack_domxml *d = NULL;
+        char *msg = NULL;
+        assert_int_equal(vpack_domxml_from_json(bad[i].json, strlen(bad[i].json), &d, &msg),
+                         -EINVAL);
+        assert_null(d);
+        assert_non_null(msg);
+        if (!strstr(msg, bad[i].key))
+            fail_msg("%s: message '%s' does not name %s", bad[i].json, msg, bad[i].key);
+        free(msg);
+    }
+    struct vpack_domxml *d = from_json_ok("{\"name\":\"t\",\"vcpupin\":{\"3\":\"1\",\"1\":\"0-1\"}}");
+    assert_int_equal(d->level, -1);
+    assert_false(d->has_uuid);
+    assert_false(d->has_cpuset);
+    assert_int_equal(d->nvcpupin, 2);
+    assert_int_equal(d->vcpupin[0].vcpu, 1);
+    assert_int_equal(d->vcpupin[1].vcpu, 3);
+    vpack_domxml_free(d);
 }
 
 /* The invalid fixture names its bad value, as the hook must. */
@@ -871,6 +987,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fixture_cpuset_invalid),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_json_read_errors),
         cmocka_unit_test(test_level_values),
         cmocka_unit_test(test_level_namespaces),
         cmocka_unit_test(test_vcpus),

@@ -3,7 +3,9 @@
  * The host adapter on fixture trees: uevent parsing, /proc and /sys reads
  * under a root, and the cgroup v1 cpuset repair on a tree shaped like
  * libvirt's (machine/<domain>/{vcpuN,emulator}) after CPU 1 went offline and
- * came back.
+ * came back; and what the agent reads of a QEMU process (its cgroups, its
+ * iothreads' CPU time, where its memory is) on the fixture tree
+ * $VPACK_TESTDATA/hosts/qemu-iothread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 
 #include "cgroup.h"
 #include "host.h"
+#include "vpack/snapshot.h"
 
 static char root[256];
 
@@ -151,12 +154,87 @@ static void test_cgroup_v2_noop(void **state)
     assert_int_equal(fixed, 0);
 }
 
+/* The fixture tree of one QEMU process (pid 4242) on cgroup v1. */
+static void qemu_root(char *out, size_t len)
+{
+    const char *data = getenv("VPACK_TESTDATA");
+    if (!data || !*data)
+        fail_msg("VPACK_TESTDATA is not set (run the test through meson)");
+    snprintf(out, len, "%s/hosts/qemu-iothread", data);
+}
+
+static void test_process_cgroups(void **state)
+{
+    char qroot[4096], *mem = NULL, *cpuset = NULL, *g = NULL;
+    (void)state;
+    qemu_root(qroot, sizeof(qroot));
+    assert_int_equal(vpack_host_process_cgroup(qroot, 4242, "cpu", &g), 0);
+    assert_string_equal(g, "/machine/qemu-1-vm.libvirt-qemu/emulator");
+    free(g);
+    assert_int_equal(vpack_host_process_cgroup(qroot, 4242, "blkio", &g), -ENOENT);
+    assert_int_equal(vpack_host_process_cgroup(qroot, 4243, "cpu", &g), -ENOENT);
+    assert_int_equal(vpack_host_process_cgroup(qroot, 0, "cpu", &g), -ENOENT);
+    /* The domain's cpuset group is the emulator's parent. */
+    vpack_cgroup_domain_groups(qroot, 4242, &mem, &cpuset);
+    assert_string_equal(mem, "/machine/qemu-1-vm.libvirt-qemu");
+    assert_string_equal(cpuset, "/machine/qemu-1-vm.libvirt-qemu");
+    free(mem);
+    free(cpuset);
+    vpack_cgroup_domain_groups(qroot, 4243, &mem, &cpuset);
+    assert_null(mem);
+    assert_null(cpuset);
+}
+
+static void test_iothread_ticks(void **state)
+{
+    char qroot[4096];
+    uint64_t t = 0;
+    (void)state;
+    qemu_root(qroot, sizeof(qroot));
+    assert_int_equal(vpack_host_task_ticks(qroot, 4242, "4250", &t), 0);
+    assert_int_equal(t, 42);
+    /* A name with blanks and parentheses in it. */
+    assert_int_equal(vpack_host_task_ticks(qroot, 4242, "4251", &t), 0);
+    assert_int_equal(t, 8);
+    assert_int_equal(vpack_host_task_ticks(qroot, 4242, "4299", &t), -ENOENT);
+    /* Both threads of iothread1; the one that is gone counts nothing. */
+    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, "/machine/qemu-1-vm.libvirt-qemu", 4242,
+                                                 1, &t), 0);
+    assert_int_equal(t, 50);
+    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, "/machine/qemu-1-vm.libvirt-qemu", 4242,
+                                                 2, &t), -ENOENT);
+    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, NULL, 4242, 1, &t), -ENOENT);
+}
+
+/* 20 NUMA nodes come back, none cut. */
+static void test_numa_stat(void **state)
+{
+    char qroot[4096];
+    struct vpack_mem_share *m = NULL;
+    unsigned n = 0;
+    (void)state;
+    qemu_root(qroot, sizeof(qroot));
+    assert_int_equal(vpack_cgroup_numa_stat(qroot, "/machine/qemu-1-vm.libvirt-qemu", &m, &n), 0);
+    assert_int_equal(n, 20);
+    assert_int_equal(m[0].node, 0);
+    assert_true(m[0].share > 0.047 && m[0].share < 0.048);
+    assert_int_equal(m[19].node, 19);
+    assert_true(m[19].share > 0.095 && m[19].share < 0.096);
+    free(m);
+    assert_int_equal(vpack_cgroup_numa_stat(qroot, "/machine/none", &m, &n), -ENOENT);
+    assert_null(m);
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reads_under_root, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_repair, setup, teardown),
         cmocka_unit_test(test_cgroup_v2_noop),
+        cmocka_unit_test(test_process_cgroups),
+        cmocka_unit_test(test_iothread_ticks),
+        cmocka_unit_test(test_numa_stat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -777,6 +777,38 @@ static void test_round_trip_built(void **state)
     free(j2);
 }
 
+/*
+ * The json_object form (what vpackd embeds in its "snapshot" answer) prints
+ * as the string writer's text, alone and inside a larger object.
+ */
+static void test_to_json_object(void **state)
+{
+    static const char text[] =
+        "{\"interval_ms\":500,\"cpus\":{\"0\":0.8,\"1\":0.1},\"domains\":[{\"name\":\"a\","
+        "\"level\":2,\"cpuset\":\"0-1\",\"vcpus\":[{\"id\":0,\"util\":0.3,\"delay\":0.01,"
+        "\"pin\":\"1\"}],\"emulator\":{\"util\":0.05,\"delay\":0.0},\"memory\":{\"0\":1.0}}]}";
+    struct vpack_snapshot *s = parse_ok(text, strlen(text));
+    json_object *o, *ans;
+    char *j;
+
+    (void)state;
+    o = vpack_snapshot_to_json_object(s);
+    assert_non_null(o);
+    j = vpack_snapshot_to_json(s);
+    assert_non_null(j);
+    assert_string_equal(j, text);
+    assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE),
+                        j);
+    ans = json_object_new_object();
+    assert_non_null(ans);
+    assert_int_equal(json_object_object_add(ans, "snapshot", o), 0);
+    assert_non_null(strstr(json_object_to_json_string_ext(ans, JSON_C_TO_STRING_PLAIN), j));
+    json_object_put(ans);
+    vpack_snapshot_free(s);
+    free(j);
+}
+
 /* 1000 domains of 8 vCPUs (the benchmark's 8,000 vCPUs) parse and round-trip. */
 static void test_large(void **state)
 {
@@ -1015,6 +1047,7 @@ int main(void)
         cmocka_unit_test(test_parse_first),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_round_trip_built),
+        cmocka_unit_test(test_to_json_object),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_plan_to_json),
         cmocka_unit_test(test_plan_to_json_order),

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's private state, shared by the files of its pipeline:
+ *
+ *   domains.c  the domain table: refresh from libvirt, the hook's records
+ *   sample.c   observe: CPU and domain load, the policy's snapshot
+ *   act.c      apply a plan's pins; restore at stop and after hotplug
+ *   views.c    status, explain, snapshot and metrics as JSON
+ *   agent.c    the loop: cycle = sample -> plan -> act, timers, reload
+ *
+ * Nothing outside agent/ includes this; agent.h is the public interface.
+ */
+#ifndef VPACK_AGENT_PRIV_H
+#define VPACK_AGENT_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "host.h"
+#include "virt.h"
+#include "vpack/cpuset.h"
+#include "vpack/procstat.h"
+#include "vpack/snapshot.h"
+#include "vpack/topology.h"
+
+struct agent_thread {
+    int id;
+    bool has_pin;          /* the guest asked for this pin */
+    vpack_cpuset pin;
+    bool applied_known;    /* applied holds the live mask */
+    vpack_cpuset applied;
+    bool have_prev;
+    uint64_t prev_time, prev_delay;
+    double util, delay;    /* smoothed */
+    uint64_t prev_ticks;   /* iothreads: CPU time of the group's tasks, in ticks */
+    bool have_ticks;
+};
+
+struct agent_dom {
+    char uuid[37];
+    char *name;
+    int level;             /* from the live metadata; -1 when absent */
+    bool persistent;
+    bool known;            /* requested pins and bound are known */
+    bool has_bound;
+    vpack_cpuset bound;    /* <vcpu cpuset> as the guest asked */
+    unsigned nvcpus;       /* vcpu maximum */
+    struct agent_thread *vcpus;
+    bool *vcpu_online;
+    struct agent_thread emulator;
+    unsigned niothreads;
+    struct agent_thread *iothreads;
+    bool have_prev_cpu;
+    uint64_t prev_cpu_time;
+    bool refresh;          /* re-read XML and live pins at the next cycle */
+    bool managed;          /* vpack restricted it at some point */
+    bool seen;             /* in the last stats call */
+    char *reason;          /* the policy's last word on it */
+    unsigned npackages;
+    int *packages;         /* the packages the last plan placed it on */
+    char *memcg;           /* its cgroup v1 memory group, for memory.numa_stat */
+    char *cpusetcg;        /* its cgroup v1 cpuset group (iothreadN/ below it) */
+    int pid;               /* QEMU's pid */
+    unsigned nmem;
+    struct vpack_mem_share *mem; /* share of its memory per NUMA node */
+};
+
+/* Why a pin was made, for the metrics ("reason" label). */
+enum pin_why { PIN_PLAN, PIN_HOTPLUG, PIN_STOP, PIN_NWHY };
+/* How a pin ended ("result" label). */
+enum pin_result { RES_OK, RES_GONE, RES_INVALID, RES_TRANSIENT, RES_ERROR, RES_N };
+
+/* Upper bounds in seconds of the duration histograms' buckets. */
+#define VPACK__NBUCKETS 12
+extern const double vpack__hist_bounds[VPACK__NBUCKETS];
+struct histogram {
+    uint64_t buckets[VPACK__NBUCKETS]; /* cumulative */
+    uint64_t count;
+    double sum;
+};
+
+struct agent_counters {
+    uint64_t samples;
+    uint64_t plans;
+    uint64_t pins_ok;
+    uint64_t pins_failed;
+    uint64_t rebalances;    /* plans that moved something */
+    uint64_t hotplug_events;
+    uint64_t cgroup_repairs;
+    uint64_t reconnects;
+};
+
+struct vpack_agent {
+    uv_loop_t *loop;
+    struct vpack_config cfg;
+    struct vpack_topology *topo;
+    struct vpack_policy_state *pstate;
+    struct vpack_virt *virt;
+    struct vpack_hotplug *hotplug;
+    uv_timer_t tick;
+    vpack_cpuset online;
+    struct vpack_cpu_times *prev_times;
+    unsigned nprev_times;
+    double *cpu_busy;      /* smoothed, by CPU id */
+    unsigned ncpu_busy;
+    uint64_t prev_ns;      /* time of the last stats sample */
+    struct agent_dom *doms;
+    unsigned ndoms;
+    bool need_list;        /* list running domains at the next cycle */
+    bool hotplug_pending;  /* a CPU came or went: repair, re-read, re-pin */
+    struct vpack_plan *plan;
+    struct vpack_snapshot *snap;
+    struct agent_counters ctr;
+    uint64_t pin_ops[PIN_NWHY][RES_N];
+    uint64_t rebalances[VPACK_WHY_N];
+    struct histogram plan_hist, cycle_hist;
+    bool stopping;
+};
+
+/* agent.c */
+/* Sets *errmsg (caller frees; NULL when out of memory) and returns r. */
+int vpack__errmsg(char **errmsg, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* domains.c */
+struct agent_dom *vpack__dom_find(struct vpack_agent *a, const char *uuid);
+/* The domain, added (to be refreshed) if new; NULL when out of memory. */
+struct agent_dom *vpack__dom_add(struct vpack_agent *a, const char *uuid);
+void vpack__dom_remove(struct vpack_agent *a, const char *uuid);
+void vpack__dom_free(struct agent_dom *d);
+/* Re-reads a domain from libvirt; -ENOENT when it is gone (logged). */
+int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d);
+/* Refreshes every domain marked for it, forgetting the ones that are gone. */
+void vpack__doms_refresh(struct vpack_agent *a);
+/* Lists the running domains: adds new ones, forgets the stopped. */
+void vpack__doms_list_running(struct vpack_agent *a);
+/* The domain's level, or the configured default when it sets none. */
+int vpack__dom_level(const struct vpack_agent *a, const struct agent_dom *d);
+/* True when vpack places it: its request is known and its level is 1 or 2. */
+bool vpack__dom_placed(const struct vpack_agent *a, const struct agent_dom *d);
+/* The mask a thread has when vpack does not restrict it. */
+void vpack__dom_free_mask(const struct vpack_agent *a, const struct agent_dom *d,
+                          const struct agent_thread *t, vpack_cpuset *out);
+/* Keeps the plan's word on d: its reason and its packages. Returns 0 or -ENOMEM. */
+int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain *pd);
+
+/* sample.c */
+void vpack__sample_cpus(struct vpack_agent *a);
+void vpack__sample_domains(struct vpack_agent *a);
+/*
+ * The policy's input: one snapshot of every domain that is read. (*map)[i]
+ * is the index in a->doms of the snapshot's domain i. Returns 0 or -ENOMEM.
+ */
+int vpack__sample_snapshot(struct vpack_agent *a, struct vpack_snapshot **out, unsigned **map);
+
+/* act.c */
+struct vpack__act_out {
+    bool dry_run;              /* plan only: record the moves, pin nothing */
+    struct vpack_move **moves; /* may be NULL */
+    unsigned *nmoves;
+};
+/* Applies plan (domains in the snapshot's order, map as above); the number of threads moved. */
+unsigned vpack__act(struct vpack_agent *a, const struct vpack_plan *plan, const unsigned *map,
+                    const struct vpack__act_out *out);
+/* After a hotplug: gives unplaced domains' threads their intent back. */
+void vpack__act_restore_after_hotplug(struct vpack_agent *a, const struct vpack_plan *plan,
+                                      const unsigned *map);
+/* At stop: gives every restricted thread its guest-requested or full mask. */
+void vpack__act_restore_all(struct vpack_agent *a);
+/* Forgets every applied mask (the kernel moved threads): the next plan re-pins all. */
+void vpack__act_forget_applied(struct vpack_agent *a);
+
+/* views.c */
+void vpack__hist_observe(struct histogram *h, double seconds);
+
+#endif

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Test-only fault injection for test-faults.sh, loaded into vpackd with
+ * LD_PRELOAD (as kmod's testsuite does): it interposes the libvirt calls
+ * that pin a thread (adapters/virt.c: virDomainPinVcpuFlags,
+ * virDomainPinEmulator, virDomainPinIOThread) and can hold one of them.
+ *
+ * With VPACK_TEST_PIN_GATE=DIR in the environment, a pin call that finds
+ * DIR/arm (empty, or naming its domain) removes it, writes "DOMAIN THREAD"
+ * to DIR/paused and holds the whole agent there, after sampling and
+ * planning and before libvirt is asked, until DIR/paused is removed (at
+ * most 60 s). The test destroys a domain or takes a CPU offline in that
+ * window. Without the variable, or with no arm file, the call goes straight
+ * to libvirt.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+
+/* Holds the caller if the gate is armed for dom; label names the thread. */
+static void gate(virDomainPtr dom, const char *label)
+{
+    const char *dir = getenv("VPACK_TEST_PIN_GATE");
+    const char *name = virDomainGetName(dom);
+    char arm[4200], paused[4200], tmp[4210], only[256] = "";
+    FILE *f;
+
+    if (!dir || !*dir || !name)
+        return;
+    snprintf(arm, sizeof(arm), "%s/arm", dir);
+    if (!(f = fopen(arm, "r")))
+        return;
+    if (!fgets(only, sizeof(only), f))
+        only[0] = '\0';
+    fclose(f);
+    only[strcspn(only, "\n")] = '\0';
+    if ((only[0] && strcmp(only, name)) || unlink(arm) < 0)
+        return;
+    snprintf(paused, sizeof(paused), "%s/paused", dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", paused);
+    f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s %s\n", name, label) < 0 || fclose(f) != 0 || rename(tmp, paused) < 0) {
+        fprintf(stderr, "pin-gate: cannot write %s\n", paused);
+        return;
+    }
+    fprintf(stderr, "pin-gate: holding the pin of domain %s %s until %s is removed\n", name,
+            label, paused);
+    for (int i = 0; i < 600 && access(paused, F_OK) == 0; i++)
+        usleep(100 * 1000);
+    fprintf(stderr, "pin-gate: going on with the pin of domain %s %s\n", name, label);
+}
+
+/* The real libvirt function name, or abort: a shim that cannot pass calls on is useless. */
+static void *real(const char *name)
+{
+    void *fn = dlsym(RTLD_NEXT, name);
+    if (!fn) {
+        fprintf(stderr, "pin-gate: no %s after the shim: %s\n", name, dlerror());
+        abort();
+    }
+    return fn;
+}
+
+int virDomainPinVcpuFlags(virDomainPtr dom, unsigned int vcpu, unsigned char *cpumap, int maplen,
+                          unsigned int flags)
+{
+    static int (*fn)(virDomainPtr, unsigned int, unsigned char *, int, unsigned int);
+    char label[32];
+    if (!fn)
+        *(void **)&fn = real("virDomainPinVcpuFlags");
+    snprintf(label, sizeof(label), "vcpu %u", vcpu);
+    gate(dom, label);
+    return fn(dom, vcpu, cpumap, maplen, flags);
+}
+
+int virDomainPinEmulator(virDomainPtr dom, unsigned char *cpumap, int maplen, unsigned int flags)
+{
+    static int (*fn)(virDomainPtr, unsigned char *, int, unsigned int);
+    if (!fn)
+        *(void **)&fn = real("virDomainPinEmulator");
+    gate(dom, "emulator");
+    return fn(dom, cpumap, maplen, flags);
+}
+
+int virDomainPinIOThread(virDomainPtr dom, unsigned int iothread_id, unsigned char *cpumap,
+                         int maplen, unsigned int flags)
+{
+    static int (*fn)(virDomainPtr, unsigned int, unsigned char *, int, unsigned int);
+    char label[32];
+    if (!fn)
+        *(void **)&fn = real("virDomainPinIOThread");
+    snprintf(label, sizeof(label), "iothread %u", iothread_id);
+    gate(dom, label);
+    return fn(dom, iothread_id, cpumap, maplen, flags);
+}
