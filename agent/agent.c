@@ -21,6 +21,7 @@
 #include "virt.h"
 #include "vpack/domxml.h"
 #include "vpack/procstat.h"
+#include "vpack/prom.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
 
@@ -73,25 +74,6 @@ static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};
 static const char *const pin_result_names[RES_N] = {"ok", "domain_gone", "invalid_cpus",
                                                    "transient", "error"};
 
-/* Upper bounds in seconds of the duration histograms' buckets. */
-static const double hist_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                     0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
-#define NBUCKETS (sizeof(hist_bounds) / sizeof(hist_bounds[0]))
-struct histogram {
-    uint64_t buckets[NBUCKETS]; /* cumulative */
-    uint64_t count;
-    double sum;
-};
-
-static void hist_observe(struct histogram *h, double seconds)
-{
-    for (size_t i = 0; i < NBUCKETS; i++)
-        if (seconds <= hist_bounds[i])
-            h->buckets[i]++;
-    h->count++;
-    h->sum += seconds;
-}
-
 struct vpack_agent {
     uv_loop_t *loop;
     struct vpack_config cfg;
@@ -115,7 +97,7 @@ struct vpack_agent {
     struct vpack_agent_counters ctr;
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];
-    struct histogram plan_hist, cycle_hist;
+    struct vpack_prom_histogram plan_hist, cycle_hist;
     bool stopping;
     char *pin_gate;        /* VPACK_TEST_PIN_GATE: test-only fault injection */
 };
@@ -941,7 +923,7 @@ static int cycle(struct vpack_agent *a, bool dry_run, struct vpack_move **moves,
     uint64_t t0 = uv_hrtime();
     r = vpack_plan_compute(a->topo, &a->cfg.policy, snap, a->pstate, &plan);
     if (!dry_run)
-        hist_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
+        vpack_prom_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
     if (r < 0) {
         log_err("planning failed: %s", strerror(-r));
         goto cleanup;
@@ -986,7 +968,7 @@ static void on_tick(uv_timer_t *timer)
     int r = cycle(a, false, NULL, NULL);
     if (r < 0 && r != -ENOTCONN)
         log_warn("cycle failed: %s", strerror(-r));
-    hist_observe(&a->cycle_hist, (double)(uv_hrtime() - t0) / 1e9);
+    vpack_prom_observe(&a->cycle_hist, (double)(uv_hrtime() - t0) / 1e9);
 }
 
 static void on_connected(void *opaque)
@@ -1509,132 +1491,119 @@ static bool load_record(struct vpack_agent *a, struct agent_dom *d)
     return ok;
 }
 
-static struct json_object *hist_json(const struct histogram *h)
+/* A package as the metrics show it: smoothed busy share, idle time, role in the plan. */
+static void metrics_package(const struct vpack_agent *a, const struct vpack_package *pk,
+                            struct vpack_prom_package *out)
 {
-    struct json_object *o = json_object_new_object(), *b = json_object_new_array();
-    for (size_t i = 0; i < NBUCKETS; i++) {
-        struct json_object *pair = json_object_new_array();
-        json_object_array_add(pair, json_object_new_double(hist_bounds[i]));
-        json_object_array_add(pair, json_object_new_int64((int64_t)h->buckets[i]));
-        json_object_array_add(b, pair);
+    double hz = (double)sysconf(_SC_CLK_TCK), busy = 0, idle_s = 0;
+    unsigned n = 0;
+    VPACK_CPUSET_FOREACH(c, &pk->cpus)
+    {
+        if ((unsigned)c < a->ncpu_busy && a->cpu_busy[c] >= 0) {
+            busy += a->cpu_busy[c];
+            n++;
+        }
+        for (unsigned k = 0; k < a->nprev_times; k++)
+            if (a->prev_times[k].cpu == c)
+                idle_s += (double)(a->prev_times[k].total - a->prev_times[k].busy) / hz;
     }
-    json_object_object_add(o, "buckets", b);
-    json_object_object_add(o, "sum", json_object_new_double(h->sum));
-    json_object_object_add(o, "count", json_object_new_int64((int64_t)h->count));
-    return o;
+    bool active = !a->plan;
+    for (unsigned k = 0; a->plan && k < a->plan->nactive; k++)
+        active |= a->plan->active_packages[k] == pk->id;
+    *out = (struct vpack_prom_package){pk->id, n ? busy / n : 0, idle_s, active,
+                                       a->plan && a->plan->wakeup_package == pk->id};
 }
 
-struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
+/* Share of a managed domain's memory outside the packages it is on; < 0 when not known. */
+static double remote_memory(const struct vpack_agent *a, const struct agent_dom *d)
 {
-    struct json_object *root = json_object_new_object();
-    double hz = (double)sysconf(_SC_CLK_TCK);
-    json_object_object_add(root, "connected", json_object_new_boolean(vpack_virt_connected(a->virt)));
-    json_object_object_add(root, "version", json_object_new_string(VPACK_VERSION));
-    json_object_object_add(root, "sysfs_root", json_object_new_string(a->cfg.sysfs_root));
-    json_object_object_add(root, "demand", json_object_new_double(a->plan ? a->plan->demand : 0));
-    json_object_object_add(root, "lifted", json_object_new_boolean(a->plan && a->plan->lifted));
-
-    struct json_object *pkgs = json_object_new_array();
-    for (unsigned p = 0; p < a->topo->npackages; p++) {
-        const struct vpack_package *pk = &a->topo->packages[p];
-        struct json_object *o = json_object_new_object();
-        double busy = 0, idle_s = 0;
-        unsigned n = 0;
-        VPACK_CPUSET_FOREACH(c, &pk->cpus)
-        {
-            if ((unsigned)c < a->ncpu_busy && a->cpu_busy[c] >= 0) {
-                busy += a->cpu_busy[c];
-                n++;
-            }
-            for (unsigned k = 0; k < a->nprev_times; k++)
-                if (a->prev_times[k].cpu == c)
-                    idle_s += (double)(a->prev_times[k].total - a->prev_times[k].busy) / hz;
-        }
-        bool active = !a->plan;
-        for (unsigned k = 0; a->plan && k < a->plan->nactive; k++)
-            active |= a->plan->active_packages[k] == pk->id;
-        json_object_object_add(o, "id", json_object_new_int(pk->id));
-        json_object_object_add(o, "cpus", cpuset_json(&pk->cpus));
-        json_object_object_add(o, "cores", json_object_new_int((int)pk->ncores));
-        json_object_object_add(o, "busy", json_object_new_double(n ? busy / n : 0));
-        json_object_object_add(o, "idle_seconds", json_object_new_double(idle_s));
-        json_object_object_add(o, "active", json_object_new_boolean(active));
-        json_object_object_add(o, "wakeup", json_object_new_boolean(a->plan && a->plan->wakeup_package == pk->id));
-        json_object_array_add(pkgs, o);
-    }
-    json_object_object_add(root, "packages", pkgs);
-
-    struct json_object *doms = json_object_new_array();
-    for (unsigned i = 0; i < a->ndoms; i++) {
-        struct agent_dom *d = &a->doms[i];
-        if (!d->name)
+    double local = 0;
+    bool nodes = false;
+    if (!d->nmem || d->npackages <= 0 || !d->known || effective_level(a, d) < 1)
+        return -1;
+    for (int k = 0; k < d->npackages; k++) {
+        int pi = vpack_topology_package_index(a->topo, d->packages[k]);
+        if (pi < 0)
             continue;
-        struct json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", json_object_new_string(d->name));
-        json_object_object_add(o, "level", json_object_new_int(effective_level(a, d)));
-        json_object_object_add(o, "managed", json_object_new_boolean(d->known && effective_level(a, d) >= 1));
-        struct json_object *pk = json_object_new_array();
-        for (int k = 0; k < d->npackages; k++)
-            json_object_array_add(pk, json_object_new_int(d->packages[k]));
-        json_object_object_add(o, "packages", pk);
-        struct json_object *vc = json_object_new_array();
-        for (unsigned v = 0; v < d->nvcpus; v++) {
-            if (!d->vcpu_online[v])
-                continue;
-            struct json_object *t = json_object_new_object();
-            json_object_object_add(t, "id", json_object_new_int((int)v));
-            json_object_object_add(t, "util", json_object_new_double(d->vcpus[v].util));
-            json_object_object_add(t, "delay", json_object_new_double(d->vcpus[v].delay));
-            json_object_array_add(vc, t);
+        const struct vpack_package *pkg = &a->topo->packages[pi];
+        for (unsigned nn = 0; nn < pkg->nnuma; nn++) {
+            nodes = true;
+            for (unsigned m = 0; m < d->nmem; m++)
+                if (d->mem[m].node == pkg->numa_nodes[nn])
+                    local += d->mem[m].share;
         }
-        json_object_object_add(o, "vcpus", vc);
-        /* Memory outside the packages it is placed on, where NUMA nodes are known. */
-        if (d->nmem && d->npackages > 0 && d->known && effective_level(a, d) >= 1) {
-            double local = 0;
-            bool nodes = false;
-            for (int k = 0; k < d->npackages; k++) {
-                int pi = vpack_topology_package_index(a->topo, d->packages[k]);
-                if (pi < 0)
-                    continue;
-                const struct vpack_package *pkg = &a->topo->packages[pi];
-                for (unsigned nn = 0; nn < pkg->nnuma; nn++) {
-                    nodes = true;
-                    for (unsigned m = 0; m < d->nmem; m++)
-                        if (d->mem[m].node == pkg->numa_nodes[nn])
-                            local += d->mem[m].share;
-                }
-            }
-            if (nodes)
-                json_object_object_add(o, "remote_memory",
-                                       json_object_new_double(local >= 1 ? 0 : 1 - local));
-        }
-        json_object_array_add(doms, o);
     }
-    json_object_object_add(root, "domains", doms);
+    return !nodes ? -1 : local >= 1 ? 0 : 1 - local;
+}
 
-    struct json_object *ops = json_object_new_array();
-    for (int w = 0; w < PIN_NWHY; w++)
-        for (int r = 0; r < RES_N; r++) {
-            struct json_object *o = json_object_new_object();
-            json_object_object_add(o, "reason", json_object_new_string(pin_why_names[w]));
-            json_object_object_add(o, "result", json_object_new_string(pin_result_names[r]));
-            json_object_object_add(o, "count", json_object_new_int64((int64_t)a->pin_ops[w][r]));
-            json_object_array_add(ops, o);
-        }
-    json_object_object_add(root, "pin_ops", ops);
-    struct json_object *reb = json_object_new_array();
-    for (int w = 0; w < VPACK_WHY_N; w++) {
-        struct json_object *o = json_object_new_object();
-        json_object_object_add(o, "reason", json_object_new_string(vpack_plan_why_name(w)));
-        json_object_object_add(o, "count", json_object_new_int64((int64_t)a->rebalances[w]));
-        json_object_array_add(reb, o);
+static int metrics_domain(const struct vpack_agent *a, const struct agent_dom *d,
+                          struct vpack_prom_domain *out)
+{
+    int level = effective_level(a, d);
+    *out = (struct vpack_prom_domain){.name = strdup(d->name), .level = level,
+                                      .managed = d->known && level >= 1,
+                                      .remote_memory = remote_memory(a, d)};
+    if (!out->name)
+        return -ENOMEM;
+    if (d->npackages > 0) {
+        if (!(out->packages = malloc((size_t)d->npackages * sizeof(*out->packages))))
+            return -ENOMEM;
+        memcpy(out->packages, d->packages, (size_t)d->npackages * sizeof(*out->packages));
+        out->npackages = (size_t)d->npackages;
     }
-    json_object_object_add(root, "rebalances", reb);
-    json_object_object_add(root, "plan_duration", hist_json(&a->plan_hist));
-    json_object_object_add(root, "cycle_duration", hist_json(&a->cycle_hist));
-    json_object_object_add(root, "samples", json_object_new_int64((int64_t)a->ctr.samples));
-    json_object_object_add(root, "connects", json_object_new_int64((int64_t)a->ctr.reconnects));
-    json_object_object_add(root, "hotplug_events", json_object_new_int64((int64_t)a->ctr.hotplug_events));
-    json_object_object_add(root, "cgroup_repairs", json_object_new_int64((int64_t)a->ctr.cgroup_repairs));
-    return root;
+    if (d->nvcpus && !(out->vcpus = calloc(d->nvcpus, sizeof(*out->vcpus))))
+        return -ENOMEM;
+    for (unsigned v = 0; v < d->nvcpus; v++)
+        if (d->vcpu_online[v])
+            out->vcpus[out->nvcpus++] =
+                (struct vpack_prom_vcpu){v, d->vcpus[v].util, d->vcpus[v].delay};
+    return 0;
+}
+
+/* The counters by why (and by result for pins), named by the enums' names. */
+static int metrics_counts(const struct vpack_agent *a, struct vpack_prom_metrics *m)
+{
+    m->rebalances = calloc(VPACK_WHY_N, sizeof(*m->rebalances));
+    m->pin_ops = calloc((size_t)PIN_NWHY * RES_N, sizeof(*m->pin_ops));
+    if (!m->rebalances || !m->pin_ops)
+        return -ENOMEM;
+    for (int w = 0; w < VPACK_WHY_N; w++)
+        m->rebalances[m->nrebalances++] =
+            (struct vpack_prom_count){vpack_plan_why_name(w), NULL, a->rebalances[w]};
+    for (int w = 0; w < PIN_NWHY; w++)
+        for (int r = 0; r < RES_N; r++)
+            m->pin_ops[m->npin_ops++] =
+                (struct vpack_prom_count){pin_why_names[w], pin_result_names[r], a->pin_ops[w][r]};
+    return 0;
+}
+
+struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
+{
+    const struct vpack_agent *a = agent;
+    struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->version = VPACK_VERSION;
+    m->connected = vpack_virt_connected(a->virt);
+    m->connects = a->ctr.reconnects;
+    m->demand = a->plan ? a->plan->demand : 0;
+    m->lifted = a->plan && a->plan->lifted;
+    m->plan_duration = a->plan_hist;
+    m->cycle_duration = a->cycle_hist;
+    m->samples = a->ctr.samples;
+    m->hotplug_events = a->ctr.hotplug_events;
+    m->cgroup_repairs = a->ctr.cgroup_repairs;
+    if (!(m->packages = calloc(a->topo->npackages, sizeof(*m->packages))) ||
+        (a->ndoms && !(m->domains = calloc(a->ndoms, sizeof(*m->domains)))) ||
+        metrics_counts(a, m) < 0)
+        goto fail;
+    for (unsigned p = 0; p < a->topo->npackages; p++)
+        metrics_package(a, &a->topo->packages[p], &m->packages[m->npackages++]);
+    for (unsigned i = 0; i < a->ndoms; i++)
+        if (a->doms[i].name && metrics_domain(a, &a->doms[i], &m->domains[m->ndomains++]) < 0)
+            goto fail;
+    return m;
+fail:
+    vpack_prom_metrics_free(m);
+    return NULL;
 }

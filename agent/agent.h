@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "vpack/config.h"
+#include "vpack/prom.h"
 #include "vpack/policy.h"
 #include "vpack/protocol.h"
 
@@ -84,16 +85,11 @@ struct json_object *vpack_agent_status_json(struct vpack_agent *a);
 /* One domain explained; NULL when the agent does not know it. */
 struct json_object *vpack_agent_explain_json(struct vpack_agent *a, const char *name);
 /*
- * Everything the metrics endpoint exports, as JSON: "connected", "version",
- * "sysfs_root", "demand", "lifted", "packages" [{"id", "cpus", "cores",
- * "busy", "idle_seconds" (since boot), "active", "wakeup"}], "domains"
- * [{"name", "level", "managed", "packages", "vcpus" [{"id", "util",
- * "delay"}]}], "pin_ops" [{"reason", "result", "count"}], "rebalances"
- * [{"reason", "count"}], "plan_duration" and "cycle_duration" ({"buckets"
- * [[upper_bound_seconds, cumulative_count]], "sum", "count"}), "samples",
- * "connects", "hotplug_events", "cgroup_repairs". Caller puts.
+ * Everything the metrics endpoint exports, as lib/prom.c's typed metrics
+ * (a vpack_metrics_collect_fn: agent is the struct vpack_agent). NULL when
+ * out of memory; free with vpack_prom_metrics_free().
  */
-struct json_object *vpack_agent_metrics_json(struct vpack_agent *a);
+struct vpack_prom_metrics *vpack_agent_metrics(void *agent);
 
 /* The last snapshot the policy saw, for bug reports; NULL before the first. */
 struct json_object *vpack_agent_snapshot_json(struct vpack_agent *a);
