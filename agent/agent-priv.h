@@ -71,14 +71,6 @@ enum pin_why { PIN_PLAN, PIN_HOTPLUG, PIN_STOP, PIN_NWHY };
 /* How a pin ended ("result" label). */
 enum pin_result { RES_OK, RES_GONE, RES_INVALID, RES_TRANSIENT, RES_ERROR, RES_N };
 
-/* Upper bounds in seconds of the duration histograms' buckets. */
-#define VPACK__NBUCKETS 12
-extern const double vpack__hist_bounds[VPACK__NBUCKETS];
-struct histogram {
-    uint64_t buckets[VPACK__NBUCKETS]; /* cumulative */
-    uint64_t count;
-    double sum;
-};
 
 struct agent_counters {
     uint64_t samples;
@@ -114,7 +106,7 @@ struct vpack_agent {
     struct agent_counters ctr;
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];
-    struct histogram plan_hist, cycle_hist;
+    struct vpack_prom_histogram plan_hist, cycle_hist;
     bool stopping;
 };
 
@@ -169,8 +161,5 @@ void vpack__act_restore_after_hotplug(struct vpack_agent *a, const struct vpack_
 void vpack__act_restore_all(struct vpack_agent *a);
 /* Forgets every applied mask (the kernel moved threads): the next plan re-pins all. */
 void vpack__act_forget_applied(struct vpack_agent *a);
-
-/* views.c */
-void vpack__hist_observe(struct histogram *h, double seconds);
 
 #endif

@@ -79,7 +79,7 @@ static int plan(struct vpack_agent *a, const struct vpack_snapshot *snap, bool d
     uint64_t t0 = uv_hrtime();
     int r = vpack_plan_compute(a->topo, &a->cfg.policy, snap, a->pstate, out);
     if (!dry_run)
-        vpack__hist_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
+        vpack_prom_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
     if (r < 0)
         log_err("planning failed: %s", strerror(-r));
     else
@@ -150,7 +150,7 @@ static void on_tick(uv_timer_t *timer)
     int r = cycle(a, &out);
     if (r < 0 && r != -ENOTCONN)
         log_warn("cycle failed: %s", strerror(-r));
-    vpack__hist_observe(&a->cycle_hist, (double)(uv_hrtime() - t0) / 1e9);
+    vpack_prom_observe(&a->cycle_hist, (double)(uv_hrtime() - t0) / 1e9);
 }
 
 static void on_connected(void *opaque)

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "vpack/config.h"
+#include "vpack/prom.h"
 #include "vpack/policy.h"
 #include "vpack/protocol.h"
 
@@ -78,16 +79,11 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out);
  * does not know it, or -ENOMEM. */
 int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct json_object **out);
 /*
- * Everything the metrics endpoint exports, as JSON: "connected", "version",
- * "sysfs_root", "demand", "lifted", "packages" [{"id", "cpus", "cores",
- * "busy", "idle_seconds" (since boot), "active", "wakeup"}], "domains"
- * [{"name", "level", "managed", "packages", "vcpus" [{"id", "util",
- * "delay"}]}], "pin_ops" [{"reason", "result", "count"}], "rebalances"
- * [{"reason", "count"}], "plan_duration" and "cycle_duration" ({"buckets"
- * [[upper_bound_seconds, cumulative_count]], "sum", "count"}), "samples",
- * "connects", "hotplug_events", "cgroup_repairs". Caller puts.
+ * Everything the metrics endpoint exports, as lib/prom.c's typed metrics
+ * (a vpack_metrics_collect_fn: agent is the struct vpack_agent). NULL when
+ * out of memory; free with vpack_prom_metrics_free().
  */
-struct json_object *vpack_agent_metrics_json(struct vpack_agent *a);
+struct vpack_prom_metrics *vpack_agent_metrics(void *agent);
 
 /* The last snapshot the policy saw, for bug reports: 0 with *out (caller
  * puts; NULL before the first), or -ENOMEM. */

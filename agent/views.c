@@ -15,22 +15,9 @@
 #include "jsonout.h"
 #include "vpack-build.h"
 
-const double vpack__hist_bounds[VPACK__NBUCKETS] = {0.0001, 0.00025, 0.0005, 0.001,
-                                                    0.0025, 0.005,   0.01,   0.025,
-                                                    0.05,   0.1,     0.25,   1.0};
-
 static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};
 static const char *const pin_result_names[RES_N] = {"ok", "domain_gone", "invalid_cpus",
                                                    "transient", "error"};
-
-void vpack__hist_observe(struct histogram *h, double seconds)
-{
-    for (size_t i = 0; i < VPACK__NBUCKETS; i++)
-        if (seconds <= vpack__hist_bounds[i])
-            h->buckets[i]++;
-    h->count++;
-    h->sum += seconds;
-}
 
 /* Mean smoothed busy fraction of the package's CPUs that report; *n counts them. */
 static double package_busy(const struct vpack_agent *a, const struct vpack_package *pk,
@@ -230,19 +217,13 @@ static double package_idle_seconds(const struct vpack_agent *a, const struct vpa
     return idle_s;
 }
 
-static struct json_object *metrics_package(const struct vpack_agent *a,
-                                           const struct vpack_package *pk, bool *ok)
+static void metrics_package(const struct vpack_agent *a, const struct vpack_package *pk,
+                            struct vpack_prom_package *out)
 {
-    struct json_object *o = json_object_new_object();
     unsigned n;
-    vpack__json_set_int(o, "id", pk->id, ok);
-    vpack__json_set_cpuset(o, "cpus", &pk->cpus, ok);
-    vpack__json_set_int(o, "cores", pk->ncores, ok);
-    vpack__json_set_double(o, "busy", package_busy(a, pk, &n), ok);
-    vpack__json_set_double(o, "idle_seconds", package_idle_seconds(a, pk), ok);
-    vpack__json_set_bool(o, "active", package_active(a, pk), ok);
-    vpack__json_set_bool(o, "wakeup", a->plan && a->plan->wakeup_package == pk->id, ok);
-    return o;
+    *out = (struct vpack_prom_package){pk->id, package_busy(a, pk, &n),
+                                       package_idle_seconds(a, pk), package_active(a, pk),
+                                       a->plan && a->plan->wakeup_package == pk->id};
 }
 
 /*
@@ -269,87 +250,77 @@ static bool remote_memory(const struct vpack_agent *a, const struct agent_dom *d
     return nodes;
 }
 
-static struct json_object *metrics_domain(const struct vpack_agent *a, const struct agent_dom *d,
-                                          bool *ok)
+static int metrics_domain(const struct vpack_agent *a, const struct agent_dom *d,
+                          struct vpack_prom_domain *out)
 {
-    struct json_object *o = domain_head(a, d, ok), *vc = json_object_new_array();
-    double remote;
-    for (unsigned v = 0; v < d->nvcpus; v++) {
-        if (!d->vcpu_online[v])
-            continue;
-        struct json_object *t = json_object_new_object();
-        vpack__json_set_int(t, "id", v, ok);
-        vpack__json_set_double(t, "util", d->vcpus[v].util, ok);
-        vpack__json_set_double(t, "delay", d->vcpus[v].delay, ok);
-        vpack__json_append(vc, t, ok);
+    bool placed = vpack__dom_placed(a, d);
+    *out = (struct vpack_prom_domain){.name = strdup(d->name), .level = vpack__dom_level(a, d),
+                                      .managed = placed, .remote_memory = -1};
+    if (!out->name)
+        return -ENOMEM;
+    if (d->npackages) {
+        if (!(out->packages = calloc(d->npackages, sizeof(*out->packages))))
+            return -ENOMEM;
+        memcpy(out->packages, d->packages, d->npackages * sizeof(*out->packages));
+        out->npackages = d->npackages;
     }
-    vpack__json_set(o, "vcpus", vc, ok);
+    if (d->nvcpus && !(out->vcpus = calloc(d->nvcpus, sizeof(*out->vcpus))))
+        return -ENOMEM;
+    for (unsigned v = 0; v < d->nvcpus; v++)
+        if (d->vcpu_online[v])
+            out->vcpus[out->nvcpus++] =
+                (struct vpack_prom_vcpu){v, d->vcpus[v].util, d->vcpus[v].delay};
     /* Memory outside the packages it is placed on, where NUMA nodes are known. */
-    if (d->nmem && d->npackages > 0 && vpack__dom_placed(a, d) && remote_memory(a, d, &remote))
-        vpack__json_set_double(o, "remote_memory", remote, ok);
-    return o;
+    double remote;
+    if (d->nmem && d->npackages > 0 && placed && remote_memory(a, d, &remote))
+        out->remote_memory = remote;
+    return 0;
 }
 
-static struct json_object *hist_json(const struct histogram *h, bool *ok)
+/* The pin and rebalance counters, labelled by the enums' names. */
+static int metrics_counts(const struct vpack_agent *a, struct vpack_prom_metrics *m)
 {
-    struct json_object *o = json_object_new_object(), *b = json_object_new_array();
-    for (size_t i = 0; i < VPACK__NBUCKETS; i++) {
-        struct json_object *pair = json_object_new_array();
-        vpack__json_append(pair, json_object_new_double(vpack__hist_bounds[i]), ok);
-        vpack__json_append(pair, json_object_new_int64((int64_t)h->buckets[i]), ok);
-        vpack__json_append(b, pair, ok);
-    }
-    vpack__json_set(o, "buckets", b, ok);
-    vpack__json_set_double(o, "sum", h->sum, ok);
-    vpack__json_set_int(o, "count", (int64_t)h->count, ok);
-    return o;
-}
-
-/* "pin_ops" [{"reason", "result", "count"}] and "rebalances" [{"reason", "count"}]. */
-static void metrics_ops(const struct vpack_agent *a, struct json_object *root, bool *ok)
-{
-    struct json_object *ops = json_object_new_array(), *reb = json_object_new_array();
+    m->rebalances = calloc(VPACK_WHY_N, sizeof(*m->rebalances));
+    m->pin_ops = calloc((size_t)PIN_NWHY * RES_N, sizeof(*m->pin_ops));
+    if (!m->rebalances || !m->pin_ops)
+        return -ENOMEM;
+    for (int w = 0; w < VPACK_WHY_N; w++)
+        m->rebalances[m->nrebalances++] =
+            (struct vpack_prom_count){vpack_plan_why_name(w), NULL, a->rebalances[w]};
     for (int w = 0; w < PIN_NWHY; w++)
-        for (int r = 0; r < RES_N; r++) {
-            struct json_object *o = json_object_new_object();
-            vpack__json_set_str(o, "reason", pin_why_names[w], ok);
-            vpack__json_set_str(o, "result", pin_result_names[r], ok);
-            vpack__json_set_int(o, "count", (int64_t)a->pin_ops[w][r], ok);
-            vpack__json_append(ops, o, ok);
-        }
-    vpack__json_set(root, "pin_ops", ops, ok);
-    for (int w = 0; w < VPACK_WHY_N; w++) {
-        struct json_object *o = json_object_new_object();
-        vpack__json_set_str(o, "reason", vpack_plan_why_name(w), ok);
-        vpack__json_set_int(o, "count", (int64_t)a->rebalances[w], ok);
-        vpack__json_append(reb, o, ok);
-    }
-    vpack__json_set(root, "rebalances", reb, ok);
+        for (int r = 0; r < RES_N; r++)
+            m->pin_ops[m->npin_ops++] =
+                (struct vpack_prom_count){pin_why_names[w], pin_result_names[r], a->pin_ops[w][r]};
+    return 0;
 }
 
-struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
+struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
 {
-    struct json_object *root = json_object_new_object();
-    struct json_object *pkgs = json_object_new_array(), *doms = json_object_new_array();
-    bool ok = true;
-    vpack__json_set_bool(root, "connected", vpack_virt_connected(a->virt), &ok);
-    vpack__json_set_str(root, "version", VPACK_VERSION, &ok);
-    vpack__json_set_str(root, "sysfs_root", a->cfg.sysfs_root, &ok);
-    vpack__json_set_double(root, "demand", a->plan ? a->plan->demand : 0, &ok);
-    vpack__json_set_bool(root, "lifted", a->plan && a->plan->lifted, &ok);
+    const struct vpack_agent *a = agent;
+    struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->version = VPACK_VERSION;
+    m->connected = vpack_virt_connected(a->virt);
+    m->connects = a->ctr.reconnects;
+    m->demand = a->plan ? a->plan->demand : 0;
+    m->lifted = a->plan && a->plan->lifted;
+    m->plan_duration = a->plan_hist;
+    m->cycle_duration = a->cycle_hist;
+    m->samples = a->ctr.samples;
+    m->hotplug_events = a->ctr.hotplug_events;
+    m->cgroup_repairs = a->ctr.cgroup_repairs;
+    if (!(m->packages = calloc(a->topo->npackages, sizeof(*m->packages))) ||
+        (a->ndoms && !(m->domains = calloc(a->ndoms, sizeof(*m->domains)))) ||
+        metrics_counts(a, m) < 0)
+        goto fail;
     for (unsigned p = 0; p < a->topo->npackages; p++)
-        vpack__json_append(pkgs, metrics_package(a, &a->topo->packages[p], &ok), &ok);
-    vpack__json_set(root, "packages", pkgs, &ok);
+        metrics_package(a, &a->topo->packages[p], &m->packages[m->npackages++]);
     for (unsigned i = 0; i < a->ndoms; i++)
-        if (a->doms[i].name)
-            vpack__json_append(doms, metrics_domain(a, &a->doms[i], &ok), &ok);
-    vpack__json_set(root, "domains", doms, &ok);
-    metrics_ops(a, root, &ok);
-    vpack__json_set(root, "plan_duration", hist_json(&a->plan_hist, &ok), &ok);
-    vpack__json_set(root, "cycle_duration", hist_json(&a->cycle_hist, &ok), &ok);
-    vpack__json_set_int(root, "samples", (int64_t)a->ctr.samples, &ok);
-    vpack__json_set_int(root, "connects", (int64_t)a->ctr.reconnects, &ok);
-    vpack__json_set_int(root, "hotplug_events", (int64_t)a->ctr.hotplug_events, &ok);
-    vpack__json_set_int(root, "cgroup_repairs", (int64_t)a->ctr.cgroup_repairs, &ok);
-    return vpack__json_finish(root, ok);
+        if (a->doms[i].name && metrics_domain(a, &a->doms[i], &m->domains[m->ndomains++]) < 0)
+            goto fail;
+    return m;
+fail:
+    vpack_prom_metrics_free(m);
+    return NULL;
 }

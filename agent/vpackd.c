@@ -278,7 +278,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (cfg.metrics_enabled &&
-        (r = vpack_metrics_start(&dm.loop, &cfg, dm.agent, &dm.metrics, &err)) < 0) {
+        (r = vpack_metrics_start(&dm.loop, &cfg, vpack_agent_metrics, dm.agent, &dm.metrics, &err)) < 0) {
         log_err("cannot serve metrics on %s port %u: %s", cfg.metrics_listen, cfg.metrics_port,
                 err ? err : strerror(-r));
         vpack_control_stop(dm.control);

@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <json-c/json.h>
-
 /* A growing text buffer; after a failed allocation it only records that. */
 struct buf {
     char *p;
@@ -124,33 +122,10 @@ static const char *fmt_i64(char *s, size_t n, int64_t v)
     return s;
 }
 
-/* The member key of o when it has type t (any number type for json_type_double). */
-static struct json_object *get(struct json_object *o, const char *key, json_type t)
+static const char *fmt_u64(char *s, size_t n, uint64_t v)
 {
-    struct json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !v)
-        return NULL;
-    if (t == json_type_double)
-        return json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int) ||
-                       json_object_is_type(v, json_type_boolean)
-                   ? v
-                   : NULL;
-    return json_object_is_type(v, t) ? v : NULL;
-}
-
-/* Formats the number, integer or boolean at o.key into s; false when there is none. */
-static bool num(struct json_object *o, const char *key, char *s, size_t n)
-{
-    struct json_object *v = get(o, key, json_type_double);
-    if (!v)
-        return false;
-    if (json_object_is_type(v, json_type_boolean))
-        snprintf(s, n, "%d", json_object_get_boolean(v) ? 1 : 0);
-    else if (json_object_is_type(v, json_type_int))
-        fmt_i64(s, n, json_object_get_int64(v));
-    else
-        fmt_double(s, n, json_object_get_double(v));
-    return true;
+    snprintf(s, n, "%" PRIu64, v);
+    return s;
 }
 
 struct label {
@@ -197,57 +172,73 @@ static void sample(struct buf *b, struct family *f, const char *suffix, const st
     buf_puts(b, "\n");
 }
 
-/* One unlabelled sample from metrics.key, nothing when the key is absent. */
-static void scalar(struct buf *b, struct json_object *mj, const char *key, const char *name,
-                   const char *type, const char *help)
+/* One unlabelled sample with value v. */
+static void scalar(struct buf *b, const char *v, const char *name, const char *type,
+                   const char *help)
 {
     struct family f = {name, type, help, false};
-    char v[64];
-    if (num(mj, key, v, sizeof(v)))
-        sample(b, &f, "", NULL, 0, v);
+    sample(b, &f, "", NULL, 0, v);
 }
 
-/* One sample per package from packages[].key, labelled with packages[].id. */
-static void per_package(struct buf *b, struct json_object *pkgs, const char *key, const char *name,
-                        const char *type, const char *help)
+static void scalar_double(struct buf *b, double v, const char *name, const char *type,
+                          const char *help)
+{
+    char s[64];
+    scalar(b, fmt_double(s, sizeof(s), v), name, type, help);
+}
+
+static void scalar_u64(struct buf *b, uint64_t v, const char *name, const char *type,
+                       const char *help)
+{
+    char s[32];
+    scalar(b, fmt_u64(s, sizeof(s), v), name, type, help);
+}
+
+/* Which member of a package one per-package family shows. */
+enum pkg_field { PKG_BUSY, PKG_IDLE, PKG_ACTIVE, PKG_WAKEUP };
+
+static double pkg_value(const struct vpack_prom_package *p, enum pkg_field field)
+{
+    switch (field) {
+    case PKG_BUSY:
+        return p->busy;
+    case PKG_IDLE:
+        return p->idle_seconds;
+    case PKG_ACTIVE:
+        return p->active;
+    case PKG_WAKEUP:
+        return p->wakeup;
+    }
+    return 0;
+}
+
+/* One sample per package, labelled with its id. */
+static void per_package(struct buf *b, const struct vpack_prom_metrics *m, enum pkg_field field,
+                        const char *name, const char *type, const char *help)
 {
     struct family f = {name, type, help, false};
     char id[32], v[64];
-    size_t n = pkgs ? json_object_array_length(pkgs) : 0;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *p = json_object_array_get_idx(pkgs, i);
-        struct json_object *idv = get(p, "id", json_type_int);
-        if (!idv || !num(p, key, v, sizeof(v)))
-            continue;
-        fmt_i64(id, sizeof(id), json_object_get_int64(idv));
-        struct label l = {"package", id};
-        sample(b, &f, "", &l, 1, v);
+    for (size_t i = 0; i < m->npackages; i++) {
+        struct label l = {"package", fmt_i64(id, sizeof(id), m->packages[i].id)};
+        sample(b, &f, "", &l, 1, fmt_double(v, sizeof(v), pkg_value(&m->packages[i], field)));
     }
 }
 
-static void packages(struct buf *b, struct json_object *mj)
+static void packages(struct buf *b, const struct vpack_prom_metrics *m)
 {
-    struct json_object *pkgs = get(mj, "packages", json_type_array);
-    if (!pkgs)
-        return;
-    per_package(b, pkgs, "busy", "vpack_package_busy_ratio", "gauge",
+    per_package(b, m, PKG_BUSY, "vpack_package_busy_ratio", "gauge",
                 "Smoothed busy share of the package's CPUs (0 to 1), as the planner sees it.");
-    per_package(b, pkgs, "idle_seconds", "vpack_package_idle_seconds_total", "counter",
+    per_package(b, m, PKG_IDLE, "vpack_package_idle_seconds_total", "counter",
                 "Idle time of the package's CPUs since boot, summed over its CPUs, from /proc/stat.");
-    per_package(b, pkgs, "active", "vpack_package_active", "gauge",
+    per_package(b, m, PKG_ACTIVE, "vpack_package_active", "gauge",
                 "1 when the plan keeps the package active, 0 when it is parked.");
-    per_package(b, pkgs, "wakeup", "vpack_package_wakeup", "gauge",
+    per_package(b, m, PKG_WAKEUP, "vpack_package_wakeup", "gauge",
                 "1 for the wake-up package, where level-2 domains' light threads wait, else 0.");
-
-    struct family f = {"vpack_active_packages", "gauge",
-                       "Number of packages the current plan keeps active.", false};
-    char v[32];
-    int64_t active = 0;
-    for (size_t i = 0; i < json_object_array_length(pkgs); i++) {
-        struct json_object *a = get(json_object_array_get_idx(pkgs, i), "active", json_type_boolean);
-        active += a && json_object_get_boolean(a);
-    }
-    sample(b, &f, "", NULL, 0, fmt_i64(v, sizeof(v), active));
+    uint64_t active = 0;
+    for (size_t i = 0; i < m->npackages; i++)
+        active += m->packages[i].active;
+    scalar_u64(b, active, "vpack_active_packages", "gauge",
+               "Number of packages the current plan keeps active.");
 }
 
 static int cmp_idle(const void *x, const void *y)
@@ -306,60 +297,58 @@ static int host_families(struct buf *b, const struct vpack_prom_host *host)
     return 0;
 }
 
-struct dom {
-    const char *name;
-    struct json_object *o;
-};
-
 static int cmp_dom(const void *x, const void *y)
 {
-    return strcmp(((const struct dom *)x)->name, ((const struct dom *)y)->name);
+    const struct vpack_prom_domain *a = *(const struct vpack_prom_domain *const *)x;
+    const struct vpack_prom_domain *b = *(const struct vpack_prom_domain *const *)y;
+    return strcmp(a->name, b->name);
 }
 
-static void vcpus(struct buf *b, const struct dom *d, size_t nd, const char *key, const char *name,
-                  const char *help)
+static void vcpus(struct buf *b, const struct vpack_prom_domain *const *d, size_t nd, bool delay,
+                  const char *name, const char *help)
 {
     struct family f = {name, "gauge", help, false};
     char id[32], v[64];
-    for (size_t i = 0; i < nd; i++) {
-        struct json_object *vc = get(d[i].o, "vcpus", json_type_array);
-        size_t n = vc ? json_object_array_length(vc) : 0;
-        for (size_t k = 0; k < n; k++) {
-            struct json_object *t = json_object_array_get_idx(vc, k);
-            struct json_object *idv = get(t, "id", json_type_int);
-            if (!idv || !num(t, key, v, sizeof(v)))
-                continue;
-            fmt_i64(id, sizeof(id), json_object_get_int64(idv));
-            struct label l[2] = {{"domain", d[i].name}, {"vcpu", id}};
-            sample(b, &f, "", l, 2, v);
+    for (size_t i = 0; i < nd; i++)
+        for (size_t k = 0; k < d[i]->nvcpus; k++) {
+            const struct vpack_prom_vcpu *t = &d[i]->vcpus[k];
+            snprintf(id, sizeof(id), "%u", t->id);
+            struct label l[2] = {{"domain", d[i]->name}, {"vcpu", id}};
+            sample(b, &f, "", l, 2, fmt_double(v, sizeof(v), delay ? t->delay : t->util));
         }
-    }
 }
 
-static int domains(struct buf *b, struct json_object *mj)
+static void domain_packages(struct buf *b, const struct vpack_prom_domain *const *d, size_t nd)
 {
-    struct json_object *arr = get(mj, "domains", json_type_array);
-    size_t n = arr ? json_object_array_length(arr) : 0, nd = 0;
-    struct dom *d;
-    char v[64], pk[32];
-    if (!n)
-        return 0;
-    d = calloc(n, sizeof(*d));
-    if (!d)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *o = json_object_array_get_idx(arr, i);
-        struct json_object *name = get(o, "name", json_type_string);
-        if (name)
-            d[nd++] = (struct dom){json_object_get_string(name), o};
-    }
-    /* Sorted by name; a name that repeats keeps its first entry only. */
-    qsort(d, nd, sizeof(*d), cmp_dom);
-    size_t u = 0;
+    struct family fp = {"vpack_domain_package", "gauge",
+                        "1 for each package the domain's threads are placed on.", false};
+    char pk[32];
     for (size_t i = 0; i < nd; i++)
-        if (!u || strcmp(d[u - 1].name, d[i].name))
-            d[u++] = d[i];
-    nd = u;
+        for (size_t k = 0; k < d[i]->npackages; k++) {
+            struct label l[2] = {{"domain", d[i]->name},
+                                 {"package", fmt_i64(pk, sizeof(pk), d[i]->packages[k])}};
+            sample(b, &fp, "", l, 2, "1");
+        }
+}
+
+/* The per-domain families, sorted by name; a name that repeats is shown once. */
+static int domains(struct buf *b, const struct vpack_prom_metrics *m)
+{
+    const struct vpack_prom_domain **d = NULL;
+    size_t nd = 0;
+    char v[64];
+    if (m->ndomains && !(d = malloc(m->ndomains * sizeof(*d))))
+        return -ENOMEM;
+    for (size_t i = 0; i < m->ndomains; i++)
+        if (m->domains[i].name)
+            d[nd++] = &m->domains[i];
+    if (nd)
+        qsort(d, nd, sizeof(*d), cmp_dom);
+    size_t keep = 0;
+    for (size_t i = 0; i < nd; i++)
+        if (!keep || strcmp(d[keep - 1]->name, d[i]->name))
+            d[keep++] = d[i];
+    nd = keep;
 
     struct family fl = {"vpack_domain_level", "gauge",
                         "Power policy level in effect for the domain (0 none, 1 or 2).", false};
@@ -367,172 +356,144 @@ static int domains(struct buf *b, struct json_object *mj)
                         "1 when the agent knows the pins the domain asked for and may place its "
                         "threads, else 0.",
                         false};
-    struct family fp = {"vpack_domain_package", "gauge",
-                        "1 for each package the domain's threads are placed on.", false};
     for (size_t i = 0; i < nd; i++) {
-        struct label l = {"domain", d[i].name};
-        if (num(d[i].o, "level", v, sizeof(v)))
-            sample(b, &fl, "", &l, 1, v);
+        struct label l = {"domain", d[i]->name};
+        sample(b, &fl, "", &l, 1, fmt_i64(v, sizeof(v), d[i]->level));
     }
     for (size_t i = 0; i < nd; i++) {
-        struct label l = {"domain", d[i].name};
-        if (num(d[i].o, "managed", v, sizeof(v)))
-            sample(b, &fm, "", &l, 1, v);
+        struct label l = {"domain", d[i]->name};
+        sample(b, &fm, "", &l, 1, d[i]->managed ? "1" : "0");
     }
-    for (size_t i = 0; i < nd; i++) {
-        struct json_object *p = get(d[i].o, "packages", json_type_array);
-        size_t np = p ? json_object_array_length(p) : 0;
-        for (size_t k = 0; k < np; k++) {
-            struct json_object *id = json_object_array_get_idx(p, k);
-            bool dup = false;
-            if (!json_object_is_type(id, json_type_int))
-                continue;
-            for (size_t j = 0; j < k; j++)
-                dup |= json_object_is_type(json_object_array_get_idx(p, j), json_type_int) &&
-                       json_object_get_int64(json_object_array_get_idx(p, j)) ==
-                           json_object_get_int64(id);
-            if (dup)
-                continue;
-            fmt_i64(pk, sizeof(pk), json_object_get_int64(id));
-            struct label l[2] = {{"domain", d[i].name}, {"package", pk}};
-            sample(b, &fp, "", l, 2, "1");
-        }
-    }
+    domain_packages(b, d, nd);
     struct family fr = {"vpack_domain_remote_memory_ratio", "gauge",
                         "Share of the domain's memory on NUMA nodes outside the packages it is "
                         "placed on (vpack never migrates memory).",
                         false};
     for (size_t i = 0; i < nd; i++) {
-        struct label l = {"domain", d[i].name};
-        if (num(d[i].o, "remote_memory", v, sizeof(v)))
-            sample(b, &fr, "", &l, 1, v);
+        struct label l = {"domain", d[i]->name};
+        if (d[i]->remote_memory >= 0)
+            sample(b, &fr, "", &l, 1, fmt_double(v, sizeof(v), d[i]->remote_memory));
     }
-    vcpus(b, d, nd, "delay", "vpack_vcpu_delay_ratio",
+    vcpus(b, d, nd, true, "vpack_vcpu_delay_ratio",
           "Run-queue delay of the vCPU thread over the last interval, as a fraction of it.");
-    vcpus(b, d, nd, "util", "vpack_vcpu_utilization_ratio",
+    vcpus(b, d, nd, false, "vpack_vcpu_utilization_ratio",
           "Run time of the vCPU thread over the last interval, as a fraction of it.");
     free(d);
     return 0;
 }
 
-/* A counter labelled by the string members keys[] of each element of metrics.key. */
-static void by_reason(struct buf *b, struct json_object *mj, const char *key, const char *const *keys,
-                      size_t nkeys, const char *name, const char *help)
+/* A counter labelled by reason, and by result where the counts have one. */
+static void by_reason(struct buf *b, const struct vpack_prom_count *c, size_t n, const char *name,
+                      const char *help)
 {
     struct family f = {name, "counter", help, false};
-    struct json_object *arr = get(mj, key, json_type_array);
-    size_t n = arr ? json_object_array_length(arr) : 0;
-    char v[64];
+    char v[32];
     for (size_t i = 0; i < n; i++) {
-        struct json_object *o = json_object_array_get_idx(arr, i);
-        struct label l[2];
-        size_t k;
-        for (k = 0; k < nkeys && k < 2; k++) {
-            struct json_object *s = get(o, keys[k], json_type_string);
-            if (!s)
-                break;
-            l[k] = (struct label){keys[k], json_object_get_string(s)};
-        }
-        if (k == nkeys && num(o, "count", v, sizeof(v)))
-            sample(b, &f, "", l, nkeys, v);
+        if (!c[i].reason)
+            continue;
+        struct label l[2] = {{"reason", c[i].reason}, {"result", c[i].result}};
+        sample(b, &f, "", l, c[i].result ? 2 : 1, fmt_u64(v, sizeof(v), c[i].count));
     }
 }
 
-/*
- * A histogram from {"buckets": [[upper_bound, cumulative_count], ...],
- * "sum", "count"}: the buckets in increasing order of bound (others are
- * left out), then le="+Inf" with the count, then _sum and _count.
- */
-static void histogram(struct buf *b, struct json_object *mj, const char *key, const char *name,
+const double vpack_prom_bucket_bounds[VPACK_PROM_NBUCKETS] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+
+void vpack_prom_observe(struct vpack_prom_histogram *h, double seconds)
+{
+    for (size_t i = 0; i < VPACK_PROM_NBUCKETS; i++)
+        if (seconds <= vpack_prom_bucket_bounds[i])
+            h->buckets[i]++;
+    h->count++;
+    h->sum += seconds;
+}
+
+/* The buckets, then le="+Inf" with the count, then _sum and _count. */
+static void histogram(struct buf *b, const struct vpack_prom_histogram *h, const char *name,
                       const char *help)
 {
     struct family f = {name, "histogram", help, false};
-    struct json_object *h = get(mj, key, json_type_object);
-    struct json_object *bk = get(h, "buckets", json_type_array);
-    char le[64], v[64], sum[64], count[64];
-    double prev = -INFINITY;
-    if (!h || !num(h, "sum", sum, sizeof(sum)) || !num(h, "count", count, sizeof(count)))
-        return;
-    for (size_t i = 0; bk && i < json_object_array_length(bk); i++) {
-        struct json_object *pair = json_object_array_get_idx(bk, i);
-        if (!json_object_is_type(pair, json_type_array) || json_object_array_length(pair) != 2)
-            continue;
-        struct json_object *ub = json_object_array_get_idx(pair, 0);
-        struct json_object *c = json_object_array_get_idx(pair, 1);
-        if (!(json_object_is_type(ub, json_type_double) || json_object_is_type(ub, json_type_int)) ||
-            !json_object_is_type(c, json_type_int))
-            continue;
-        double bound = json_object_get_double(ub);
-        if (!isfinite(bound) || bound <= prev)
-            continue;
-        prev = bound;
-        struct label l = {"le", fmt_double(le, sizeof(le), bound)};
-        sample(b, &f, "_bucket", &l, 1, fmt_i64(v, sizeof(v), json_object_get_int64(c)));
+    char le[64], v[32], sum[64], count[32];
+    for (size_t i = 0; i < VPACK_PROM_NBUCKETS; i++) {
+        struct label l = {"le", fmt_double(le, sizeof(le), vpack_prom_bucket_bounds[i])};
+        sample(b, &f, "_bucket", &l, 1, fmt_u64(v, sizeof(v), h->buckets[i]));
     }
+    fmt_u64(count, sizeof(count), h->count);
     struct label inf = {"le", "+Inf"};
     sample(b, &f, "_bucket", &inf, 1, count);
-    sample(b, &f, "_sum", NULL, 0, sum);
+    sample(b, &f, "_sum", NULL, 0, fmt_double(sum, sizeof(sum), h->sum));
     sample(b, &f, "_count", NULL, 0, count);
 }
 
-int vpack_prom_render(struct json_object *mj, const struct vpack_prom_host *host, char **out,
-                      size_t *len)
+int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_prom_host *host,
+                      char **out, size_t *len)
 {
-    static const char *const reason[] = {"reason"};
-    static const char *const reason_result[] = {"reason", "result"};
     struct buf b = {0};
-    int ret = -ENOMEM;
+    int ret;
 
     *out = NULL;
     if (len)
         *len = 0;
-    if (!mj || !json_object_is_type(mj, json_type_object))
+    if (!m)
         return -EINVAL;
 
-    struct json_object *version = get(mj, "version", json_type_string);
-    if (version) {
+    if (m->version) {
         struct family f = {"vpack_build_info", "gauge", "vpackd's version; the value is always 1.",
                            false};
-        struct label l = {"version", json_object_get_string(version)};
+        struct label l = {"version", m->version};
         sample(&b, &f, "", &l, 1, "1");
     }
-    scalar(&b, mj, "connected", "vpack_libvirt_connected", "gauge",
+    scalar(&b, m->connected ? "1" : "0", "vpack_libvirt_connected", "gauge",
            "1 while the agent is connected to libvirt, else 0.");
-    scalar(&b, mj, "connects", "vpack_libvirt_connects_total", "counter",
-           "Connections to libvirt the agent opened, the first one included.");
-    packages(&b, mj);
-    scalar(&b, mj, "demand", "vpack_demand_cpus", "gauge",
-           "CPUs' worth of load the planner expects, from the smoothed samples.");
-    scalar(&b, mj, "lifted", "vpack_restrictions_lifted", "gauge",
+    scalar_u64(&b, m->connects, "vpack_libvirt_connects_total", "counter",
+               "Connections to libvirt the agent opened, the first one included.");
+    packages(&b, m);
+    scalar_double(&b, m->demand, "vpack_demand_cpus", "gauge",
+                  "CPUs' worth of load the planner expects, from the smoothed samples.");
+    scalar(&b, m->lifted ? "1" : "0", "vpack_restrictions_lifted", "gauge",
            "1 while the plan lifts every restriction (load too high to pack), else 0.");
-    if ((ret = host_families(&b, host)) < 0)
-        goto cleanup;
-    if ((ret = domains(&b, mj)) < 0)
-        goto cleanup;
-    by_reason(&b, mj, "rebalances", reason, 1, "vpack_rebalances_total",
-              "Plans that moved threads, by why the plan changed.");
-    by_reason(&b, mj, "pin_ops", reason_result, 2, "vpack_pin_operations_total",
-              "Pin calls to libvirt, by why they were made and how they ended.");
-    histogram(&b, mj, "plan_duration", "vpack_plan_duration_seconds",
-              "Time the policy took to compute one plan.");
-    histogram(&b, mj, "cycle_duration", "vpack_sample_duration_seconds",
-              "Time one sampling cycle took: read, plan and pin.");
-    scalar(&b, mj, "samples", "vpack_samples_total", "counter", "Sampling cycles run.");
-    scalar(&b, mj, "hotplug_events", "vpack_hotplug_events_total", "counter",
-           "CPU online and offline events seen.");
-    scalar(&b, mj, "cgroup_repairs", "vpack_cgroup_repairs_total", "counter",
-           "cpuset cgroups repaired after a CPU came back online.");
-    buf_add(&b, "", 0);
-    ret = b.oom ? -ENOMEM : 0;
-cleanup:
-    if (ret < 0) {
+    if ((ret = host_families(&b, host)) < 0 || (ret = domains(&b, m)) < 0) {
         free(b.p);
         return ret;
+    }
+    by_reason(&b, m->rebalances, m->nrebalances, "vpack_rebalances_total",
+              "Plans that moved threads, by why the plan changed.");
+    by_reason(&b, m->pin_ops, m->npin_ops, "vpack_pin_operations_total",
+              "Pin calls to libvirt, by why they were made and how they ended.");
+    histogram(&b, &m->plan_duration, "vpack_plan_duration_seconds",
+              "Time the policy took to compute one plan.");
+    histogram(&b, &m->cycle_duration, "vpack_sample_duration_seconds",
+              "Time one sampling cycle took: read, plan and pin.");
+    scalar_u64(&b, m->samples, "vpack_samples_total", "counter", "Sampling cycles run.");
+    scalar_u64(&b, m->hotplug_events, "vpack_hotplug_events_total", "counter",
+               "CPU online and offline events seen.");
+    scalar_u64(&b, m->cgroup_repairs, "vpack_cgroup_repairs_total", "counter",
+               "cpuset cgroups repaired after a CPU came back online.");
+    buf_add(&b, "", 0);
+    if (b.oom) {
+        free(b.p);
+        return -ENOMEM;
     }
     *out = b.p;
     if (len)
         *len = b.len;
     return 0;
+}
+
+void vpack_prom_metrics_free(struct vpack_prom_metrics *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->ndomains; i++) {
+        free(m->domains[i].name);
+        free(m->domains[i].packages);
+        free(m->domains[i].vcpus);
+    }
+    free(m->domains);
+    free(m->packages);
+    free(m->rebalances);
+    free(m->pin_ops);
+    free(m);
 }
 
 uint64_t vpack_prom_wrap_delta(uint64_t prev, uint64_t cur, uint64_t range)

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Prometheus text exposition (format 0.0.4) of vpackd's metrics. A pure
- * renderer: the agent's metrics object (vpack_agent_metrics_json()) and
- * the host readings below go in, the text comes out; no file, socket or
- * clock is touched. agent/metrics.c reads the host and serves the text.
+ * renderer: the agent's metrics (struct vpack_prom_metrics, filled by
+ * agent/views.c) and the host readings below go in, the text comes out; no
+ * file, socket or clock is touched. adapters/metrics.c reads the host and
+ * serves the text. A new metric is a field here, a line in
+ * vpack_prom_render() and a line where the agent fills it.
  */
 #ifndef VPACK_PROM_H
 #define VPACK_PROM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct json_object;
 
 #define VPACK_PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -36,16 +37,85 @@ struct vpack_prom_host {
     size_t nenergy;
 };
 
+/* Upper bounds, in seconds, of the duration histograms' buckets. */
+#define VPACK_PROM_NBUCKETS 12
+extern const double vpack_prom_bucket_bounds[VPACK_PROM_NBUCKETS];
+
+struct vpack_prom_histogram {
+    uint64_t buckets[VPACK_PROM_NBUCKETS]; /* cumulative: observations <= bound */
+    uint64_t count;
+    double sum;
+};
+
+/* Counts one observation of seconds into h. */
+void vpack_prom_observe(struct vpack_prom_histogram *h, double seconds);
+
+struct vpack_prom_package {
+    int id;
+    double busy;         /* smoothed busy share of its CPUs, 0 to 1 */
+    double idle_seconds; /* idle time of its CPUs since boot, summed */
+    bool active;         /* the plan keeps it awake */
+    bool wakeup;         /* the wake-up package */
+};
+
+struct vpack_prom_vcpu {
+    unsigned id;
+    double util, delay;  /* run time and run-queue delay over the last interval */
+};
+
+struct vpack_prom_domain {
+    char *name;
+    int level;
+    bool managed;
+    int *packages;
+    size_t npackages;
+    struct vpack_prom_vcpu *vcpus;
+    size_t nvcpus;
+    double remote_memory; /* share of memory off its packages; < 0: not known */
+};
+
+/* A counter split by one or two labels: reason, and result when not NULL. */
+struct vpack_prom_count {
+    const char *reason;  /* static strings: the enums' names */
+    const char *result;
+    uint64_t count;
+};
+
 /*
- * Renders metrics (the object vpack_agent_metrics_json() documents) and
- * host (may be NULL) as Prometheus text into *out, NUL-terminated, *len
- * bytes without the NUL; *out is the caller's to free. Keys that are
- * missing or of the wrong type leave their samples out. Label values are
- * escaped, and invalid UTF-8 in them becomes U+FFFD. Returns 0, -EINVAL
- * when metrics is not an object, or -ENOMEM.
+ * What the agent knows, as one typed value. Filled by the agent, freed with
+ * vpack_prom_metrics_free() (which frees names and arrays; the counts'
+ * strings are static).
  */
-int vpack_prom_render(struct json_object *metrics, const struct vpack_prom_host *host, char **out,
-                      size_t *len);
+struct vpack_prom_metrics {
+    const char *version; /* static; NULL leaves vpack_build_info out */
+    bool connected;
+    uint64_t connects;
+    double demand;
+    bool lifted;
+    struct vpack_prom_package *packages;
+    size_t npackages;
+    struct vpack_prom_domain *domains;
+    size_t ndomains;
+    struct vpack_prom_count *rebalances; /* label: reason */
+    size_t nrebalances;
+    struct vpack_prom_count *pin_ops;    /* labels: reason, result */
+    size_t npin_ops;
+    struct vpack_prom_histogram plan_duration, cycle_duration;
+    uint64_t samples, hotplug_events, cgroup_repairs;
+};
+
+void vpack_prom_metrics_free(struct vpack_prom_metrics *m);
+
+/*
+ * Renders m and host (may be NULL) as Prometheus text into *out,
+ * NUL-terminated, *len bytes without the NUL; *out is the caller's to free.
+ * Label values are escaped, and invalid UTF-8 in them becomes U+FFFD. A
+ * domain name that repeats (a table caught mid-change) is rendered once,
+ * because Prometheus rejects a scrape with two series of one label set.
+ * Returns 0, -EINVAL when m is NULL, or -ENOMEM.
+ */
+int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_prom_host *host,
+                      char **out, size_t *len);
 
 /*
  * How much a counter that wraps to 0 above range (RAPL energy_uj, wrapping

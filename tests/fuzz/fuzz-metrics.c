@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the HTTP request path of the metrics endpoint: the
- * real agent/metrics.c (libmicrohttpd on a libuv loop, as in vpackd) serves
+ * real adapters/metrics.c (libmicrohttpd on a libuv loop, as in vpackd) serves
  * on a loopback port; each input is sent as the raw bytes of one client
  * connection (then the client half-closes), and the reply is read until the
  * server closes or has nothing more to say. So MHD's request parsing, our request handler with any
@@ -34,7 +34,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <uv.h>
 
 #include "log.h"
@@ -45,23 +44,44 @@
 #define CHECK(cond) ((cond) ? (void)0 : abort())
 #define MAX_REPLY (4u << 20)
 
-static const char metrics_fixture[] =
-    "{\"connected\": true, \"version\": \"0.1.0\", \"sysfs_root\": \"/\", \"demand\": 0.75,"
-    " \"lifted\": false, \"packages\": [{\"id\": 0, \"cpus\": \"0-1\", \"cores\": 2, \"busy\": 0.5,"
-    " \"idle_seconds\": 12.5, \"active\": true, \"wakeup\": true}],"
-    " \"domains\": [{\"name\": \"web1\", \"level\": 2, \"managed\": true, \"packages\": [0],"
-    " \"vcpus\": [{\"id\": 0, \"util\": 0.8, \"delay\": 0.01}]}],"
-    " \"pin_ops\": [{\"reason\": \"plan\", \"result\": \"ok\", \"count\": 7}],"
-    " \"rebalances\": [{\"reason\": \"pack\", \"count\": 2}],"
-    " \"plan_duration\": {\"buckets\": [[0.001, 3]], \"sum\": 0.002, \"count\": 3},"
-    " \"cycle_duration\": {\"buckets\": [[0.01, 2]], \"sum\": 0.009, \"count\": 2},"
-    " \"samples\": 42, \"connects\": 1, \"hotplug_events\": 0, \"cgroup_repairs\": 0}";
-
-/* The stub agent: the metrics the endpoint renders. */
-struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
+/* The stub agent: the metrics the endpoint renders (a fresh copy each scrape). */
+static struct vpack_prom_metrics *collect(void *ud)
 {
-    (void)a;
-    return json_tokener_parse(metrics_fixture);
+    static const struct vpack_prom_package pkg = {0, 0.5, 12.5, true, true};
+    static const struct vpack_prom_vcpu vcpu = {0, 0.8, 0.01};
+    static const struct vpack_prom_count reb = {"pack", NULL, 2}, op = {"plan", "ok", 7};
+    struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
+    (void)ud;
+    if (!m)
+        return NULL;
+    *m = (struct vpack_prom_metrics){.version = "0.1.0", .connected = true, .connects = 1,
+                                     .demand = 0.75, .samples = 42};
+    m->packages = malloc(sizeof(pkg));
+    m->domains = calloc(1, sizeof(*m->domains));
+    m->rebalances = malloc(sizeof(reb));
+    m->pin_ops = malloc(sizeof(op));
+    if (!m->packages || !m->domains || !m->rebalances || !m->pin_ops) {
+        vpack_prom_metrics_free(m);
+        return NULL;
+    }
+    *m->packages = pkg;
+    m->npackages = 1;
+    *m->rebalances = reb;
+    m->nrebalances = 1;
+    *m->pin_ops = op;
+    m->npin_ops = 1;
+    m->ndomains = 1;
+    m->domains[0] = (struct vpack_prom_domain){strdup("web1"), 2, true, malloc(sizeof(int)), 1,
+                                               malloc(sizeof(vcpu)), 1, -1};
+    if (!m->domains[0].name || !m->domains[0].packages || !m->domains[0].vcpus) {
+        vpack_prom_metrics_free(m);
+        return NULL;
+    }
+    m->domains[0].packages[0] = 0;
+    m->domains[0].vcpus[0] = vcpu;
+    vpack_prom_observe(&m->plan_duration, 0.0007);
+    vpack_prom_observe(&m->cycle_duration, 0.0045);
+    return m;
 }
 
 static uv_loop_t loop;
@@ -277,7 +297,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     cfg.metrics_port = 0;
     free(cfg.sysfs_root);
     cfg.sysfs_root = strdup(root);
-    if (vpack_metrics_start(&loop, &cfg, NULL, &endpoint, &err) < 0) {
+    if (vpack_metrics_start(&loop, &cfg, collect, NULL, &endpoint, &err) < 0) {
         fprintf(stderr, "vpack_metrics_start: %s\n", err ? err : "?");
         abort();
     }

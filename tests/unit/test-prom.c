@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/prom.c: the Prometheus text of a hand-built metrics object, exact
+ * lib/prom.c: the Prometheus text of hand-built metrics, exact
  * lines, escaping, histogram consistency and `promtool check metrics`
  * (/usr/bin/promtool must exist: its absence fails the test). Then
- * agent/metrics.c with a stub agent: the HTTP endpoint on a libuv loop with
+ * adapters/metrics.c with a stub collector: the HTTP endpoint on a libuv loop with
  * a fixture /sys tree (cpuidle states, a RAPL zone that wraps), its
  * answers, its limits, and a clean stop with connections still open.
  */
@@ -27,7 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <uv.h>
 
 #include "metrics.h"
@@ -35,42 +34,77 @@
 
 #define PROMTOOL "/usr/bin/promtool"
 
-static const char fixture[] =
-    "{\"connected\": true, \"version\": \"0.1.0\", \"sysfs_root\": \"/\","
-    " \"demand\": 0.75, \"lifted\": false,"
-    " \"packages\": ["
-    "  {\"id\": 0, \"cpus\": \"0\", \"cores\": 1, \"busy\": 0.5, \"idle_seconds\": 1234.5,"
-    "   \"active\": true, \"wakeup\": true},"
-    "  {\"id\": 1, \"cpus\": \"1\", \"cores\": 1, \"busy\": 0.0, \"idle_seconds\": 2000,"
-    "   \"active\": false, \"wakeup\": false}],"
-    " \"domains\": ["
-    "  {\"name\": \"web1\", \"level\": 2, \"managed\": true, \"packages\": [0],"
-    "   \"vcpus\": [{\"id\": 0, \"util\": 0.8, \"delay\": 0.01}, {\"id\": 1, \"util\": 0.05, \"delay\": 0}]},"
-    "  {\"name\": \"we\\\"b\\\\2\\nx\", \"level\": 1, \"managed\": false, \"packages\": [0, 1, 1],"
-    "   \"vcpus\": []},"
-    "  {\"name\": \"bad\\u00ff\", \"level\": 0, \"managed\": false, \"packages\": [], \"vcpus\": []},"
-    "  {\"name\": \"web1\", \"level\": 0, \"managed\": false, \"packages\": [1], \"vcpus\": []}],"
-    " \"pin_ops\": [{\"reason\": \"plan\", \"result\": \"ok\", \"count\": 7},"
-    "             {\"reason\": \"plan\", \"result\": \"domain_gone\", \"count\": 1}],"
-    " \"rebalances\": [{\"reason\": \"first\", \"count\": 1}, {\"reason\": \"pack\", \"count\": 2}],"
-    " \"plan_duration\": {\"buckets\": [[0.0001, 1], [0.001, 3], [0.01, 4]], \"sum\": 0.0125,"
-    "                    \"count\": 5},"
-    " \"cycle_duration\": {\"buckets\": [[0.001, 0], [0.01, 2], [0.1, 2]], \"sum\": 0.009,"
-    "                     \"count\": 2},"
-    " \"samples\": 42, \"connects\": 1, \"hotplug_events\": 3, \"cgroup_repairs\": 0}";
-
-static struct json_object *parse_fixture(void)
+static char *xstrdup(const char *s)
 {
-    struct json_object *o = json_tokener_parse(fixture);
-    assert_non_null(o);
-    return o;
+    char *d = strdup(s);
+    assert_non_null(d);
+    return d;
+}
+
+static void *xmemdup(const void *p, size_t n)
+{
+    void *d = malloc(n);
+    assert_non_null(d);
+    return memcpy(d, p, n);
+}
+
+/* Cumulative buckets: count_at[i] observations at or below bound i, holding until the next. */
+static void fill_hist(struct vpack_prom_histogram *h, const uint64_t *at, double sum, uint64_t count)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < VPACK_PROM_NBUCKETS; i++)
+        h->buckets[i] = c = at[i] ? at[i] : c;
+    h->sum = sum;
+    h->count = count;
+}
+
+/* The metrics the renderer and the endpoint tests use (a fresh copy each time). */
+static struct vpack_prom_metrics *fixture(void)
+{
+    static const struct vpack_prom_package pkgs[] = {{0, 0.5, 1234.5, true, true},
+                                                     {1, 0.0, 2000, false, false}};
+    static const struct vpack_prom_vcpu web1_vcpus[] = {{0, 0.8, 0.01}, {1, 0.05, 0}};
+    static const int p0[] = {0}, p01[] = {0, 1}, p1[] = {1};
+    static const struct vpack_prom_count reb[] = {{"first", NULL, 1}, {"pack", NULL, 2}};
+    static const struct vpack_prom_count ops[] = {{"plan", "ok", 7}, {"plan", "domain_gone", 1}};
+    /* le 0.0001: 1, 0.001: 3, 0.01: 4 (and on); le 0.01: 2, 0.1: 2. */
+    static const uint64_t plan_at[VPACK_PROM_NBUCKETS] = {1, 0, 0, 3, 0, 0, 4};
+    static const uint64_t cycle_at[VPACK_PROM_NBUCKETS] = {0, 0, 0, 0, 0, 0, 2};
+    struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
+    assert_non_null(m);
+    m->version = "0.1.0";
+    m->connected = true;
+    m->connects = 1;
+    m->demand = 0.75;
+    m->packages = xmemdup(pkgs, sizeof(pkgs));
+    m->npackages = 2;
+    m->domains = calloc(4, sizeof(*m->domains));
+    assert_non_null(m->domains);
+    m->ndomains = 4;
+    m->domains[0] = (struct vpack_prom_domain){xstrdup("web1"), 2, true, xmemdup(p0, sizeof(p0)), 1,
+                                               xmemdup(web1_vcpus, sizeof(web1_vcpus)), 2, -1};
+    m->domains[1] = (struct vpack_prom_domain){xstrdup("we\"b\\2\nx"), 1, false,
+                                               xmemdup(p01, sizeof(p01)), 2, NULL, 0, -1};
+    m->domains[2] = (struct vpack_prom_domain){xstrdup("bad\u00ff"), 0, false, NULL, 0, NULL, 0, -1};
+    /* A name seen twice (a table caught mid-change): rendered once. */
+    m->domains[3] = (struct vpack_prom_domain){xstrdup("web1"), 0, false, xmemdup(p1, sizeof(p1)), 1,
+                                               NULL, 0, -1};
+    m->rebalances = xmemdup(reb, sizeof(reb));
+    m->nrebalances = 2;
+    m->pin_ops = xmemdup(ops, sizeof(ops));
+    m->npin_ops = 2;
+    fill_hist(&m->plan_duration, plan_at, 0.0125, 5);
+    fill_hist(&m->cycle_duration, cycle_at, 0.009, 2);
+    m->samples = 42;
+    m->hotplug_events = 3;
+    return m;
 }
 
 /* The stub agent of the endpoint tests. */
-struct json_object *vpack_agent_metrics_json(struct vpack_agent *a)
+static struct vpack_prom_metrics *collect_fixture(void *ud)
 {
-    (void)a;
-    return json_tokener_parse(fixture);
+    (void)ud;
+    return fixture();
 }
 
 static bool has_line(const char *text, const char *line)
@@ -90,13 +124,13 @@ static bool has_line(const char *text, const char *line)
 
 static char *render(const struct vpack_prom_host *host)
 {
-    struct json_object *o = parse_fixture();
+    struct vpack_prom_metrics *m = fixture();
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(vpack_prom_render(o, host, &text, &len), 0);
+    assert_int_equal(vpack_prom_render(m, host, &text, &len), 0);
     assert_non_null(text);
     assert_int_equal(strlen(text), len);
-    json_object_put(o);
+    vpack_prom_metrics_free(m);
     return text;
 }
 
@@ -238,10 +272,7 @@ static void test_render_escaping(void **state)
     /* we"b\2<LF>x: quote, backslash and line feed escaped. */
     assert_line(t, "vpack_domain_level{domain=\"we\\\"b\\\\2\\nx\"} 1");
     assert_line(t, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"0\"} 1");
-    /* The repeated package is one series. */
     assert_line(t, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"1\"} 1");
-    const char *p = strstr(t, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"1\"}");
-    assert_null(strstr(p + 1, "vpack_domain_package{domain=\"we\\\"b\\\\2\\nx\",package=\"1\"}"));
     /* U+00FF stays as it is (valid UTF-8). */
     assert_line(t, "vpack_domain_level{domain=\"bad\xc3\xbf\"} 0");
     /* The second "web1" is left out: one series per label set. */
@@ -253,18 +284,14 @@ static void test_render_escaping(void **state)
 static void test_render_invalid_utf8(void **state)
 {
     (void)state;
-    struct json_object *o = json_object_new_object(), *doms = json_object_new_array();
-    struct json_object *d = json_object_new_object();
+    char name[] = "x\xff\xc3(y\xed\xa0\x80z";
+    struct vpack_prom_domain d = {name, 2, false, NULL, 0, NULL, 0, -1};
+    struct vpack_prom_metrics m = {.domains = &d, .ndomains = 1};
     char *t = NULL;
-    json_object_object_add(d, "name", json_object_new_string("x\xff\xc3(y\xed\xa0\x80z"));
-    json_object_object_add(d, "level", json_object_new_int(2));
-    json_object_array_add(doms, d);
-    json_object_object_add(o, "domains", doms);
-    assert_int_equal(vpack_prom_render(o, NULL, &t, NULL), 0);
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, NULL), 0);
     /* Each invalid byte becomes U+FFFD; "(" after a cut sequence stays. */
     assert_line(t, "vpack_domain_level{domain=\"x\xef\xbf\xbd\xef\xbf\xbd(y"
                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz\"} 2");
-    json_object_put(o);
     free(t);
 }
 
@@ -330,40 +357,43 @@ static void test_render_edge(void **state)
 {
     (void)state;
     char *t = NULL;
-    struct json_object *arr = json_object_new_array();
-    assert_int_equal(vpack_prom_render(arr, NULL, &t, NULL), -EINVAL);
-    assert_null(t);
-    assert_int_equal(vpack_prom_render(NULL, NULL, &t, NULL), -EINVAL);
-    json_object_put(arr);
-
-    /* An empty object renders to nothing, wrong types are skipped. */
-    struct json_object *o = json_tokener_parse(
-        "{\"connected\": \"yes\", \"samples\": 3.0, \"demand\": 1e300,"
-        " \"packages\": [{\"busy\": 1}, 7],"
-        " \"plan_duration\": {\"buckets\": [[0.1, 1], [0.05, 1], [\"x\", 2], [0.2]],"
-        "   \"sum\": 1, \"count\": 2}}");
     size_t len;
-    assert_int_equal(vpack_prom_render(o, NULL, &t, &len), 0);
-    assert_null(strstr(t, "vpack_libvirt_connected"));
+    assert_int_equal(vpack_prom_render(NULL, NULL, &t, NULL), -EINVAL);
+    assert_null(t);
+
+    /* Nothing known yet: the scalars and empty histograms, no per-package or domain family. */
+    struct vpack_prom_metrics m = {.demand = 1e300, .samples = 3};
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
+    assert_int_equal(strlen(t), len);
+    assert_null(strstr(t, "vpack_build_info"));
+    assert_line(t, "vpack_libvirt_connected 0");
     assert_line(t, "vpack_samples_total 3");
     assert_line(t, "vpack_demand_cpus 1e+300");
     assert_null(strstr(t, "vpack_package_busy_ratio"));
+    assert_null(strstr(t, "vpack_domain_level"));
     assert_line(t, "vpack_active_packages 0");
-    /* Out-of-order and malformed buckets are left out. */
-    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"0.1\"} 1");
-    assert_null(strstr(t, "le=\"0.05\""));
-    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"+Inf\"} 2");
+    assert_line(t, "vpack_plan_duration_seconds_bucket{le=\"+Inf\"} 0");
     check_histogram(t, "vpack_plan_duration_seconds");
+    check_families(t);
     promtool_check(t);
-    json_object_put(o);
     free(t);
+}
 
-    o = json_object_new_object();
-    assert_int_equal(vpack_prom_render(o, NULL, &t, &len), 0);
-    assert_string_equal(t, "");
-    assert_int_equal(len, 0);
-    json_object_put(o);
-    free(t);
+static void test_observe(void **state)
+{
+    (void)state;
+    struct vpack_prom_histogram h = {0};
+    vpack_prom_observe(&h, 0.0002);  /* first bucket above it: 0.00025 */
+    vpack_prom_observe(&h, 0.5);     /* only le=1 */
+    vpack_prom_observe(&h, 3);       /* only +Inf */
+    assert_int_equal(h.buckets[0], 0);
+    assert_int_equal(h.buckets[1], 1);
+    assert_int_equal(h.buckets[VPACK_PROM_NBUCKETS - 2], 1);
+    assert_int_equal(h.buckets[VPACK_PROM_NBUCKETS - 1], 2);
+    assert_int_equal(h.count, 3);
+    assert_true(h.sum > 3.5 && h.sum < 3.6);
+    for (size_t i = 1; i < VPACK_PROM_NBUCKETS; i++)
+        assert_true(vpack_prom_bucket_bounds[i] > vpack_prom_bucket_bounds[i - 1]);
 }
 
 static void test_wrap_delta(void **state)
@@ -597,7 +627,7 @@ static void start_endpoint(struct endpoint_test *t, struct vpack_config *cfg)
     cfg->metrics_port = 0;
     free(cfg->sysfs_root);
     cfg->sysfs_root = strdup(t->root);
-    int r = vpack_metrics_start(&t->loop, cfg, NULL, &t->m, &err);
+    int r = vpack_metrics_start(&t->loop, cfg, collect_fixture, NULL, &t->m, &err);
     if (r < 0)
         fail_msg("vpack_metrics_start: %s", err ? err : strerror(-r));
     t->port = vpack_metrics_port(t->m);
@@ -687,7 +717,7 @@ static void test_endpoint_errors(void **state)
     /* The same port again: refused, with MHD's reason. */
     assert_int_equal(vpack_config_init(&cfg2), 0);
     cfg2.metrics_port = t.port;
-    assert_true(vpack_metrics_start(&t.loop, &cfg2, NULL, &m2, &err) < 0);
+    assert_true(vpack_metrics_start(&t.loop, &cfg2, collect_fixture, NULL, &m2, &err) < 0);
     assert_null(m2);
     assert_non_null(err);
     print_message("second endpoint on port %u: %s\n", t.port, err);
@@ -698,7 +728,7 @@ static void test_endpoint_errors(void **state)
     free(cfg2.metrics_listen);
     cfg2.metrics_listen = strdup("localhost");
     cfg2.metrics_port = 0;
-    assert_int_equal(vpack_metrics_start(&t.loop, &cfg2, NULL, &m2, &err), -EINVAL);
+    assert_int_equal(vpack_metrics_start(&t.loop, &cfg2, collect_fixture, NULL, &m2, &err), -EINVAL);
     assert_non_null(strstr(err, "'localhost'"));
     free(err);
     err = NULL;
@@ -706,7 +736,7 @@ static void test_endpoint_errors(void **state)
     /* IPv6 loopback, where the host has it. */
     free(cfg2.metrics_listen);
     cfg2.metrics_listen = strdup("[::1]");
-    if (vpack_metrics_start(&t.loop, &cfg2, NULL, &m2, &err) == 0) {
+    if (vpack_metrics_start(&t.loop, &cfg2, collect_fixture, NULL, &m2, &err) == 0) {
         assert_true(vpack_metrics_port(m2) > 0);
         vpack_metrics_stop(m2);
     } else {
@@ -734,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_promtool),
         cmocka_unit_test(test_promtool_rejects),
         cmocka_unit_test(test_render_edge),
+        cmocka_unit_test(test_observe),
         cmocka_unit_test(test_wrap_delta),
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_endpoint_errors),

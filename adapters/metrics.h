@@ -4,7 +4,7 @@
  * http://[metrics] listen:port/metrics, run from the agent's libuv loop (no
  * thread of its own). GET and HEAD of /metrics and of / (a page linking
  * /metrics) are answered; other paths get 404, other methods 405. Each scrape
- * renders vpack_agent_metrics_json() plus per-CPU cpuidle residency and RAPL
+ * renders what the collect callback returns plus per-CPU cpuidle residency and RAPL
  * package energy read under [agent] sysfs_root (lib/prom.c does the text).
  *
  * Limits: 64 connections, 10 s of inactivity, 32 KiB of request per
@@ -17,19 +17,26 @@
 
 #include <uv.h>
 
-#include "agent.h"
 #include "vpack/config.h"
+#include "vpack/prom.h"
 
 struct vpack_metrics;
 
 /*
+ * What is served: the metrics as they are now, freed by the endpoint with
+ * vpack_prom_metrics_free(); NULL (out of memory) gets a 500 answer.
+ */
+typedef struct vpack_prom_metrics *(*vpack_metrics_collect_fn)(void *ud);
+
+/*
  * Listens on cfg->metrics_listen (an IPv4 or IPv6 address) port
  * cfg->metrics_port (0: any free port, see vpack_metrics_port()) and serves
- * agent's metrics from loop. agent must outlive the endpoint. Returns 0, or
- * a negative errno with *errmsg (caller frees).
+ * collect(ud) at each scrape, from loop. ud must outlive the endpoint.
+ * Returns 0, or a negative errno with *errmsg (caller frees).
  */
-int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
-                        struct vpack_metrics **out, char **errmsg);
+int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
+                        vpack_metrics_collect_fn collect, void *ud, struct vpack_metrics **out,
+                        char **errmsg);
 
 /*
  * Closes the listening socket and every connection now; the memory is freed

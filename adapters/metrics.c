@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <microhttpd.h>
 
 #include "log.h"
@@ -57,7 +56,8 @@ struct vpack_metrics {
     uv_timer_t timer; /* MHD's next timeout */
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
-    struct vpack_agent *agent;
+    vpack_metrics_collect_fn collect;
+    void *collect_ud;
     char *sysfs_root;
     unsigned port;
     struct conn *head, *tail;
@@ -322,14 +322,14 @@ static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connect
     char *text = NULL;
     size_t len = 0;
     int r;
-    struct json_object *j = vpack_agent_metrics_json(m->agent);
+    struct vpack_prom_metrics *pm = m->collect(m->collect_ud);
 
     if ((r = read_cpuidle(m->sysfs_root, &h)) < 0)
         log_debug("metrics: no cpuidle states under %s: %s", m->sysfs_root, strerror(-r));
     read_rapl(m, &h);
     ph = (struct vpack_prom_host){h.idle, h.nidle, h.energy, h.nenergy};
-    r = j ? vpack_prom_render(j, &ph, &text, &len) : -ENOMEM;
-    json_object_put(j);
+    r = pm ? vpack_prom_render(pm, &ph, &text, &len) : -ENOMEM;
+    vpack_prom_metrics_free(pm);
     host_clear(&h);
     if (r < 0) {
         log_warn("metrics: cannot render: %s", strerror(-r));
@@ -616,7 +616,8 @@ static char *strdup_printf(const char *fmt, ...)
     return s;
 }
 
-int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
+int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
+                        vpack_metrics_collect_fn collect, void *ud,
                         struct vpack_metrics **out, char **errmsg)
 {
     struct vpack_metrics *m = NULL;
@@ -637,7 +638,8 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
     if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/")))
         goto cleanup;
     m->loop = loop;
-    m->agent = agent;
+    m->collect = collect;
+    m->collect_ud = ud;
     m->starting = true;
     errno = 0;
     m->mhd = MHD_start_daemon(
