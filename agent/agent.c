@@ -256,13 +256,14 @@ static int dom_refresh(struct vpack_agent *a, struct agent_dom *d)
     struct vpack_virt_domain info = {0};
     struct vpack_virt_pins pins = {0};
     struct vpack_domxml *live = NULL, *req = NULL;
-    char err[512], *perr = NULL;
+    char *err = NULL, *perr = NULL;
     int r;
 
-    r = vpack_virt_domain_get(a->virt, d->uuid, &info, err, sizeof(err));
+    r = vpack_virt_domain_get(a->virt, d->uuid, &info, &err);
     if (r < 0) {
         if (r != -ENOENT)
-            log_warn("domain %s: cannot read its definition: %s", d->uuid, err);
+            log_warn("domain %s: cannot read its definition: %s", d->uuid, err ? err : "?");
+        free(err);
         return r;
     }
     r = vpack_domxml_parse(info.live_xml, strlen(info.live_xml), &live, &perr);
@@ -278,9 +279,9 @@ static int dom_refresh(struct vpack_agent *a, struct agent_dom *d)
             goto cleanup;
         }
     }
-    r = vpack_virt_pins_get(a->virt, d->uuid, &pins, err, sizeof(err));
+    r = vpack_virt_pins_get(a->virt, d->uuid, &pins, &err);
     if (r < 0) {
-        log_warn("domain %s: cannot read its live pins: %s", info.name, err);
+        log_warn("domain %s: cannot read its live pins: %s", info.name, err ? err : "?");
         goto cleanup;
     }
 
@@ -391,6 +392,7 @@ static int dom_refresh(struct vpack_agent *a, struct agent_dom *d)
               d->nvcpus, d->niothreads, d->known ? "" : ", transient: unmanaged");
 
 cleanup:
+    free(err);
     free(perr);
     vpack_domxml_free(live);
     vpack_domxml_free(req);
@@ -401,10 +403,11 @@ cleanup:
 
 static void list_running(struct vpack_agent *a)
 {
-    char **uuids = NULL, err[512];
+    char **uuids = NULL, *err = NULL;
     unsigned n = 0;
-    if (vpack_virt_list_running(a->virt, &uuids, &n, err, sizeof(err)) < 0) {
-        log_warn("cannot list running domains: %s", err);
+    if (vpack_virt_list_running(a->virt, &uuids, &n, &err) < 0) {
+        log_warn("cannot list running domains: %s", err ? err : "?");
+        free(err);
         return;
     }
     /* Forget domains that stopped while we were not looking. */
@@ -513,12 +516,13 @@ static void sample_domains(struct vpack_agent *a)
 {
     struct vpack_virt_stats *recs = NULL;
     unsigned n = 0;
-    char err[512];
+    char *err = NULL;
     uint64_t now = uv_hrtime();
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
 
-    if (vpack_virt_stats_all(a->virt, &recs, &n, err, sizeof(err)) < 0) {
-        log_warn("cannot read domain statistics: %s", err);
+    if (vpack_virt_stats_all(a->virt, &recs, &n, &err) < 0) {
+        log_warn("cannot read domain statistics: %s", err ? err : "?");
+        free(err);
         return;
     }
     for (unsigned i = 0; i < a->ndoms; i++)
@@ -739,7 +743,7 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
                         const char *reason, struct vpack_move **moves, unsigned *nmoves)
 {
     vpack_cpuset want, have;
-    char err[512], label[64];
+    char *err = NULL, label[64];
     vpack_cpuset_and(&want, want_in, &a->online);
     if (vpack_cpuset_empty(&want))
         return 0; /* every CPU it may use is offline: nothing to do until one returns */
@@ -757,7 +761,7 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
     if (dry_run)
         return 1;
     pin_gate(a, d->name, label);
-    int r = vpack_virt_pin(a->virt, d->uuid, kind, t->id, &want, err, sizeof(err));
+    int r = vpack_virt_pin(a->virt, d->uuid, kind, t->id, &want, &err);
     enum pin_why why = reason && !strcmp(reason, "agent stopping")            ? PIN_STOP
                        : reason && !strcmp(reason, "restore after hotplug")   ? PIN_HOTPLUG
                                                                               : PIN_PLAN;
@@ -789,20 +793,21 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
         a->ctr.pins_invalid++;
         a->hotplug_pending = true;
         t->applied_known = false;
-        log_warn("domain %s: %s refused: %s", d->name, label, err);
+        log_warn("domain %s: %s refused: %s", d->name, label, err ? err : "?");
         break;
     case -EBUSY: /* a job holds the domain: the next cycle retries */
     case -ENOTCONN:
         a->ctr.pins_transient++;
         t->applied_known = false;
-        log_info("domain %s: %s not pinned now (%s); retrying", d->name, label, err);
+        log_info("domain %s: %s not pinned now (%s); retrying", d->name, label, err ? err : "?");
         break;
     default: /* unknown: re-read the domain before trying again */
         t->applied_known = false;
         d->refresh = true;
-        log_warn("domain %s: pinning %s failed: %s", d->name, label, err);
+        log_warn("domain %s: pinning %s failed: %s", d->name, label, err ? err : "?");
         break;
     }
+    free(err);
     return r;
 }
 
@@ -1471,7 +1476,7 @@ static bool load_record(struct vpack_agent *a, struct agent_dom *d)
     bool ok = true;
     const char *s = json_str(rec, "cpuset");
     d->has_bound = s != NULL;
-    if (s && vpack_cpuset_parse(&d->bound, s, NULL, 0) < 0)
+    if (s && vpack_cpuset_parse(&d->bound, s, NULL) < 0)
         ok = false;
     for (unsigned i = 0; i < d->nvcpus; i++)
         d->vcpus[i].has_pin = false;
@@ -1481,7 +1486,7 @@ static bool load_record(struct vpack_agent *a, struct agent_dom *d)
             char *end;
             unsigned long id = strtoul(key, &end, 10);
             if (*end || id >= d->nvcpus || !json_object_is_type(val, json_type_string) ||
-                vpack_cpuset_parse(&d->vcpus[id].pin, json_object_get_string(val), NULL, 0) < 0) {
+                vpack_cpuset_parse(&d->vcpus[id].pin, json_object_get_string(val), NULL) < 0) {
                 ok = false;
                 continue;
             }
@@ -1489,7 +1494,7 @@ static bool load_record(struct vpack_agent *a, struct agent_dom *d)
         }
     }
     s = json_str(rec, "emulatorpin");
-    d->emulator.has_pin = s && vpack_cpuset_parse(&d->emulator.pin, s, NULL, 0) == 0;
+    d->emulator.has_pin = s && vpack_cpuset_parse(&d->emulator.pin, s, NULL) == 0;
     for (unsigned t = 0; t < d->niothreads; t++)
         d->iothreads[t].has_pin = false;
     if (json_object_object_get_ex(rec, "iothreadpin", &o) && json_object_is_type(o, json_type_object)) {
@@ -1498,8 +1503,8 @@ static bool load_record(struct vpack_agent *a, struct agent_dom *d)
             int id = atoi(key);
             for (unsigned t = 0; t < d->niothreads; t++)
                 if (d->iothreads[t].id == id && json_object_is_type(val, json_type_string) &&
-                    vpack_cpuset_parse(&d->iothreads[t].pin, json_object_get_string(val), NULL,
-                                       0) == 0)
+                    vpack_cpuset_parse(&d->iothreads[t].pin, json_object_get_string(val),
+                                       NULL) == 0)
                     d->iothreads[t].has_pin = true;
         }
     }

@@ -163,11 +163,11 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     struct vpack_control *ctl = cl->ctl;
     struct vpack_ctl_request req;
     struct json_object *ans = NULL;
-    char msg[512];
+    char *msg = NULL;
     /* lib/protocol.c checks the request, the permission and the arguments. */
-    if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, msg,
-                                sizeof(msg)) < 0) {
-        send_error(cl, "%s", msg);
+    if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, &msg) < 0) {
+        send_error(cl, "%s", msg ? msg : "out of memory");
+        free(msg);
         return;
     }
     const char *name = req.op_name;

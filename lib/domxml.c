@@ -331,11 +331,13 @@ static int prop_enum(struct ctx *c, xmlNode *n, const char *name, const char *co
 static int parse_set(struct ctx *c, const char *text, const char *elem, const char *attr,
                      vpack_cpuset *out)
 {
-    char err[256];
+    char *err = NULL;
+    int r = 0;
 
-    if (vpack_cpuset_parse(out, text, err, sizeof(err)) < 0)
-        return fail(c, "%s %s='%s'>: %s", elem, attr, text, err);
-    return 0;
+    if (vpack_cpuset_parse(out, text, &err) < 0)
+        r = fail(c, "%s %s='%s'>: %s", elem, attr, text, err ? err : "out of memory");
+    free(err);
+    return r;
 }
 
 /* ---- Reading the document ---- */
