@@ -39,7 +39,7 @@ static int read_cpus(const char *root, const char *dir, vpack_cpuset *out, bool 
     buf[strcspn(buf, "\n")] = '\0';
     vpack_cpuset_zero(out);
     *empty = buf[0] == '\0';
-    r = *empty ? 0 : vpack_cpuset_parse(out, buf, NULL, 0);
+    r = *empty ? 0 : vpack_cpuset_parse(out, buf, NULL);
     free(buf);
     return r;
 }

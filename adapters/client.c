@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "vpack/config.h"
+#include "vpack/errmsg.h"
 
 const char *vpack_client_socket_path(const char *option)
 {
@@ -25,20 +25,6 @@ const char *vpack_client_socket_path(const char *option)
     if (option)
         return option;
     return env && *env ? env : VPACK_DEFAULT_SOCKET;
-}
-
-/* Sets *errmsg to a new message (NULL if out of memory); returns err. */
-static int fail(int err, char **errmsg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(int err, char **errmsg, const char *fmt, ...)
-{
-    va_list ap;
-
-    free(*errmsg);
-    va_start(ap, fmt);
-    if (vasprintf(errmsg, fmt, ap) < 0)
-        *errmsg = NULL;
-    va_end(ap);
-    return err;
 }
 
 static int64_t now_ms(void)
@@ -211,31 +197,31 @@ static int parse_answer(const char *text, size_t len, struct json_object **out, 
 
     *out = NULL;
     if (!tok)
-        return fail(-ENOMEM, errmsg, "out of memory");
+        return vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
     if (len >= INT32_MAX) {
-        fail(ret, errmsg, "answer too long");
+        vpack_errmsg_set(ret, errmsg, "answer too long");
         goto cleanup;
     }
     /* With its NUL, so that a bare literal or number at the end is complete. */
     o = json_tokener_parse_ex(tok, text, (int)len + 1);
     e = json_tokener_get_error(tok);
     if (!o || e != json_tokener_success) {
-        fail(ret, errmsg, "%s%s",
-             e == json_tokener_success || e == json_tokener_continue ? "" : "not JSON: ",
-             e == json_tokener_continue  ? "the answer ends too early"
-             : e == json_tokener_success ? "null instead of an object"
-                                         : json_tokener_error_desc(e));
+        vpack_errmsg_set(ret, errmsg, "%s%s",
+                         e == json_tokener_success || e == json_tokener_continue ? "" : "not JSON: ",
+                         e == json_tokener_continue  ? "the answer ends too early"
+                         : e == json_tokener_success ? "null instead of an object"
+                                                     : json_tokener_error_desc(e));
         goto cleanup;
     }
     end = json_tokener_get_parse_end(tok);
     while (end < len && (text[end] == ' ' || text[end] == '\t' || text[end] == '\r'))
         end++;
     if (end < len) {
-        fail(ret, errmsg, "trailing data after the answer");
+        vpack_errmsg_set(ret, errmsg, "trailing data after the answer");
         goto cleanup;
     }
     if (!json_object_is_type(o, json_type_object)) {
-        fail(ret, errmsg, "the answer is not a JSON object");
+        vpack_errmsg_set(ret, errmsg, "the answer is not a JSON object");
         goto cleanup;
     }
     *out = o;
@@ -254,12 +240,14 @@ static int exchange_failed(int err, int timeout_ms, char **errmsg)
 
     format_timeout(tmo, sizeof(tmo), timeout_ms);
     if (err == -ETIMEDOUT)
-        return fail(err, errmsg, "no answer within %s", tmo);
+        return vpack_errmsg_set(err, errmsg, "no answer within %s", tmo);
     if (err == -ECONNRESET || err == -EPIPE)
-        return fail(-ECONNRESET, errmsg, "the agent closed the connection without answering");
+        return vpack_errmsg_set(-ECONNRESET, errmsg,
+                                "the agent closed the connection without answering");
     if (err == -EMSGSIZE)
-        return fail(err, errmsg, "the answer is longer than %u bytes", VPACK_CLIENT_ANSWER_MAX);
-    return fail(err, errmsg, "%s", strerror(-err));
+        return vpack_errmsg_set(err, errmsg, "the answer is longer than %u bytes",
+                                VPACK_CLIENT_ANSWER_MAX);
+    return vpack_errmsg_set(err, errmsg, "%s", strerror(-err));
 }
 
 /* Connects a new socket to path before deadline: 0 with *fd, or -errno. */
@@ -272,18 +260,18 @@ static int open_socket(const char *path, int64_t deadline, int timeout_ms, int *
     int ret;
 
     if (plen >= sizeof(addr.sun_path))
-        return fail(-ENAMETOOLONG, errmsg, "the socket path is longer than %zu bytes",
-                    sizeof(addr.sun_path) - 1);
+        return vpack_errmsg_set(-ENAMETOOLONG, errmsg, "the socket path is longer than %zu bytes",
+                                sizeof(addr.sun_path) - 1);
     memcpy(addr.sun_path, path, plen + 1);
     *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (*fd < 0)
-        return fail(-errno, errmsg, "socket: %s", strerror(errno));
+        return vpack_errmsg_set(-errno, errmsg, "socket: %s", strerror(errno));
     if ((ret = connect_until(*fd, &addr, deadline)) == 0)
         return 0;
     format_timeout(tmo, sizeof(tmo), timeout_ms);
     if (ret == -ETIMEDOUT)
-        return fail(ret, errmsg, "no connection within %s (the agent is busy)", tmo);
-    return fail(ret, errmsg, "%s", strerror(-ret));
+        return vpack_errmsg_set(ret, errmsg, "no connection within %s (the agent is busy)", tmo);
+    return vpack_errmsg_set(ret, errmsg, "%s", strerror(-ret));
 }
 
 int vpack_client_call(const char *path, const char *request, int timeout_ms,
@@ -297,7 +285,7 @@ int vpack_client_call(const char *path, const char *request, int timeout_ms,
     *answer = NULL;
     *errmsg = NULL;
     if (!(line = malloc(len + 1))) {
-        ret = fail(-ENOMEM, errmsg, "out of memory");
+        ret = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
         goto cleanup;
     }
     memcpy(line, request, len);

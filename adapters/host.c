@@ -85,7 +85,7 @@ int vpack_host_online_cpus(const char *root, vpack_cpuset *out)
     if (r < 0)
         return r;
     buf[strcspn(buf, "\n")] = '\0';
-    r = vpack_cpuset_parse(out, buf, NULL, 0);
+    r = vpack_cpuset_parse(out, buf, NULL);
     free(buf);
     return r;
 }

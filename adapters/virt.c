@@ -34,6 +34,7 @@
 
 #include "virt.h"
 #include "vpack/domxml.h"
+#include "vpack/errmsg.h"
 
 #define DEFAULT_URI "qemu:///system"
 #define BACKOFF_FIRST_MS 500
@@ -76,19 +77,6 @@ static void silent_error(void *opaque, virErrorPtr err)
      * returned to the caller instead. */
     (void)opaque;
     (void)err;
-}
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (!errbuf || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
 }
 
 static void conn_lost(struct vpack_virt *v);
@@ -165,37 +153,28 @@ static int classify(int code, int domain, int int1, const char *msg, bool alive)
 }
 
 /*
- * Fills errbuf with "WHAT: libvirt's message" and returns the class of the
- * last libvirt error of this thread. Call it right after the failing call:
- * any libvirt call, even a successful one, resets the error. A connection
- * found dead here is torn down and retried from the loop.
+ * Sets *errmsg (if errmsg is non-NULL) to "WHAT: libvirt's message" and
+ * returns the class of the last libvirt error of this thread. Call it right
+ * after the failing call: any libvirt call, even a successful one, resets
+ * the error. A connection found dead here is torn down and retried from the
+ * loop.
  */
-static int virt_error(struct vpack_virt *v, char *errbuf, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int virt_error(struct vpack_virt *v, char *errbuf, size_t errlen, const char *fmt, ...)
+static int virt_error_what(struct vpack_virt *v, char **errmsg, const char *what)
 {
     virError err;
-    char what[256];
-    va_list ap;
     bool alive = true;
     int r;
-
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
 
     memset(&err, 0, sizeof(err));
     if (virCopyLastError(&err) <= 0 || err.code == VIR_ERR_OK) {
         /* libvirt failed without saying why. */
-        set_err(errbuf, errlen, "%s: unknown libvirt error", what);
         virResetError(&err);
-        return -EIO;
+        return vpack_errmsg_set(-EIO, errmsg, "%s: unknown libvirt error", what);
     }
     if (v && v->conn && virConnectIsAlive(v->conn) == 0)
         alive = false;
     r = classify(err.code, err.domain, err.int1, err.message, alive);
-    set_err(errbuf, errlen, "%s: %s", what, err.message ? err.message : "(no message)");
+    vpack_errmsg_set(r, errmsg, "%s: %s", what, err.message ? err.message : "(no message)");
     virResetError(&err);
     virResetLastError();
     if (r == -ENOTCONN && v)
@@ -203,12 +182,45 @@ static int virt_error(struct vpack_virt *v, char *errbuf, size_t errlen, const c
     return r;
 }
 
-static int need_conn(struct vpack_virt *v, char *errbuf, size_t errlen)
+/* virt_error_what() with WHAT formatted from fmt. */
+static int virt_error(struct vpack_virt *v, char **errmsg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int virt_error(struct vpack_virt *v, char **errmsg, const char *fmt, ...)
 {
-    if (!v || !v->conn || !atomic_load(&v->alive)) {
-        set_err(errbuf, errlen, "not connected to libvirt");
-        return -ENOTCONN;
-    }
+    char what[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return virt_error_what(v, errmsg, what);
+}
+
+/* virt_error() for a connection attempt: the message goes to v->last_error
+ * (the bare WHAT when there is no memory for the whole of it). */
+static int connect_error(struct vpack_virt *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int connect_error(struct vpack_virt *v, const char *fmt, ...)
+{
+    char what[256], *msg = NULL;
+    va_list ap;
+    int r;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    r = virt_error_what(NULL, &msg, what);
+    snprintf(v->last_error, sizeof(v->last_error), "%s", msg ? msg : what);
+    free(msg);
+    return r;
+}
+
+static int need_conn(struct vpack_virt *v, char **errmsg)
+{
+    if (!v || !v->conn || !atomic_load(&v->alive))
+        return vpack_errmsg_set(-ENOTCONN, errmsg, "not connected to libvirt");
     return 0;
 }
 
@@ -316,8 +328,7 @@ static int try_connect(struct vpack_virt *v)
 
     v->conn = virConnectOpen(v->uri);
     if (!v->conn)
-        return virt_error(NULL, v->last_error, sizeof(v->last_error), "connecting to %s",
-                          v->uri);
+        return connect_error(v, "connecting to %s", v->uri);
     v->is_qemu = driver_is_qemu(v->conn);
     atomic_store(&v->alive, true);
     if (!v->loop)
@@ -328,7 +339,7 @@ static int try_connect(struct vpack_virt *v)
         virResetLastError();
 
     if (virConnectRegisterCloseCallback(v->conn, on_conn_closed, v, NULL) < 0) {
-        r = virt_error(NULL, v->last_error, sizeof(v->last_error), "registering the close callback");
+        r = connect_error(v, "registering the close callback");
         goto fail;
     }
     v->close_cb_registered = true;
@@ -336,14 +347,14 @@ static int try_connect(struct vpack_virt *v)
         v->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), v,
         NULL);
     if (v->lifecycle_cb_id < 0) {
-        r = virt_error(NULL, v->last_error, sizeof(v->last_error), "registering lifecycle events");
+        r = connect_error(v, "registering lifecycle events");
         goto fail;
     }
     v->metadata_cb_id = virConnectDomainEventRegisterAny(
         v->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
         VIR_DOMAIN_EVENT_CALLBACK(on_metadata), v, NULL);
     if (v->metadata_cb_id < 0) {
-        r = virt_error(NULL, v->last_error, sizeof(v->last_error), "registering metadata events");
+        r = connect_error(v, "registering metadata events");
         goto fail;
     }
     return 0;
@@ -460,23 +471,21 @@ int vpack_virt_new(uv_loop_t *loop, const char *uri, const struct vpack_virt_cbs
     return 0;
 }
 
-int vpack_virt_open_sync(const char *uri, struct vpack_virt **out, char *errbuf, size_t errlen)
+int vpack_virt_open_sync(const char *uri, struct vpack_virt **out, char **errmsg)
 {
     struct vpack_virt *v;
     int r;
 
+    if (errmsg)
+        *errmsg = NULL;
     *out = NULL;
-    if ((r = lib_init()) < 0) {
-        set_err(errbuf, errlen, "cannot initialise libvirt");
-        return r;
-    }
+    if ((r = lib_init()) < 0)
+        return vpack_errmsg_set(r, errmsg, "cannot initialise libvirt");
     v = virt_alloc(NULL, uri);
-    if (!v) {
-        set_err(errbuf, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!v)
+        return vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
     if ((r = try_connect(v)) < 0) {
-        set_err(errbuf, errlen, "%s", v->last_error);
+        vpack_errmsg_set(r, errmsg, "%s", v->last_error);
         free(v->uri);
         free(v);
         return r;
@@ -516,17 +525,16 @@ const char *vpack_virt_last_error(const struct vpack_virt *v)
 
 /* ---------------------------------------------------------------- domains */
 
-static int lookup_uuid(struct vpack_virt *v, const char *uuid, virDomainPtr *dom, char *errbuf,
-                       size_t errlen)
+static int lookup_uuid(struct vpack_virt *v, const char *uuid, virDomainPtr *dom, char **errmsg)
 {
     int r;
 
     *dom = NULL;
-    if ((r = need_conn(v, errbuf, errlen)) < 0)
+    if ((r = need_conn(v, errmsg)) < 0)
         return r;
     *dom = virDomainLookupByUUIDString(v->conn, uuid);
     if (!*dom)
-        return virt_error(v, errbuf, errlen, "domain %s", uuid);
+        return virt_error(v, errmsg, "domain %s", uuid);
     return 0;
 }
 
@@ -564,17 +572,15 @@ static bool last_error_is_no_domain(void)
 /* Name first (what users type), then UUID, then numeric id, as virsh
  * accepts them. Only "no such domain" moves on to the next form. */
 static int lookup_ident(struct vpack_virt *v, const char *ident, virDomainPtr *dom,
-                        char *errbuf, size_t errlen)
+                        char **errmsg)
 {
     int r;
 
     *dom = NULL;
-    if ((r = need_conn(v, errbuf, errlen)) < 0)
+    if ((r = need_conn(v, errmsg)) < 0)
         return r;
-    if (!ident || !*ident) {
-        set_err(errbuf, errlen, "empty domain name");
-        return -EINVAL;
-    }
+    if (!ident || !*ident)
+        return vpack_errmsg_set(-EINVAL, errmsg, "empty domain name");
     *dom = virDomainLookupByName(v->conn, ident);
     if (!*dom && last_error_is_no_domain() && uuid_like(ident))
         *dom = virDomainLookupByUUIDString(v->conn, ident);
@@ -583,24 +589,24 @@ static int lookup_ident(struct vpack_virt *v, const char *ident, virDomainPtr *d
     if (!*dom) {
         if (last_error_is_no_domain()) {
             virResetLastError();
-            set_err(errbuf, errlen, "domain '%s' not found", ident);
-            return -ENOENT;
+            return vpack_errmsg_set(-ENOENT, errmsg, "domain '%s' not found", ident);
         }
-        return virt_error(v, errbuf, errlen, "domain '%s'", ident);
+        return virt_error(v, errmsg, "domain '%s'", ident);
     }
     return 0;
 }
 
-int vpack_virt_lookup(struct vpack_virt *v, const char *ident, char uuid[37], char *errbuf,
-                      size_t errlen)
+int vpack_virt_lookup(struct vpack_virt *v, const char *ident, char uuid[37], char **errmsg)
 {
     virDomainPtr dom = NULL;
     int r;
 
-    if ((r = lookup_ident(v, ident, &dom, errbuf, errlen)) < 0)
+    if (errmsg)
+        *errmsg = NULL;
+    if ((r = lookup_ident(v, ident, &dom, errmsg)) < 0)
         goto cleanup;
     if (virDomainGetUUIDString(dom, uuid) < 0) {
-        r = virt_error(v, errbuf, errlen, "domain '%s'", ident);
+        r = virt_error(v, errmsg, "domain '%s'", ident);
         goto cleanup;
     }
     r = 0;
@@ -610,28 +616,28 @@ cleanup:
     return r;
 }
 
-int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, char *errbuf,
-                            size_t errlen)
+int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, char **errmsg)
 {
     virDomainPtr *doms = NULL;
     char **list = NULL;
     int ndoms = 0, i, r;
     unsigned count = 0;
 
+    if (errmsg)
+        *errmsg = NULL;
     *uuids = NULL;
     *n = 0;
-    if ((r = need_conn(v, errbuf, errlen)) < 0)
+    if ((r = need_conn(v, errmsg)) < 0)
         return r;
     ndoms = virConnectListAllDomains(v->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
     if (ndoms < 0) {
         ndoms = 0;
-        r = virt_error(v, errbuf, errlen, "listing running domains");
+        r = virt_error(v, errmsg, "listing running domains");
         goto cleanup;
     }
     list = calloc(ndoms ? (size_t)ndoms : 1, sizeof(*list));
     if (!list) {
-        r = -ENOMEM;
-        set_err(errbuf, errlen, "out of memory");
+        r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
         goto cleanup;
     }
     for (i = 0; i < ndoms; i++) {
@@ -640,8 +646,7 @@ int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, ch
             continue; /* cannot fail for a domain object we hold */
         list[count] = strdup(uuid);
         if (!list[count]) {
-            r = -ENOMEM;
-            set_err(errbuf, errlen, "out of memory");
+            r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
             goto cleanup;
         }
         count++;
@@ -699,7 +704,7 @@ void vpack_virt_domain_clear(struct vpack_virt_domain *d)
 }
 
 int vpack_virt_domain_get(struct vpack_virt *v, const char *uuid, struct vpack_virt_domain *out,
-                          char *errbuf, size_t errlen)
+                          char **errmsg)
 {
     virDomainPtr dom = NULL;
     struct vpack_virt_domain d = {.id = -1, .pid = -1};
@@ -707,33 +712,34 @@ int vpack_virt_domain_get(struct vpack_virt *v, const char *uuid, struct vpack_v
     unsigned id;
     int persistent, r;
 
+    if (errmsg)
+        *errmsg = NULL;
     memset(out, 0, sizeof(*out));
     out->id = -1;
     out->pid = -1;
-    if ((r = lookup_uuid(v, uuid, &dom, errbuf, errlen)) < 0)
+    if ((r = lookup_uuid(v, uuid, &dom, errmsg)) < 0)
         goto cleanup;
     if (virDomainGetUUIDString(dom, d.uuid) < 0 || !(name = virDomainGetName(dom))) {
-        r = virt_error(v, errbuf, errlen, "domain %s", uuid);
+        r = virt_error(v, errmsg, "domain %s", uuid);
         goto cleanup;
     }
     if (!(d.name = strdup(name))) {
-        r = -ENOMEM;
-        set_err(errbuf, errlen, "out of memory");
+        r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
         goto cleanup;
     }
     id = virDomainGetID(dom);
     d.id = id == (unsigned)-1 ? -1 : (int)id;
     if ((persistent = virDomainIsPersistent(dom)) < 0) {
-        r = virt_error(v, errbuf, errlen, "domain %s", d.name);
+        r = virt_error(v, errmsg, "domain %s", d.name);
         goto cleanup;
     }
     d.persistent = persistent == 1;
     if (!(d.live_xml = virDomainGetXMLDesc(dom, 0))) {
-        r = virt_error(v, errbuf, errlen, "reading the XML of %s", d.name);
+        r = virt_error(v, errmsg, "reading the XML of %s", d.name);
         goto cleanup;
     }
     if (d.persistent && !(d.inactive_xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE))) {
-        r = virt_error(v, errbuf, errlen, "reading the persistent XML of %s", d.name);
+        r = virt_error(v, errmsg, "reading the persistent XML of %s", d.name);
         goto cleanup;
     }
     if (d.id >= 0 && v->is_qemu)
@@ -845,15 +851,17 @@ static int stats_parse(virDomainStatsRecordPtr rec, struct vpack_virt_stats *s)
 }
 
 int vpack_virt_stats_all(struct vpack_virt *v, struct vpack_virt_stats **recs, unsigned *n,
-                         char *errbuf, size_t errlen)
+                         char **errmsg)
 {
     virDomainStatsRecordPtr *records = NULL;
     struct vpack_virt_stats *out = NULL;
     int nrec = 0, r;
 
+    if (errmsg)
+        *errmsg = NULL;
     *recs = NULL;
     *n = 0;
-    if ((r = need_conn(v, errbuf, errlen)) < 0)
+    if ((r = need_conn(v, errmsg)) < 0)
         return r;
     /* NOWAIT: a domain whose job lock is held (a long monitor command, a
      * migration) would otherwise stall this call, and the whole loop, for
@@ -865,18 +873,17 @@ int vpack_virt_stats_all(struct vpack_virt *v, struct vpack_virt_stats **recs, u
                                            VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
     if (nrec < 0) {
         records = NULL;
-        r = virt_error(v, errbuf, errlen, "reading domain statistics");
+        r = virt_error(v, errmsg, "reading domain statistics");
         goto cleanup;
     }
     out = calloc(nrec ? (size_t)nrec : 1, sizeof(*out));
     if (!out) {
-        r = -ENOMEM;
-        set_err(errbuf, errlen, "out of memory");
+        r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
         goto cleanup;
     }
     for (int i = 0; i < nrec; i++) {
         if ((r = stats_parse(records[i], &out[i])) < 0) {
-            set_err(errbuf, errlen, "%s", r == -ENOMEM ? "out of memory" : "bad stats record");
+            vpack_errmsg_set(r, errmsg, "%s", r == -ENOMEM ? "out of memory" : "bad stats record");
             vpack_virt_stats_free(out, (unsigned)i + 1);
             out = NULL;
             goto cleanup;
@@ -895,15 +902,13 @@ cleanup:
 /* ------------------------------------------------------------------- pins */
 
 /* Number of host CPUs libvirt knows (highest id + 1, offline ones too). */
-static int host_cpus(struct vpack_virt *v, char *errbuf, size_t errlen)
+static int host_cpus(struct vpack_virt *v, char **errmsg)
 {
     int n = virNodeGetCPUMap(v->conn, NULL, NULL, 0);
     if (n < 0)
-        return virt_error(v, errbuf, errlen, "reading the host CPU map");
-    if (n == 0) {
-        set_err(errbuf, errlen, "libvirt reports no host CPU");
-        return -EIO;
-    }
+        return virt_error(v, errmsg, "reading the host CPU map");
+    if (n == 0)
+        return vpack_errmsg_set(-EIO, errmsg, "libvirt reports no host CPU");
     return n;
 }
 
@@ -926,7 +931,7 @@ void vpack_virt_pins_clear(struct vpack_virt_pins *p)
 }
 
 int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_virt_pins *out,
-                        char *errbuf, size_t errlen)
+                        char **errmsg)
 {
     virDomainPtr dom = NULL;
     virDomainIOThreadInfoPtr *info = NULL;
@@ -934,28 +939,29 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
     struct vpack_virt_pins p = {0};
     int ncpus, maplen, nmax, nv, ninfo = 0, r;
 
+    if (errmsg)
+        *errmsg = NULL;
     memset(out, 0, sizeof(*out));
-    if ((r = lookup_uuid(v, uuid, &dom, errbuf, errlen)) < 0)
+    if ((r = lookup_uuid(v, uuid, &dom, errmsg)) < 0)
         goto cleanup;
-    if ((r = ncpus = host_cpus(v, errbuf, errlen)) < 0)
+    if ((r = ncpus = host_cpus(v, errmsg)) < 0)
         goto cleanup;
     maplen = VIR_CPU_MAPLEN(ncpus);
 
     nmax = virDomainGetVcpusFlags(dom, VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_VCPU_MAXIMUM);
     if (nmax < 0) {
-        r = virt_error(v, errbuf, errlen, "reading the vCPU count of %s", uuid);
+        r = virt_error(v, errmsg, "reading the vCPU count of %s", uuid);
         goto cleanup;
     }
     maps = calloc(nmax ? (size_t)nmax : 1, (size_t)maplen);
     p.vcpus = calloc(nmax ? (size_t)nmax : 1, sizeof(*p.vcpus));
     if (!maps || !p.vcpus) {
-        r = -ENOMEM;
-        set_err(errbuf, errlen, "out of memory");
+        r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
         goto cleanup;
     }
     nv = nmax ? virDomainGetVcpuPinInfo(dom, nmax, maps, maplen, VIR_DOMAIN_AFFECT_LIVE) : 0;
     if (nv < 0) {
-        r = virt_error(v, errbuf, errlen, "reading the vCPU pins of %s", uuid);
+        r = virt_error(v, errmsg, "reading the vCPU pins of %s", uuid);
         goto cleanup;
     }
     for (int i = 0; i < nv && i < nmax; i++)
@@ -965,7 +971,7 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
     memset(maps, 0, (size_t)maplen);
     r = virDomainGetEmulatorPinInfo(dom, maps, maplen, VIR_DOMAIN_AFFECT_LIVE);
     if (r < 0) {
-        r = virt_error(v, errbuf, errlen, "reading the emulator pin of %s", uuid);
+        r = virt_error(v, errmsg, "reading the emulator pin of %s", uuid);
         goto cleanup;
     }
     map_to_cpuset(maps, maplen, &p.emulator);
@@ -976,15 +982,14 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
     if (ninfo < 0) {
         ninfo = 0;
         info = NULL;
-        r = virt_error(v, errbuf, errlen, "reading the iothreads of %s", uuid);
+        r = virt_error(v, errmsg, "reading the iothreads of %s", uuid);
         goto cleanup;
     }
     if (ninfo > 0) {
         p.iothread_ids = calloc((size_t)ninfo, sizeof(*p.iothread_ids));
         p.iothreads = calloc((size_t)ninfo, sizeof(*p.iothreads));
         if (!p.iothread_ids || !p.iothreads) {
-            r = -ENOMEM;
-            set_err(errbuf, errlen, "out of memory");
+            r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
             goto cleanup;
         }
         for (int i = 0; i < ninfo; i++) {
@@ -1008,7 +1013,7 @@ cleanup:
 }
 
 int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kind kind, int id,
-                   const vpack_cpuset *cpus, char *errbuf, size_t errlen)
+                   const vpack_cpuset *cpus, char **errmsg)
 {
     virDomainPtr dom = NULL;
     unsigned char *map = NULL;
@@ -1016,19 +1021,17 @@ int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kin
     bool any = false;
     const unsigned flags = VIR_DOMAIN_AFFECT_LIVE; /* never the persistent definition */
 
-    if ((r = need_conn(v, errbuf, errlen)) < 0)
+    if (errmsg)
+        *errmsg = NULL;
+    if ((r = need_conn(v, errmsg)) < 0)
         return r;
-    if (kind != VPACK_THREAD_EMULATOR && id < 0) {
-        set_err(errbuf, errlen, "invalid thread id %d", id);
-        return -EINVAL;
-    }
-    if ((r = ncpus = host_cpus(v, errbuf, errlen)) < 0)
+    if (kind != VPACK_THREAD_EMULATOR && id < 0)
+        return vpack_errmsg_set(-EINVAL, errmsg, "invalid thread id %d", id);
+    if ((r = ncpus = host_cpus(v, errmsg)) < 0)
         return r;
     maplen = VIR_CPU_MAPLEN(ncpus);
-    if (!(map = calloc(1, (size_t)maplen))) {
-        set_err(errbuf, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!(map = calloc(1, (size_t)maplen)))
+        return vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
     /* CPUs the host does not have are dropped. */
     VPACK_CPUSET_FOREACH(cpu, cpus) {
         if (cpu >= ncpus)
@@ -1037,28 +1040,27 @@ int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kin
         any = true;
     }
     if (!any) {
-        set_err(errbuf, errlen, "no CPU of the set exists on this host (%d CPUs)", ncpus);
-        r = -EINVAL;
+        r = vpack_errmsg_set(-EINVAL, errmsg, "no CPU of the set exists on this host (%d CPUs)",
+                             ncpus);
         goto cleanup;
     }
-    if ((r = lookup_uuid(v, uuid, &dom, errbuf, errlen)) < 0)
+    if ((r = lookup_uuid(v, uuid, &dom, errmsg)) < 0)
         goto cleanup;
     switch (kind) {
     case VPACK_THREAD_VCPU:
         if (virDomainPinVcpuFlags(dom, (unsigned)id, map, maplen, flags) < 0)
-            r = virt_error(v, errbuf, errlen, "pinning vCPU %d", id);
+            r = virt_error(v, errmsg, "pinning vCPU %d", id);
         break;
     case VPACK_THREAD_EMULATOR:
         if (virDomainPinEmulator(dom, map, maplen, flags) < 0)
-            r = virt_error(v, errbuf, errlen, "pinning the emulator");
+            r = virt_error(v, errmsg, "pinning the emulator");
         break;
     case VPACK_THREAD_IOTHREAD:
         if (virDomainPinIOThread(dom, (unsigned)id, map, maplen, flags) < 0)
-            r = virt_error(v, errbuf, errlen, "pinning iothread %d", id);
+            r = virt_error(v, errmsg, "pinning iothread %d", id);
         break;
     default:
-        set_err(errbuf, errlen, "unknown thread kind %d", (int)kind);
-        r = -EINVAL;
+        r = vpack_errmsg_set(-EINVAL, errmsg, "unknown thread kind %d", (int)kind);
         break;
     }
 cleanup:
@@ -1071,29 +1073,30 @@ cleanup:
 /* --------------------------------------------------- tools (vpackctl) */
 
 int vpack_virt_set_level(struct vpack_virt *v, const char *ident, int level, bool live,
-                         bool config, char *errbuf, size_t errlen)
+                         bool config, char **errmsg)
 {
     virDomainPtr dom = NULL;
     char xml[64];
     unsigned flags = VIR_DOMAIN_AFFECT_CURRENT;
     int r;
 
-    if (level > 2) {
-        set_err(errbuf, errlen, "invalid power policy level %d (0, 1 or 2)", level);
-        return -EINVAL;
-    }
+    if (errmsg)
+        *errmsg = NULL;
+    if (level > 2)
+        return vpack_errmsg_set(-EINVAL, errmsg, "invalid power policy level %d (0, 1 or 2)",
+                                level);
     if (live)
         flags |= VIR_DOMAIN_AFFECT_LIVE;
     if (config)
         flags |= VIR_DOMAIN_AFFECT_CONFIG;
-    if ((r = lookup_ident(v, ident, &dom, errbuf, errlen)) < 0)
+    if ((r = lookup_ident(v, ident, &dom, errmsg)) < 0)
         goto cleanup;
     snprintf(xml, sizeof(xml), "<%s %s='%d'/>", VPACK_XML_POLICY_ELEMENT, VPACK_XML_POLICY_LEVEL,
              level);
     /* The element replaces any earlier one in our namespace; NULL removes it. */
     if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, level >= 0 ? xml : NULL,
                              level >= 0 ? VPACK_XML_NS_PREFIX : NULL, VPACK_XML_NS, flags) < 0) {
-        r = virt_error(v, errbuf, errlen, "setting the power policy of '%s'", ident);
+        r = virt_error(v, errmsg, "setting the power policy of '%s'", ident);
         goto cleanup;
     }
     r = 0;
@@ -1103,29 +1106,29 @@ cleanup:
     return r;
 }
 
-int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out, char *errbuf,
-                          size_t errlen)
+int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out, char **errmsg)
 {
     virDomainPtr dom = NULL;
     const char *name;
     int r;
 
+    if (errmsg)
+        *errmsg = NULL;
     if (name_out)
         *name_out = NULL;
-    if ((r = need_conn(v, errbuf, errlen)) < 0)
+    if ((r = need_conn(v, errmsg)) < 0)
         return r;
     if (!(dom = virDomainDefineXML(v->conn, xml))) {
-        r = virt_error(v, errbuf, errlen, "defining the domain");
+        r = virt_error(v, errmsg, "defining the domain");
         goto cleanup;
     }
     if (name_out) {
         if (!(name = virDomainGetName(dom))) {
-            r = virt_error(v, errbuf, errlen, "reading the new domain's name");
+            r = virt_error(v, errmsg, "reading the new domain's name");
             goto cleanup;
         }
         if (!(*name_out = strdup(name))) {
-            r = -ENOMEM;
-            set_err(errbuf, errlen, "out of memory");
+            r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
             goto cleanup;
         }
     }

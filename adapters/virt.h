@@ -12,7 +12,9 @@
  *   -EACCES    libvirt refused us (authentication, access control)
  *   -EIO       anything else: log it, drop this change
  *
- * and, where the caller wants to log it, a message in errbuf.
+ * and, where the caller wants to log it, a message in *errmsg: every
+ * function here with a char **errmsg follows vpack/errmsg.h (the caller
+ * frees the message; NULL when out of memory; pass NULL for none).
  */
 #ifndef VPACK_VIRT_H
 #define VPACK_VIRT_H
@@ -55,9 +57,9 @@ int vpack_virt_new(uv_loop_t *loop, const char *uri, const struct vpack_virt_cbs
 /*
  * Opens a connection without a loop, events or reconnects, for short-lived
  * tools (vpackctl). Returns -ENOTCONN when libvirtd cannot be reached,
- * -EACCES when it refuses us; errbuf says why.
+ * -EACCES when it refuses us; *errmsg says why.
  */
-int vpack_virt_open_sync(const char *uri, struct vpack_virt **out, char *errbuf, size_t errlen);
+int vpack_virt_open_sync(const char *uri, struct vpack_virt **out, char **errmsg);
 /*
  * Deregisters events, closes the connection and frees; safe with NULL.
  * Callbacks never run after it returns. For an adapter made by
@@ -76,8 +78,7 @@ const char *vpack_virt_last_error(const struct vpack_virt *v);
  * Resolves what a user typed (a name, a UUID or a numeric id, tried in that
  * order) to the domain's UUID. -ENOENT when nothing matches.
  */
-int vpack_virt_lookup(struct vpack_virt *v, const char *ident, char uuid[37], char *errbuf,
-                      size_t errlen);
+int vpack_virt_lookup(struct vpack_virt *v, const char *ident, char uuid[37], char **errmsg);
 
 struct vpack_virt_domain {
     char uuid[37];
@@ -91,11 +92,10 @@ struct vpack_virt_domain {
 void vpack_virt_domain_clear(struct vpack_virt_domain *d);
 
 /* UUIDs of all running domains; free with free() each and the array. */
-int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, char *errbuf,
-                            size_t errlen);
+int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, char **errmsg);
 /* Name, XML (live and inactive) and pid of one running domain. */
 int vpack_virt_domain_get(struct vpack_virt *v, const char *uuid, struct vpack_virt_domain *out,
-                          char *errbuf, size_t errlen);
+                          char **errmsg);
 
 struct vpack_virt_stats {
     char uuid[37];
@@ -112,7 +112,7 @@ struct vpack_virt_stats {
  * it does not wait for a domain whose job lock is held. Free with
  * vpack_virt_stats_free(). */
 int vpack_virt_stats_all(struct vpack_virt *v, struct vpack_virt_stats **recs, unsigned *n,
-                         char *errbuf, size_t errlen);
+                         char **errmsg);
 void vpack_virt_stats_free(struct vpack_virt_stats *recs, unsigned n);
 
 /* Live pins as libvirt reports them now (what is applied). */
@@ -125,7 +125,7 @@ struct vpack_virt_pins {
     vpack_cpuset *iothreads;  /* [niothreads] */
 };
 int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_virt_pins *out,
-                        char *errbuf, size_t errlen);
+                        char **errmsg);
 void vpack_virt_pins_clear(struct vpack_virt_pins *p);
 
 enum vpack_thread_kind { VPACK_THREAD_VCPU, VPACK_THREAD_EMULATOR, VPACK_THREAD_IOTHREAD };
@@ -136,7 +136,7 @@ enum vpack_thread_kind { VPACK_THREAD_VCPU, VPACK_THREAD_EMULATOR, VPACK_THREAD_
  * emulator.
  */
 int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kind kind, int id,
-                   const vpack_cpuset *cpus, char *errbuf, size_t errlen);
+                   const vpack_cpuset *cpus, char **errmsg);
 
 /*
  * For vpackctl. ident as for vpack_virt_lookup().
@@ -150,8 +150,7 @@ int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kin
  * xml as given; *name_out (if name_out is non-NULL) is the caller's to free.
  */
 int vpack_virt_set_level(struct vpack_virt *v, const char *ident, int level, bool live,
-                         bool config, char *errbuf, size_t errlen);
-int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out, char *errbuf,
-                          size_t errlen);
+                         bool config, char **errmsg);
+int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out, char **errmsg);
 
 #endif

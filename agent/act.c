@@ -131,7 +131,7 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
                         const struct pin_round *pr)
 {
     vpack_cpuset want, have;
-    char err[512], label[64];
+    char *err = NULL, label[64];
     vpack_cpuset_and(&want, want_in, &a->online);
     if (vpack_cpuset_empty(&want))
         return 0; /* every CPU it may use is offline: nothing to do until one returns */
@@ -150,10 +150,11 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
         log_warn("domain %s: out of memory listing the move of %s", d->name, label);
     if (pr->out && pr->out->dry_run)
         return 1;
-    int r = vpack_virt_pin(a->virt, d->uuid, kind, t->id, &want, err, sizeof(err));
+    int r = vpack_virt_pin(a->virt, d->uuid, kind, t->id, &want, &err);
     a->pin_ops[pr->why][pin_result(r)]++;
     if (r < 0) {
-        pin_failed(a, d, t, label, r, err);
+        pin_failed(a, d, t, label, r, err ? err : "?");
+        free(err);
         return r;
     }
     pinned(d, t, label, t->applied_known ? &have : NULL, &want, pr->reason);

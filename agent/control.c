@@ -269,13 +269,13 @@ static void handle_line(struct client *cl, const char *line, size_t len)
 {
     struct vpack_ctl_request req;
     struct json_object *ans = NULL;
-    char msg[512], *err = NULL;
+    char *err = NULL;
     bool known;
     int r;
     /* lib/protocol.c checks the request, the permission and the arguments. */
-    if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, msg,
-                                sizeof(msg)) < 0) {
-        send_error(cl, "%s", msg);
+    if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, &err) < 0) {
+        send_error(cl, "%s", err ? err : "out of memory");
+        free(err);
         return;
     }
     known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&

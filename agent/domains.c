@@ -267,11 +267,12 @@ static int parse_xml(const char *name, const char *which, const char *xml,
 
 static int dom_read(struct vpack_agent *a, const char *uuid, struct dom_read *rd)
 {
-    char err[512];
-    int r = vpack_virt_domain_get(a->virt, uuid, &rd->info, err, sizeof(err));
+    char *err = NULL;
+    int r = vpack_virt_domain_get(a->virt, uuid, &rd->info, &err);
     if (r < 0) {
         if (r != -ENOENT)
-            log_warn("domain %s: cannot read its definition: %s", uuid, err);
+            log_warn("domain %s: cannot read its definition: %s", uuid, err ? err : "?");
+        free(err);
         return r;
     }
     if ((r = parse_xml(rd->info.name, "live", rd->info.live_xml, &rd->live)) < 0)
@@ -279,9 +280,10 @@ static int dom_read(struct vpack_agent *a, const char *uuid, struct dom_read *rd
     if (rd->info.inactive_xml &&
         (r = parse_xml(rd->info.name, "persistent", rd->info.inactive_xml, &rd->req)) < 0)
         return r;
-    r = vpack_virt_pins_get(a->virt, uuid, &rd->pins, err, sizeof(err));
+    r = vpack_virt_pins_get(a->virt, uuid, &rd->pins, &err);
     if (r < 0)
-        log_warn("domain %s: cannot read its live pins: %s", rd->info.name, err);
+        log_warn("domain %s: cannot read its live pins: %s", rd->info.name, err ? err : "?");
+    free(err);
     return r;
 }
 
@@ -340,10 +342,11 @@ void vpack__doms_refresh(struct vpack_agent *a)
 
 void vpack__doms_list_running(struct vpack_agent *a)
 {
-    char **uuids = NULL, err[512];
+    char **uuids = NULL, *err = NULL;
     unsigned n = 0;
-    if (vpack_virt_list_running(a->virt, &uuids, &n, err, sizeof(err)) < 0) {
-        log_warn("cannot list running domains: %s", err);
+    if (vpack_virt_list_running(a->virt, &uuids, &n, &err) < 0) {
+        log_warn("cannot list running domains: %s", err ? err : "?");
+        free(err);
         return;
     }
     /* Forget domains that stopped while we were not looking. */

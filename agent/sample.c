@@ -167,12 +167,13 @@ void vpack__sample_domains(struct vpack_agent *a)
 {
     struct vpack_virt_stats *recs = NULL;
     unsigned n = 0;
-    char err[512];
+    char *err = NULL;
     uint64_t now = uv_hrtime();
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
 
-    if (vpack_virt_stats_all(a->virt, &recs, &n, err, sizeof(err)) < 0) {
-        log_warn("cannot read domain statistics: %s", err);
+    if (vpack_virt_stats_all(a->virt, &recs, &n, &err) < 0) {
+        log_warn("cannot read domain statistics: %s", err ? err : "?");
+        free(err);
         return;
     }
     for (unsigned i = 0; i < a->ndoms; i++)

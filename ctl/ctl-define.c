@@ -44,7 +44,7 @@ int define_main(int argc, char **argv)
     struct vpackctl_getopt g = {.cmd = "define", .usage = usage, .options = opts};
     const char *uri = VPACKCTL_DEFAULT_URI;
     struct vpack_virt *v = NULL;
-    char *xml = NULL, *out = NULL, *msg = NULL, *name = NULL, err[1024];
+    char *xml = NULL, *out = NULL, *msg = NULL, *name = NULL;
     size_t len = 0;
     int c, level, r, ret = VPACKCTL_EXIT_FAIL;
     bool print = false;
@@ -83,8 +83,8 @@ int define_main(int argc, char **argv)
     }
     if (vpackctl_virt_open(uri, &v))
         goto cleanup;
-    if (vpack_virt_define_xml(v, out, &name, err, sizeof(err)) < 0) {
-        vpackctl_err("cannot define %s: %s", file, err);
+    if (vpack_virt_define_xml(v, out, &name, &msg) < 0) {
+        vpackctl_err("cannot define %s: %s", file, msg ? msg : "out of memory");
         goto cleanup;
     }
     if (level >= 0)

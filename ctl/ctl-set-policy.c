@@ -41,7 +41,7 @@ int set_policy_main(int argc, char **argv)
     bool live = false, config = false;
     const char *uri = VPACKCTL_DEFAULT_URI;
     struct vpack_virt *v = NULL;
-    char err[1024];
+    char *err = NULL;
     int c, ret = VPACKCTL_EXIT_FAIL;
 
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
@@ -67,8 +67,8 @@ int set_policy_main(int argc, char **argv)
     if ((ret = vpackctl_virt_open(uri, &v)))
         return ret;
     ret = VPACKCTL_EXIT_FAIL;
-    if (vpack_virt_set_level(v, dom, level, live, config, err, sizeof(err)) < 0) {
-        vpackctl_err("set-policy %s: %s", dom, err);
+    if (vpack_virt_set_level(v, dom, level, live, config, &err) < 0) {
+        vpackctl_err("set-policy %s: %s", dom, err ? err : "out of memory");
         goto cleanup;
     }
     printf("domain %s: power policy level %d (%s)\n", dom, level,
@@ -78,6 +78,7 @@ int set_policy_main(int argc, char **argv)
                           : "current");
     ret = VPACKCTL_EXIT_OK;
 cleanup:
+    free(err);
     vpack_virt_free(v);
     return ret;
 }

@@ -82,11 +82,12 @@ int vpackctl_load_topology(const char *cmd, const char *spec, const char *reserv
                            struct vpack_topology **topo)
 {
     vpack_cpuset cpus;
-    char *errmsg = NULL, err[256];
+    char *errmsg = NULL;
 
     *topo = NULL;
-    if (reserved && vpack_cpuset_parse(&cpus, reserved, err, sizeof(err)) < 0) {
-        vpackctl_err("%s: --reserved '%s': %s", cmd, reserved, err);
+    if (reserved && vpack_cpuset_parse(&cpus, reserved, &errmsg) < 0) {
+        vpackctl_err("%s: --reserved '%s': %s", cmd, reserved, errmsg ? errmsg : "out of memory");
+        free(errmsg);
         return VPACKCTL_EXIT_USAGE;
     }
     if (vpack_topology_load(spec, reserved ? &cpus : NULL, NULL, topo, &errmsg) < 0) {
@@ -99,10 +100,11 @@ int vpackctl_load_topology(const char *cmd, const char *spec, const char *reserv
 
 int vpackctl_virt_open(const char *uri, struct vpack_virt **v)
 {
-    char err[1024];
+    char *err = NULL;
 
-    if (vpack_virt_open_sync(uri, v, err, sizeof(err)) < 0) {
-        vpackctl_err("cannot connect to libvirt at %s: %s", uri, err);
+    if (vpack_virt_open_sync(uri, v, &err) < 0) {
+        vpackctl_err("cannot connect to libvirt at %s: %s", uri, err ? err : "out of memory");
+        free(err);
         return VPACKCTL_EXIT_FAIL;
     }
     return VPACKCTL_EXIT_OK;

@@ -172,14 +172,17 @@ static int apply(struct parse_ctx *ctx, int line, const char *section, const cha
         *(int *)field = value[0] - '0';
         break;
     case K_CPUS: {
-        char perr[200];
+        char *perr = NULL;
         if (value[0] == '\0') {
             ctx->c->has_reserved = false;
             vpack_cpuset_zero(&ctx->c->reserved_cpus);
             break;
         }
-        if (vpack_cpuset_parse(&ctx->c->reserved_cpus, value, perr, sizeof(perr)) < 0)
-            return set_err(ctx, line, section, name, "%s", perr);
+        if (vpack_cpuset_parse(&ctx->c->reserved_cpus, value, &perr) < 0) {
+            int r = set_err(ctx, line, section, name, "%s", perr ? perr : "out of memory");
+            free(perr);
+            return r;
+        }
         ctx->c->has_reserved = true;
         break;
     }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vpack/errmsg.h"
+
 void vpack_cpuset_zero(vpack_cpuset *s)
 {
     memset(s, 0, sizeof(*s));
@@ -159,13 +161,13 @@ static int read_id(const char **p, unsigned *out)
 /* The text as the message quotes it: at most QUOTE_MAX bytes, control characters as '?'. */
 #define QUOTE_MAX 64
 
-static int parse_error(char *err, size_t errlen, const char *text, const char *at, const char *what)
+static int parse_error(char **errmsg, const char *text, const char *at, const char *what)
 {
     char quoted[QUOTE_MAX + 4];
     size_t i;
 
-    if (!err || !errlen)
-        return -EINVAL;
+    if (!errmsg)
+        return -EINVAL; /* nothing to allocate on the sampling path */
     /* A message is one line: the text may come from JSON with "\n" in it. */
     for (i = 0; text[i] && i < QUOTE_MAX; i++)
         quoted[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
@@ -176,26 +178,25 @@ static int parse_error(char *err, size_t errlen, const char *text, const char *a
         i += 3;
     }
     quoted[i] = '\0';
-    snprintf(err, errlen, "invalid cpuset '%s': %s at character %zu", quoted, what,
-             (size_t)(at - text) + 1);
-    return -EINVAL;
+    return vpack_errmsg_set(-EINVAL, errmsg, "invalid cpuset '%s': %s at character %zu", quoted,
+                            what, (size_t)(at - text) + 1);
 }
 
-int vpack_cpuset_parse(vpack_cpuset *out, const char *text, char *err, size_t errlen)
+int vpack_cpuset_parse(vpack_cpuset *out, const char *text, char **errmsg)
 {
     vpack_cpuset s;
     const char *p = text;
     char what[96];
     int r;
 
-    if (err && errlen)
-        err[0] = '\0';
+    if (errmsg)
+        *errmsg = NULL;
     if (!text)
-        return parse_error(err, errlen, "", "", "no text");
+        return parse_error(errmsg, "", "", "no text");
     vpack_cpuset_zero(&s);
     skip_blanks(&p);
     if (*p == '\0')
-        return parse_error(err, errlen, text, p, "empty list");
+        return parse_error(errmsg, text, p, "empty list");
 
     while (*p) {
         bool neg = false;
@@ -209,27 +210,27 @@ int vpack_cpuset_parse(vpack_cpuset *out, const char *text, char *err, size_t er
         r = read_id(&p, &start);
         if (r == -ERANGE) {
             snprintf(what, sizeof(what), "CPU id out of range (max %d)", VPACK_CPUSET_MAX - 1);
-            return parse_error(err, errlen, text, item, what);
+            return parse_error(errmsg, text, item, what);
         }
         if (r < 0)
-            return parse_error(err, errlen, text, p,
+            return parse_error(errmsg, text, p,
                                *p == ',' || *p == '\0' ? "empty item" : "expected a CPU number");
         skip_blanks(&p);
         if (*p == '-') {
             if (neg)
-                return parse_error(err, errlen, text, p, "'^' takes a single CPU, not a range");
+                return parse_error(errmsg, text, p, "'^' takes a single CPU, not a range");
             p++;
             skip_blanks(&p);
             r = read_id(&p, &last);
             if (r == -ERANGE) {
                 snprintf(what, sizeof(what), "CPU id out of range (max %d)", VPACK_CPUSET_MAX - 1);
-                return parse_error(err, errlen, text, item, what);
+                return parse_error(errmsg, text, item, what);
             }
             if (r < 0)
-                return parse_error(err, errlen, text, p, "expected the end of a range");
+                return parse_error(errmsg, text, p, "expected the end of a range");
             if (last < start) {
                 snprintf(what, sizeof(what), "range %u-%u ends before it starts", start, last);
-                return parse_error(err, errlen, text, item, what);
+                return parse_error(errmsg, text, item, what);
             }
             vpack_cpuset_set_range(&s, start, last);
             skip_blanks(&p);
@@ -243,11 +244,11 @@ int vpack_cpuset_parse(vpack_cpuset *out, const char *text, char *err, size_t er
             p++;
             skip_blanks(&p);
         } else if (*p != '\0') {
-            return parse_error(err, errlen, text, p, "unexpected character");
+            return parse_error(errmsg, text, p, "unexpected character");
         }
     }
     if (vpack_cpuset_empty(&s))
-        return parse_error(err, errlen, text, p, "the set has no CPU");
+        return parse_error(errmsg, text, p, "the set has no CPU");
     *out = s;
     return 0;
 }

@@ -331,11 +331,13 @@ static int prop_enum(struct ctx *c, xmlNode *n, const char *name, const char *co
 static int parse_set(struct ctx *c, const char *text, const char *elem, const char *attr,
                      vpack_cpuset *out)
 {
-    char err[256];
+    char *err = NULL;
+    int r = 0;
 
-    if (vpack_cpuset_parse(out, text, err, sizeof(err)) < 0)
-        return fail(c, "%s %s='%s'>: %s", elem, attr, text, err);
-    return 0;
+    if (vpack_cpuset_parse(out, text, &err) < 0)
+        r = fail(c, "%s %s='%s'>: %s", elem, attr, text, err ? err : "out of memory");
+    free(err);
+    return r;
 }
 
 /* ---- Reading the document ---- */
@@ -1544,7 +1546,7 @@ static json_object *rec_member(json_object *o, const char *key)
 static int rec_set(json_object *v, const char *key, vpack_cpuset *out, char **errmsg)
 {
     if (!json_object_is_type(v, json_type_string) ||
-        vpack_cpuset_parse(out, json_object_get_string(v), NULL, 0) < 0)
+        vpack_cpuset_parse(out, json_object_get_string(v), NULL) < 0)
         return rec_fail(errmsg, key, "expected a CPU set");
     return 0;
 }

@@ -3,9 +3,10 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "vpack/errmsg.h"
 
 static const char *const op_names[] = {
     [VPACK_CTL_VERSION] = "version",     [VPACK_CTL_STATUS] = "status",
@@ -16,18 +17,6 @@ static const char *const op_names[] = {
 
 /* For quoting what the peer sent: at most this many bytes. */
 #define QUOTE_MAX 64
-
-static int __attribute__((format(printf, 4, 5)))
-fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return ret;
-}
 
 /* s (len bytes) for a message: control characters as '?', cut after QUOTE_MAX bytes. */
 static void quote(char *dst, const char *s, size_t len)
@@ -73,30 +62,30 @@ void vpack_ctl_request_clear(struct vpack_ctl_request *req)
     memset(req, 0, sizeof(*req));
 }
 
-static int check_args(struct vpack_ctl_request *req, char *err, size_t errlen)
+static int check_args(struct vpack_ctl_request *req, char **errmsg)
 {
     struct json_object *o = req->obj, *v;
     switch (req->op) {
     case VPACK_CTL_EXPLAIN:
         if (!(req->domain = str_member(o, "domain")))
-            return fail(-EINVAL, err, errlen, "explain needs a string \"domain\"");
+            return vpack_errmsg_set(-EINVAL, errmsg, "explain needs a string \"domain\"");
         return 0;
     case VPACK_CTL_REGISTER:
         if (!json_object_object_get_ex(o, "domain", &v) || !json_object_is_type(v, json_type_object))
-            return fail(-EINVAL, err, errlen, "register: needs a \"domain\" object");
+            return vpack_errmsg_set(-EINVAL, errmsg, "register: needs a \"domain\" object");
         req->record = v;
         req->name = str_member(v, "name");
         req->uuid = str_member(v, "uuid");
         if (!req->name || !vpack_ctl_uuid_ok(req->uuid))
-            return fail(-EINVAL, err, errlen,
-                        "register: the domain record needs a \"name\" and a valid \"uuid\"");
+            return vpack_errmsg_set(
+                -EINVAL, errmsg, "register: the domain record needs a \"name\" and a valid \"uuid\"");
         const char *event = str_member(o, "event");
         req->reconnect = event && !strcmp(event, "reconnect");
         return 0;
     case VPACK_CTL_FORGET:
         req->uuid = str_member(o, "uuid");
         if (!vpack_ctl_uuid_ok(req->uuid))
-            return fail(-EINVAL, err, errlen, "forget: needs a valid \"uuid\"");
+            return vpack_errmsg_set(-EINVAL, errmsg, "forget: needs a valid \"uuid\"");
         return 0;
     default:
         return 0;
@@ -104,7 +93,7 @@ static int check_args(struct vpack_ctl_request *req, char *err, size_t errlen)
 }
 
 int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
-                            struct vpack_ctl_request *req, char *err, size_t errlen)
+                            struct vpack_ctl_request *req, char **errmsg)
 {
     struct json_tokener *tok;
     struct json_object *op, *dry;
@@ -114,26 +103,26 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     int ret;
 
     memset(req, 0, sizeof(*req));
-    if (err && errlen)
-        err[0] = '\0';
+    if (errmsg)
+        *errmsg = NULL;
     if (len > INT_MAX)
-        return fail(-EINVAL, err, errlen, "invalid JSON: the line is too long");
+        return vpack_errmsg_set(-EINVAL, errmsg, "invalid JSON: the line is too long");
     if (!(tok = json_tokener_new()))
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
     req->obj = json_tokener_parse_ex(tok, line, (int)len);
     e = json_tokener_get_error(tok);
     if (!req->obj || e != json_tokener_success || json_tokener_get_parse_end(tok) != len) {
-        ret = fail(-EINVAL, err, errlen, "invalid JSON: %s",
-                   req->obj                     ? "trailing data"
-                   : e == json_tokener_continue ? "incomplete"
-                                                : json_tokener_error_desc(e));
+        ret = vpack_errmsg_set(-EINVAL, errmsg, "invalid JSON: %s",
+                               req->obj                     ? "trailing data"
+                               : e == json_tokener_continue ? "incomplete"
+                                                            : json_tokener_error_desc(e));
         json_tokener_free(tok);
         goto fail;
     }
     json_tokener_free(tok);
     if (!json_object_is_type(req->obj, json_type_object) ||
         !json_object_object_get_ex(req->obj, "op", &op) || !json_object_is_type(op, json_type_string)) {
-        ret = fail(-EINVAL, err, errlen, "a request is an object with a string \"op\"");
+        ret = vpack_errmsg_set(-EINVAL, errmsg, "a request is an object with a string \"op\"");
         goto fail;
     }
     const char *name = json_object_get_string(op);
@@ -143,7 +132,7 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
             break;
     if (i == sizeof(op_names) / sizeof(op_names[0])) {
         quote(quoted, name, name_len);
-        ret = fail(-EINVAL, err, errlen, "unknown op '%s'", quoted);
+        ret = vpack_errmsg_set(-EINVAL, errmsg, "unknown op '%s'", quoted);
         goto fail;
     }
     req->op = (enum vpack_ctl_op)i;
@@ -154,12 +143,12 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     bool writes = req->op == VPACK_CTL_REBALANCE || req->op == VPACK_CTL_REGISTER ||
                   req->op == VPACK_CTL_FORGET;
     if (writes && !privileged && !req->dry_run) {
-        ret = fail(-EPERM, err, errlen,
-                   "permission denied: '%s' needs root or the vpack control group (uid %u)",
-                   req->op_name, uid);
+        ret = vpack_errmsg_set(
+            -EPERM, errmsg, "permission denied: '%s' needs root or the vpack control group (uid %u)",
+            req->op_name, uid);
         goto fail;
     }
-    if ((ret = check_args(req, err, errlen)) < 0)
+    if ((ret = check_args(req, errmsg)) < 0)
         goto fail;
     return 0;
 fail:

@@ -318,7 +318,7 @@ static int get_string(struct pctx *c, const char *path, json_object *v, const ch
 /* A libvirt cpuset string into a new allocated set. */
 static int get_cpuset(struct pctx *c, const char *path, json_object *v, vpack_cpuset **out)
 {
-    char err[256];
+    char *err = NULL;
     const char *text;
     vpack_cpuset *set = NULL;
     int ret;
@@ -331,8 +331,8 @@ static int get_cpuset(struct pctx *c, const char *path, json_object *v, vpack_cp
         ret = c->ret = -ENOMEM;
         goto cleanup;
     }
-    if (vpack_cpuset_parse(set, text, err, sizeof(err)) < 0) {
-        ret = fail(c, path, "%s", err);
+    if (vpack_cpuset_parse(set, text, &err) < 0) {
+        ret = err ? fail(c, path, "%s", err) : (c->ret = -ENOMEM);
         goto cleanup;
     }
     *out = set;
@@ -340,6 +340,7 @@ static int get_cpuset(struct pctx *c, const char *path, json_object *v, vpack_cp
     ret = 0;
 
 cleanup:
+    free(err);
     free(set);
     return ret;
 }

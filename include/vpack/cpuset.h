@@ -5,7 +5,7 @@
  *
  * A vpack_cpuset is a plain value (2 KiB): copy it with '=', keep it on the
  * stack or embed it. No function here allocates except vpack_cpuset_format(),
- * whose result the caller frees.
+ * whose result the caller frees, and vpack_cpuset_parse()'s error message.
  */
 #ifndef VPACK_CPUSET_H
 #define VPACK_CPUSET_H
@@ -55,10 +55,11 @@ bool vpack_cpuset_subset(const vpack_cpuset *a, const vpack_cpuset *b);
  * VPACK_CPUSET_MAX. A result with no member is an error, as it is for every
  * cpuset attribute libvirt accepts.
  *
- * Returns 0, or -EINVAL with a message naming what was wrong and at which
- * character in err (if non-NULL; always NUL-terminated).
+ * Returns 0, or -EINVAL with *errmsg naming what was wrong and at which
+ * character (see vpack/errmsg.h: the caller frees it; with errmsg == NULL,
+ * as on the sampling path, nothing is allocated).
  */
-int vpack_cpuset_parse(vpack_cpuset *out, const char *text, char *err, size_t errlen);
+int vpack_cpuset_parse(vpack_cpuset *out, const char *text, char **errmsg);
 
 /*
  * Formats like libvirt's virBitmapFormat(): ascending runs, "a-b" for runs of

@@ -50,12 +50,12 @@ struct vpack_ctl_request {
  * named in a refusal. Returns 0 with *req filled (release it with
  * vpack_ctl_request_clear()), or -EINVAL (not a request, unknown op, bad
  * arguments), -EPERM (the op changes something and the peer may not) or
- * -ENOMEM, with the text of the answer's "error" in err: one line,
- * NUL-terminated, cut to errlen. Strings with a NUL character in them are
- * not names, uuids or ops.
+ * -ENOMEM, with the text of the answer's "error" in *errmsg (one line; see
+ * vpack/errmsg.h: the caller frees it, NULL when out of memory). Strings
+ * with a NUL character in them are not names, uuids or ops.
  */
 int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
-                            struct vpack_ctl_request *req, char *err, size_t errlen);
+                            struct vpack_ctl_request *req, char **errmsg);
 void vpack_ctl_request_clear(struct vpack_ctl_request *req);
 
 /* True for a libvirt UUID in its 36-character text form. */

@@ -78,11 +78,9 @@ static bool same_request(const struct vpack_ctl_request *a, const struct vpack_c
 static void check_line(const char *line, size_t len)
 {
     struct vpack_ctl_request user, root;
-    char uerr[512], rerr[512];
-    memset(uerr, 'x', sizeof(uerr));
-    memset(rerr, 'x', sizeof(rerr));
-    int ur = vpack_ctl_request_parse(line, len, false, 1000, &user, uerr, sizeof(uerr));
-    int rr = vpack_ctl_request_parse(line, len, true, 0, &root, rerr, sizeof(rerr));
+    char *uerr = NULL, *rerr = NULL;
+    int ur = vpack_ctl_request_parse(line, len, false, 1000, &user, &uerr);
+    int rr = vpack_ctl_request_parse(line, len, true, 0, &root, &rerr);
     CHECK(ur == 0 || ur == -EINVAL || ur == -EPERM || ur == -ENOMEM);
     CHECK(rr == 0 || rr == -EINVAL || rr == -ENOMEM);
     if (ur == 0) {
@@ -90,20 +88,27 @@ static void check_line(const char *line, size_t len)
         CHECK(user.op != VPACK_CTL_REGISTER && user.op != VPACK_CTL_FORGET);
         CHECK(user.op != VPACK_CTL_REBALANCE || user.dry_run);
         CHECK(rr == 0 && same_request(&user, &root));
+        CHECK(uerr == NULL);
     } else {
-        CHECK(memchr(uerr, '\0', sizeof(uerr)) != NULL);
-        check_error(uerr);
+        /* No message only when there was no memory for it. */
+        CHECK(uerr != NULL || ur == -ENOMEM);
+        if (uerr)
+            check_error(uerr);
         CHECK(user.obj == NULL);
-        if (ur == -EINVAL && rr == -EINVAL)
+        if (ur == -EINVAL && rr == -EINVAL && uerr && rerr)
             CHECK(!strcmp(uerr, rerr));
     }
     if (rr == 0) {
         check_request(&root);
+        CHECK(rerr == NULL);
     } else {
-        CHECK(memchr(rerr, '\0', sizeof(rerr)) != NULL);
-        check_error(rerr);
+        CHECK(rerr != NULL || rr == -ENOMEM);
+        if (rerr)
+            check_error(rerr);
         CHECK(root.obj == NULL);
     }
+    free(uerr);
+    free(rerr);
     vpack_ctl_request_clear(&user);
     vpack_ctl_request_clear(&root);
 }

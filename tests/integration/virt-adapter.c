@@ -139,9 +139,24 @@ static bool file_contains(const char *text, const char *needle)
 
 /* ------------------------------------------------------ group set-up */
 
+/* The adapter's last error message (vpack/errmsg.h): errp() frees the one
+ * before and passes a fresh slot to a call, errs() reads it for a log. */
+static char *last_err;
+
+static char **errp(void)
+{
+    free(last_err);
+    last_err = NULL;
+    return &last_err;
+}
+
+static const char *errs(void)
+{
+    return last_err ? last_err : "(no message)";
+}
+
 static int group_setup(void **state)
 {
-    char err[512] = "";
     int r;
 
     (void)state;
@@ -175,13 +190,13 @@ static int group_setup(void **state)
         return -1;
     }
 #else
-    if ((r = vpack_virt_open_sync(T.uri, &T.v, err, sizeof(err))) < 0) {
-        fprintf(stderr, "vpack_virt_open_sync: %s\n", err);
+    if ((r = vpack_virt_open_sync(T.uri, &T.v, errp())) < 0) {
+        fprintf(stderr, "vpack_virt_open_sync: %s\n", errs());
         return -1;
     }
 #endif
-    if ((r = vpack_virt_lookup(T.v, T.name, T.uuid, err, sizeof(err))) < 0) {
-        fprintf(stderr, "lookup %s: %s\n", T.name, err);
+    if ((r = vpack_virt_lookup(T.v, T.name, T.uuid, errp())) < 0) {
+        fprintf(stderr, "lookup %s: %s\n", T.name, errs());
         return -1;
     }
     return 0;
@@ -190,6 +205,8 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    free(last_err);
+    last_err = NULL;
     vpack_virt_free(T.v);
     T.v = NULL;
 #ifdef VPACK_HAVE_VIRT_EVENT
@@ -217,35 +234,39 @@ static void test_connected(void **state)
 
 static void test_lookup(void **state)
 {
-    char uuid[37], err[512];
+    char uuid[37];
     char id[16];
     struct vpack_virt_domain d;
 
     (void)state;
     /* By UUID and by numeric id, as virsh accepts them. */
-    assert_int_equal(vpack_virt_lookup(T.v, T.uuid, uuid, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_lookup(T.v, T.uuid, uuid, errp()), 0);
     assert_string_equal(uuid, T.uuid);
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     snprintf(id, sizeof(id), "%d", d.id);
     vpack_virt_domain_clear(&d);
-    assert_int_equal(vpack_virt_lookup(T.v, id, uuid, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_lookup(T.v, id, uuid, errp()), 0);
+    assert_null(last_err); /* no message on success */
     assert_string_equal(uuid, T.uuid);
-    assert_int_equal(vpack_virt_lookup(T.v, "vpvirt-no-such-domain", uuid, err, sizeof(err)),
+    assert_int_equal(vpack_virt_lookup(T.v, "vpvirt-no-such-domain", uuid, errp()),
                      -ENOENT);
-    print_message("lookup of a missing name: %s\n", err);
+    print_message("lookup of a missing name: %s\n", errs());
+    assert_string_equal(errs(), "domain 'vpvirt-no-such-domain' not found");
+    /* Without errmsg: the same answer, and no message is made. */
+    assert_int_equal(vpack_virt_lookup(T.v, "vpvirt-no-such-domain", uuid, NULL), -ENOENT);
     assert_int_equal(
-        vpack_virt_lookup(T.v, "00000000-0000-0000-0000-00000000beef", uuid, err, sizeof(err)),
+        vpack_virt_lookup(T.v, "00000000-0000-0000-0000-00000000beef", uuid, errp()),
         -ENOENT);
 }
 
 static void test_list_running(void **state)
 {
-    char **uuids = NULL, err[512] = "";
+    char **uuids = NULL;
     unsigned n = 0;
     bool found = false;
 
     (void)state;
-    assert_int_equal(vpack_virt_list_running(T.v, &uuids, &n, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_list_running(T.v, &uuids, &n, errp()), 0);
     for (unsigned i = 0; i < n; i++) {
         if (strcmp(uuids[i], T.uuid) == 0)
             found = true;
@@ -258,11 +279,11 @@ static void test_list_running(void **state)
 static void test_domain_get(void **state)
 {
     struct vpack_virt_domain d;
-    char err[512] = "", path[64], comm[64] = "";
+    char path[64], comm[64] = "";
     FILE *f;
 
     (void)state;
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     assert_string_equal(d.name, T.name);
     assert_string_equal(d.uuid, T.uuid);
     assert_true(d.id > 0);
@@ -281,8 +302,7 @@ static void test_domain_get(void **state)
     assert_null(d.name);
     assert_int_equal(d.pid, -1);
 
-    assert_int_equal(vpack_virt_domain_get(T.v, "00000000-0000-0000-0000-00000000beef", &d, err,
-                                           sizeof(err)),
+    assert_int_equal(vpack_virt_domain_get(T.v, "00000000-0000-0000-0000-00000000beef", &d, errp()),
                      -ENOENT);
     assert_null(d.name);
 }
@@ -300,13 +320,12 @@ static void test_stats(void **state)
     struct vpack_virt_stats *a = NULL, *b = NULL;
     const struct vpack_virt_stats *sa, *sb;
     unsigned na = 0, nb = 0;
-    char err[512] = "";
     uint64_t ta = 0, tb = 0;
 
     (void)state;
-    assert_int_equal(vpack_virt_stats_all(T.v, &a, &na, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_stats_all(T.v, &a, &na, errp()), 0);
     run_for(1000);
-    assert_int_equal(vpack_virt_stats_all(T.v, &b, &nb, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_stats_all(T.v, &b, &nb, errp()), 0);
     sa = find_stats(a, na);
     sb = find_stats(b, nb);
     assert_non_null(sa);
@@ -338,13 +357,12 @@ static void test_stats(void **state)
 static void test_pins_get(void **state)
 {
     struct vpack_virt_pins p;
-    char err[512] = "";
     vpack_cpuset all;
 
     (void)state;
     vpack_cpuset_zero(&all);
     vpack_cpuset_set_range(&all, 0, (unsigned)T.host_cpus - 1);
-    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, errp()), 0);
     assert_int_equal(p.nvcpus, 2);
     /* Nothing pinned yet: every thread may use every host CPU. */
     assert_true(vpack_cpuset_equal(&p.vcpus[0], &all));
@@ -360,19 +378,18 @@ static void test_pin_vcpu_live(void **state)
     struct vpack_virt_pins p;
     struct vpack_virt_domain d;
     vpack_cpuset one;
-    char err[512] = "";
 
     (void)state;
     vpack_cpuset_zero(&one);
     vpack_cpuset_set(&one, 1);
-    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 0, &one, err, sizeof(err)),
+    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 0, &one, errp()),
                      0);
-    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, errp()), 0);
     assert_true(vpack_cpuset_equal(&p.vcpus[0], &one));
     assert_false(vpack_cpuset_equal(&p.vcpus[1], &one));
     vpack_virt_pins_clear(&p);
 
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     assert_true(file_contains(d.live_xml, "<vcpupin vcpu='0' cpuset='1'/>"));
     /* The persistent definition is untouched. */
     assert_false(file_contains(d.inactive_xml, "vcpupin"));
@@ -382,49 +399,47 @@ static void test_pin_vcpu_live(void **state)
 static void test_pin_bad_cpu(void **state)
 {
     vpack_cpuset s;
-    char err[512] = "";
 
     (void)state;
     vpack_cpuset_zero(&s);
     vpack_cpuset_set(&s, 4000);
-    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 0, &s, err, sizeof(err)),
+    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 0, &s, errp()),
                      -EINVAL);
-    print_message("CPU 4000: %s\n", err);
+    print_message("CPU 4000: %s\n", errs());
     vpack_cpuset_zero(&s);
     assert_int_equal(
-        vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &s, err, sizeof(err)), -EINVAL);
+        vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &s, errp()), -EINVAL);
     /* A vCPU the domain does not have: libvirt's INVALID_ARG. */
     vpack_cpuset_set(&s, 0);
-    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 7, &s, err, sizeof(err)),
+    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 7, &s, errp()),
                      -EINVAL);
-    print_message("vCPU 7: %s\n", err);
-    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_IOTHREAD, 3, &s, err, sizeof(err)),
+    print_message("vCPU 7: %s\n", errs());
+    assert_int_equal(vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_IOTHREAD, 3, &s, errp()),
                      -EINVAL);
-    print_message("iothread 3: %s\n", err);
+    print_message("iothread 3: %s\n", errs());
 }
 
 static void test_pin_missing_domain(void **state)
 {
     vpack_cpuset s;
-    char err[512] = "";
 
     (void)state;
     vpack_cpuset_zero(&s);
     vpack_cpuset_set(&s, 0);
     assert_int_equal(vpack_virt_pin(T.v, "00000000-0000-0000-0000-00000000beef",
-                                    VPACK_THREAD_VCPU, 0, &s, err, sizeof(err)),
+                                    VPACK_THREAD_VCPU, 0, &s, errp()),
                      -ENOENT);
-    print_message("unknown UUID: %s\n", err);
+    print_message("unknown UUID: %s\n", errs());
 }
 
 /* The definition of T.name renamed to name, without its UUID. */
 static char *copy_definition(const char *name)
 {
     struct vpack_virt_domain d;
-    char err[512], *xml, *a, *b, *out = NULL;
+    char *xml, *a, *b, *out = NULL;
     size_t len;
 
-    if (vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)) < 0)
+    if (vpack_virt_domain_get(T.v, T.uuid, &d, errp()) < 0)
         return NULL;
     xml = d.inactive_xml;
     a = strstr(xml, "<uuid>");
@@ -453,7 +468,7 @@ static void undefine(const char *name)
 
 static void test_define_and_stopped_domain(void **state)
 {
-    char name[128], *xml, *got = NULL, err[512] = "", uuid[37];
+    char name[128], *xml, *got = NULL, uuid[37];
     vpack_cpuset s;
     struct vpack_virt_pins p;
     int defined0 = T.ev.defined;
@@ -462,29 +477,28 @@ static void test_define_and_stopped_domain(void **state)
     snprintf(name, sizeof(name), "%s-stopped", T.name);
     xml = copy_definition(name);
     assert_non_null(xml);
-    assert_int_equal(vpack_virt_define_xml(T.v, xml, &got, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_define_xml(T.v, xml, &got, errp()), 0);
     free(xml);
     assert_string_equal(got, name);
     free(got);
     if (T.have_loop) {
         assert_true(run_until(&T.ev.defined, defined0, 5000));
     }
-    assert_int_equal(vpack_virt_lookup(T.v, name, uuid, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_lookup(T.v, name, uuid, errp()), 0);
 
     vpack_cpuset_zero(&s);
     vpack_cpuset_set(&s, 0);
-    assert_int_equal(vpack_virt_pin(T.v, uuid, VPACK_THREAD_VCPU, 0, &s, err, sizeof(err)),
+    assert_int_equal(vpack_virt_pin(T.v, uuid, VPACK_THREAD_VCPU, 0, &s, errp()),
                      -ENOENT);
-    print_message("stopped domain, vCPU: %s\n", err);
-    assert_int_equal(vpack_virt_pin(T.v, uuid, VPACK_THREAD_EMULATOR, 0, &s, err, sizeof(err)),
+    print_message("stopped domain, vCPU: %s\n", errs());
+    assert_int_equal(vpack_virt_pin(T.v, uuid, VPACK_THREAD_EMULATOR, 0, &s, errp()),
                      -ENOENT);
-    assert_int_equal(vpack_virt_pins_get(T.v, uuid, &p, err, sizeof(err)), -ENOENT);
+    assert_int_equal(vpack_virt_pins_get(T.v, uuid, &p, errp()), -ENOENT);
     assert_null(p.vcpus);
 
-    assert_int_equal(vpack_virt_define_xml(T.v, "<domain type='qemu'><name>x", NULL, err,
-                                           sizeof(err)),
+    assert_int_equal(vpack_virt_define_xml(T.v, "<domain type='qemu'><name>x", NULL, errp()),
                      -EINVAL);
-    print_message("bad XML: %s\n", err);
+    print_message("bad XML: %s\n", errs());
     undefine(name);
 }
 
@@ -492,14 +506,13 @@ static void test_pin_emulator(void **state)
 {
     struct vpack_virt_pins p;
     vpack_cpuset zero, all;
-    char err[512] = "";
 
     (void)state;
     vpack_cpuset_zero(&zero);
     vpack_cpuset_set(&zero, 0);
     assert_int_equal(
-        vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &zero, err, sizeof(err)), 0);
-    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, err, sizeof(err)), 0);
+        vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &zero, errp()), 0);
+    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, errp()), 0);
     assert_true(vpack_cpuset_equal(&p.emulator, &zero));
     vpack_virt_pins_clear(&p);
 
@@ -507,8 +520,8 @@ static void test_pin_emulator(void **state)
     vpack_cpuset_zero(&all);
     vpack_cpuset_set_range(&all, 0, 4095);
     assert_int_equal(
-        vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &all, err, sizeof(err)), 0);
-    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, err, sizeof(err)), 0);
+        vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &all, errp()), 0);
+    assert_int_equal(vpack_virt_pins_get(T.v, T.uuid, &p, errp()), 0);
     assert_int_equal(vpack_cpuset_count(&p.emulator), (unsigned)T.host_cpus);
     vpack_virt_pins_clear(&p);
 }
@@ -567,7 +580,7 @@ static bool domain_cpuset_dir(int pid, char *dir, size_t len)
 static void test_pin_cgroup_lost_cpu(void **state)
 {
     struct vpack_virt_domain d;
-    char dir[512], path[600], err[512] = "";
+    char dir[512], path[600];
     static const char *kids[] = {"vcpu0", "vcpu1", "emulator"};
     char saved[4][64];
     vpack_cpuset s;
@@ -576,7 +589,7 @@ static void test_pin_cgroup_lost_cpu(void **state)
     (void)state;
     if (T.host_cpus < 2)
         skip();
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     if (!domain_cpuset_dir(d.pid, dir, sizeof(dir))) {
         vpack_virt_domain_clear(&d);
         print_message("no cgroup v1 cpuset for the domain: skipped\n");
@@ -598,10 +611,10 @@ static void test_pin_cgroup_lost_cpu(void **state)
 
     vpack_cpuset_zero(&s);
     vpack_cpuset_set(&s, 1);
-    r = vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 1, &s, err, sizeof(err));
-    print_message("vCPU, CPU outside the domain cpuset: %s\n", err);
-    int r2 = vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &s, err, sizeof(err));
-    print_message("emulator, CPU outside the domain cpuset: %s\n", err);
+    r = vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 1, &s, errp());
+    print_message("vCPU, CPU outside the domain cpuset: %s\n", errs());
+    int r2 = vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_EMULATOR, 0, &s, errp());
+    print_message("emulator, CPU outside the domain cpuset: %s\n", errs());
 
     /* Restore parent first, then the children. */
     assert_true(write_line(path, saved[3]));
@@ -616,37 +629,36 @@ static void test_pin_cgroup_lost_cpu(void **state)
 static void test_set_level(void **state)
 {
     struct vpack_virt_domain d;
-    char err[512] = "";
     int meta0 = T.ev.metadata;
 
     (void)state;
-    assert_int_equal(vpack_virt_set_level(T.v, T.name, 2, true, false, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_set_level(T.v, T.name, 2, true, false, errp()), 0);
     if (T.have_loop) {
         assert_true(run_until(&T.ev.metadata, meta0, 5000));
         assert_string_equal(T.ev.last_uuid, T.uuid);
     }
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     assert_true(file_contains(d.live_xml, "<vpack:powerpolicy xmlns:vpack=\"urn:vpack:powerpolicy:1\" level=\"2\"/>"));
     assert_false(file_contains(d.inactive_xml, "powerpolicy"));
     vpack_virt_domain_clear(&d);
 
     /* Both, by UUID; the element is replaced, not added. */
-    assert_int_equal(vpack_virt_set_level(T.v, T.uuid, 1, true, true, err, sizeof(err)), 0);
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_set_level(T.v, T.uuid, 1, true, true, errp()), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     assert_true(file_contains(d.live_xml, "level=\"1\""));
     assert_false(file_contains(d.live_xml, "level=\"2\""));
     assert_true(file_contains(d.inactive_xml, "urn:vpack:powerpolicy:1"));
     vpack_virt_domain_clear(&d);
 
     /* Removal. */
-    assert_int_equal(vpack_virt_set_level(T.v, T.name, -1, true, true, err, sizeof(err)), 0);
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_set_level(T.v, T.name, -1, true, true, errp()), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     assert_false(file_contains(d.live_xml, "powerpolicy"));
     assert_false(file_contains(d.inactive_xml, "powerpolicy"));
     vpack_virt_domain_clear(&d);
 
-    assert_int_equal(vpack_virt_set_level(T.v, T.name, 3, true, false, err, sizeof(err)), -EINVAL);
-    assert_int_equal(vpack_virt_set_level(T.v, "vpvirt-no-such", 1, true, false, err, sizeof(err)),
+    assert_int_equal(vpack_virt_set_level(T.v, T.name, 3, true, false, errp()), -EINVAL);
+    assert_int_equal(vpack_virt_set_level(T.v, "vpvirt-no-such", 1, true, false, errp()),
                      -ENOENT);
 
     /* Another namespace's change is not reported. */
@@ -673,7 +685,7 @@ static void test_busy_domain(void **state)
     struct vpack_virt_domain d;
     struct vpack_virt_stats *recs = NULL;
     unsigned n = 0;
-    char err[512] = "", cmd[512];
+    char cmd[512];
     vpack_cpuset s;
     uint64_t t0;
     int r;
@@ -681,7 +693,7 @@ static void test_busy_domain(void **state)
     (void)state;
     if (!getenv("VPACK_TEST_SLOW") || !*getenv("VPACK_TEST_SLOW"))
         skip();
-    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_domain_get(T.v, T.uuid, &d, errp()), 0);
     assert_true(d.pid > 0);
     /* A stopped QEMU never answers; the monitor command holds the job. */
     assert_int_equal(kill(d.pid, SIGSTOP), 0);
@@ -693,7 +705,7 @@ static void test_busy_domain(void **state)
     usleep(1000 * 1000);
 
     t0 = now_ms();
-    r = vpack_virt_stats_all(T.v, &recs, &n, err, sizeof(err));
+    r = vpack_virt_stats_all(T.v, &recs, &n, errp());
     print_message("stats while the job is held: %d in %" PRIu64 " ms\n", r, now_ms() - t0);
     const struct vpack_virt_stats *st = r == 0 ? find_stats(recs, n) : NULL;
     bool stats_ok = st && st->nvcpus == 2 && st->vcpu_time_ns[0] > 0;
@@ -703,9 +715,9 @@ static void test_busy_domain(void **state)
     vpack_cpuset_zero(&s);
     vpack_cpuset_set(&s, 0);
     t0 = now_ms();
-    r = vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 1, &s, err, sizeof(err));
+    r = vpack_virt_pin(T.v, T.uuid, VPACK_THREAD_VCPU, 1, &s, errp());
     print_message("pin while the job is held: %d after %" PRIu64 " ms: %s\n", r, now_ms() - t0,
-                  err);
+                  errs());
     kill(d.pid, SIGCONT);
     vpack_virt_domain_clear(&d);
     assert_true(stats_ok);
@@ -858,7 +870,7 @@ static void test_reconnect(void **state)
     struct events ev = {0};
     struct vpack_virt_stats *recs = NULL;
     unsigned n = 0;
-    char uri[256], err[512] = "";
+    char uri[256];
     int r, refused0;
 
     (void)state;
@@ -869,7 +881,7 @@ static void test_reconnect(void **state)
     assert_int_equal(vpack_virt_new(&T.loop, uri, &test_cbs, &ev, &v), 0);
     assert_true(run_until(&ev.connected, 0, 10000));
     assert_true(vpack_virt_connected(v));
-    assert_int_equal(vpack_virt_stats_all(v, &recs, &n, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_stats_all(v, &recs, &n, errp()), 0);
     vpack_virt_stats_free(recs, n);
 
     /* Cut, and refuse new connections for 1.2 s: the first attempts fail
@@ -879,26 +891,26 @@ static void test_reconnect(void **state)
     proxy_send('c');
     usleep(200 * 1000);
     /* The loop has not run: the call itself finds the connection dead. */
-    r = vpack_virt_stats_all(v, &recs, &n, err, sizeof(err));
-    print_message("stats on a cut connection: %d (%s)\n", r, err);
+    r = vpack_virt_stats_all(v, &recs, &n, errp());
+    print_message("stats on a cut connection: %d (%s)\n", r, errs());
     assert_int_equal(r, -ENOTCONN);
     assert_false(vpack_virt_connected(v));
     assert_true(run_until(&ev.disconnected, 0, 5000));
     assert_int_equal(ev.connected, 1);
-    assert_int_equal(vpack_virt_stats_all(v, &recs, &n, err, sizeof(err)), -ENOTCONN);
+    assert_int_equal(vpack_virt_stats_all(v, &recs, &n, errp()), -ENOTCONN);
     assert_true(run_until(&ev.connected, 1, 10000));
     print_message("reconnected after %d refused attempts\n", atomic_load(&P.refused) - refused0);
     assert_true(atomic_load(&P.refused) - refused0 >= 2);
     assert_int_equal(ev.disconnected, 1);
     assert_string_equal(vpack_virt_last_error(v), "");
-    assert_int_equal(vpack_virt_stats_all(v, &recs, &n, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_stats_all(v, &recs, &n, errp()), 0);
     vpack_virt_stats_free(recs, n);
 
     /* Events flow on the new connection. */
     int m = ev.metadata;
-    assert_int_equal(vpack_virt_set_level(v, T.name, 1, true, false, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_set_level(v, T.name, 1, true, false, errp()), 0);
     assert_true(run_until(&ev.metadata, m, 5000));
-    assert_int_equal(vpack_virt_set_level(v, T.name, -1, true, false, err, sizeof(err)), 0);
+    assert_int_equal(vpack_virt_set_level(v, T.name, -1, true, false, errp()), 0);
 
     /* Lost for good: the adapter keeps retrying until freed. */
     atomic_store(&P.refuse_until, now_ms() + 3600 * 1000);

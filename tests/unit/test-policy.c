@@ -36,7 +36,7 @@ static struct vpack_topology *topo_load_reserved(const char *desc, const char *r
 
     snprintf(spec, sizeof(spec), "synthetic:%s", desc);
     if (reserved)
-        assert_int_equal(vpack_cpuset_parse(&res, reserved, NULL, 0), 0);
+        assert_int_equal(vpack_cpuset_parse(&res, reserved, NULL), 0);
     int r = vpack_topology_load(spec, reserved ? &res : NULL, NULL, &t, &err);
     if (r < 0 || !t)
         fail_msg("vpack_topology_load(%s) = %d: %s", spec, r, err ? err : "(no message)");
@@ -52,9 +52,9 @@ static struct vpack_topology *topo_load(const char *desc)
 static vpack_cpuset set_of(const char *text)
 {
     vpack_cpuset s;
-    char err[128];
-    if (vpack_cpuset_parse(&s, text, err, sizeof(err)) < 0)
-        fail_msg("bad cpuset '%s' in test: %s", text, err);
+    char *err = NULL;
+    if (vpack_cpuset_parse(&s, text, &err) < 0)
+        fail_msg("bad cpuset '%s' in test: %s", text, err ? err : "out of memory");
     return s;
 }
 

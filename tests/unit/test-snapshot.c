@@ -723,13 +723,13 @@ static void test_round_trip_built(void **state)
     struct vpack_domain_sample *d = &s->domains[1];
     d->cpuset = malloc(sizeof(vpack_cpuset));
     assert_non_null(d->cpuset);
-    assert_int_equal(vpack_cpuset_parse(d->cpuset, "0-3,5", NULL, 0), 0);
+    assert_int_equal(vpack_cpuset_parse(d->cpuset, "0-3,5", NULL), 0);
     d->vcpus[0].util = 0.1 + 0.2;
     d->vcpus[0].delay = 1e-9;
     d->vcpus[0].cpu = 5;
     d->iothreads[0].pin = malloc(sizeof(vpack_cpuset));
     assert_non_null(d->iothreads[0].pin);
-    assert_int_equal(vpack_cpuset_parse(d->iothreads[0].pin, "4", NULL, 0), 0);
+    assert_int_equal(vpack_cpuset_parse(d->iothreads[0].pin, "4", NULL), 0);
     d->emulator.util = 0.5;
     d->emulator.cpu = 2;
     d->memory = calloc(2, sizeof(*d->memory));
@@ -908,10 +908,10 @@ static void test_plan_to_json(void **state)
     json_object *root, *d, *t;
 
     (void)state;
-    assert_int_equal(vpack_cpuset_parse(&c3, "3", NULL, 0), 0);
-    assert_int_equal(vpack_cpuset_parse(&c07, "0-7", NULL, 0), 0);
-    assert_int_equal(vpack_cpuset_parse(&c2, "2", NULL, 0), 0);
-    assert_int_equal(vpack_cpuset_parse(&c47, "4-5,7", NULL, 0), 0);
+    assert_int_equal(vpack_cpuset_parse(&c3, "3", NULL), 0);
+    assert_int_equal(vpack_cpuset_parse(&c07, "0-7", NULL), 0);
+    assert_int_equal(vpack_cpuset_parse(&c2, "2", NULL), 0);
+    assert_int_equal(vpack_cpuset_parse(&c47, "4-5,7", NULL), 0);
 
     text = vpack_plan_to_json(&plan);
     assert_non_null(text);

@@ -418,9 +418,9 @@ static void test_synthetic_missing_levels(void **state)
 
 static void parse(vpack_cpuset *s, const char *text)
 {
-    char err[128];
-    if (vpack_cpuset_parse(s, text, err, sizeof(err)) < 0)
-        fail_msg("%s: %s", text, err);
+    char *err = NULL;
+    if (vpack_cpuset_parse(s, text, &err) < 0)
+        fail_msg("%s: %s", text, err ? err : "out of memory");
 }
 
 static void test_reserved(void **state)
