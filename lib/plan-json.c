@@ -158,7 +158,9 @@ char *vpack_plan_to_json(const struct vpack_plan *p)
         goto cleanup;
     }
     if (add(root, "lifted", json_object_new_boolean(p->lifted)) < 0 ||
-        add_double(root, "demand", p->demand) < 0 || add_string(root, "reason", p->reason) < 0)
+        add_double(root, "demand", p->demand) < 0 ||
+        add_string(root, "why", vpack_plan_why_name(p->why)) < 0 ||
+        add_string(root, "reason", p->reason) < 0)
         goto cleanup;
     doms = json_object_new_array_ext((int)(p->ndomains < INT_MAX ? p->ndomains : INT_MAX));
     if (!doms)

@@ -150,10 +150,10 @@ void vpack_plan_free(struct vpack_plan *p);
 
 /*
  * JSON: {"active_packages": [0], "wakeup_package": 0, "lifted": false,
- * "demand": 0.4, "reason": "...", "domains": [{"name": "web1", "level": 2,
- * "packages": [0], "reason": "...", "vcpus": [{"id": 0, "cpus": "3"}],
+ * "demand": 0.4, "why": "first", "reason": "...", "domains": [{"name": "web1",
+ * "level": 2, "packages": [0], "reason": "...", "vcpus": [{"id": 0, "cpus": "3"}],
  * "emulator": "0-7", "iothreads": [{"id": 1, "cpus": "2"}]}]}
- * One line, no newline; the caller frees.
+ * "why" is vpack_plan_why_name(why). One line, no newline; the caller frees.
  */
 char *vpack_plan_to_json(const struct vpack_plan *p);
 

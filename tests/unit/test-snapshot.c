@@ -1020,7 +1020,8 @@ static void test_plan_to_json_order(void **state)
     assert_non_null(text);
     assert_string_equal(text,
                         "{\"active_packages\":[0],\"wakeup_package\":0,\"lifted\":false,"
-                        "\"demand\":0.25,\"reason\":\"why\",\"domains\":[{\"name\":\"a\","
+                        "\"demand\":0.25,\"why\":\"first\",\"reason\":\"why\","
+                        "\"domains\":[{\"name\":\"a\","
                         "\"level\":1,\"packages\":[0],\"moved\":false,\"reason\":\"r\","
                         "\"vcpus\":[{\"id\":0,\"cpus\":\"0\"}],\"emulator\":\"0\","
                         "\"iothreads\":[]}]}");
