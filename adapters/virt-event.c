@@ -118,28 +118,31 @@ static void wake_locked(void)
         uv_async_send(&ev.async);
 }
 
+/* libvirt's handle events and libuv's poll events, pair by pair. Errors
+ * are always reported by libuv; it has no flag to ask for them. */
+static const struct {
+    int vir, uv;
+} event_map[] = {
+    {VIR_EVENT_HANDLE_READABLE, UV_READABLE},
+    {VIR_EVENT_HANDLE_WRITABLE, UV_WRITABLE},
+    {VIR_EVENT_HANDLE_HANGUP, UV_DISCONNECT},
+};
+
 static int events_to_uv(int events)
 {
     int uv = 0;
-    if (events & VIR_EVENT_HANDLE_READABLE)
-        uv |= UV_READABLE;
-    if (events & VIR_EVENT_HANDLE_WRITABLE)
-        uv |= UV_WRITABLE;
-    if (events & VIR_EVENT_HANDLE_HANGUP)
-        uv |= UV_DISCONNECT;
-    /* Errors are always reported; libuv has no flag to ask for them. */
+    for (size_t i = 0; i < sizeof(event_map) / sizeof(event_map[0]); i++)
+        if (events & event_map[i].vir)
+            uv |= event_map[i].uv;
     return uv;
 }
 
 static int events_from_uv(int uv)
 {
     int events = 0;
-    if (uv & UV_READABLE)
-        events |= VIR_EVENT_HANDLE_READABLE;
-    if (uv & UV_WRITABLE)
-        events |= VIR_EVENT_HANDLE_WRITABLE;
-    if (uv & UV_DISCONNECT)
-        events |= VIR_EVENT_HANDLE_HANGUP;
+    for (size_t i = 0; i < sizeof(event_map) / sizeof(event_map[0]); i++)
+        if (uv & event_map[i].uv)
+            events |= event_map[i].vir;
     return events;
 }
 

@@ -525,6 +525,14 @@ const char *vpack_virt_last_error(const struct vpack_virt *v)
 
 /* ---------------------------------------------------------------- domains */
 
+/* Lets go of dom (NULL is fine) and passes r on: every lookup's last step. */
+static int put_domain(virDomainPtr dom, int r)
+{
+    if (dom)
+        virDomainFree(dom);
+    return r;
+}
+
 static int lookup_uuid(struct vpack_virt *v, const char *uuid, virDomainPtr *dom, char **errmsg)
 {
     int r;
@@ -611,9 +619,7 @@ int vpack_virt_lookup(struct vpack_virt *v, const char *ident, char uuid[37], ch
     }
     r = 0;
 cleanup:
-    if (dom)
-        virDomainFree(dom);
-    return r;
+    return put_domain(dom, r);
 }
 
 int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, char **errmsg)
@@ -1101,9 +1107,7 @@ int vpack_virt_set_level(struct vpack_virt *v, const char *ident, int level, boo
     }
     r = 0;
 cleanup:
-    if (dom)
-        virDomainFree(dom);
-    return r;
+    return put_domain(dom, r);
 }
 
 int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out, char **errmsg)
@@ -1134,7 +1138,5 @@ int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out
     }
     r = 0;
 cleanup:
-    if (dom)
-        virDomainFree(dom);
-    return r;
+    return put_domain(dom, r);
 }
