@@ -1617,7 +1617,8 @@ static int rec_pins(json_object *o, const char *key, struct vpack_vcpupin **out,
         }
         i++;
     }
-    qsort(*out, len, sizeof(**out), cmp_vcpupin);
+    if (len)
+        qsort(*out, len, sizeof(**out), cmp_vcpupin);
     *n = len;
     return 0;
 }
@@ -1683,7 +1684,8 @@ static int rec_memnodes(json_object *nodes, struct vpack_numatune *nt, char **er
         if (!has)
             return rec_fail(errmsg, "memnode", "a cell needs a nodeset");
     }
-    qsort(nt->memnodes, len, sizeof(*nt->memnodes), cmp_memnode);
+    if (len)
+        qsort(nt->memnodes, len, sizeof(*nt->memnodes), cmp_memnode);
     return 0;
 }
 
@@ -1724,7 +1726,8 @@ static int rec_iothreads(json_object *o, struct vpack_domxml *d, char **errmsg)
             return rec_fail(errmsg, "iothreads", "expected ids");
         d->iothreads[i] = (unsigned)x;
     }
-    qsort(d->iothreads, d->niothreads, sizeof(*d->iothreads), cmp_uint);
+    if (d->niothreads)
+        qsort(d->iothreads, d->niothreads, sizeof(*d->iothreads), cmp_uint);
     if ((r = rec_pins(o, "iothreadpin", &pins, &n, errmsg)) < 0)
         return r;
     if (n && !(d->iothreadpin = calloc(n, sizeof(*d->iothreadpin)))) {

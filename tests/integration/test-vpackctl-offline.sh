@@ -9,7 +9,7 @@
 #   VPACKCTL=build/ctl/vpackctl bash tests/integration/test-vpackctl-offline.sh
 #   bash tests/integration/test-vpackctl-offline.sh build/ctl/vpackctl
 #
-# Without either, $VPACK_BUILDDIR/agent/vpackctl is used.
+# Without either, $VPACK_BUILDDIR/ctl/vpackctl is used.
 set -euo pipefail
 
 ctl=${1:-${VPACKCTL:-${VPACK_BUILDDIR:-}/ctl/vpackctl}}
