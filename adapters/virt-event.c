@@ -128,6 +128,7 @@ static const struct {
     {VIR_EVENT_HANDLE_HANGUP, UV_DISCONNECT},
 };
 
+/* events_to_uv() and events_from_uv() are the two directions of event_map. */
 static int events_to_uv(int events)
 {
     int uv = 0;
@@ -146,6 +147,7 @@ static int events_from_uv(int uv)
     return events;
 }
 
+/* The three lookups below walk the same lists by different keys. */
 static struct vpoller *poller_by_fd_locked(int fd)
 {
     for (struct vpoller *p = ev.pollers; p; p = p->next)

@@ -697,6 +697,7 @@ static int read_qemu_pid(const char *name)
     return (int)pid;
 }
 
+/* The _clear() functions free their struct's members: alike in shape only. */
 void vpack_virt_domain_clear(struct vpack_virt_domain *d)
 {
     if (!d)

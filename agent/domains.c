@@ -17,6 +17,7 @@
 #include "log.h"
 #include "vpack/domxml.h"
 
+/* Frees what d owns (free()s in a row, alike in shape to every destructor). */
 void vpack__dom_free(struct agent_dom *d)
 {
     free(d->name);

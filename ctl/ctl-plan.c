@@ -500,6 +500,7 @@ static int parse_policy_option(int c, const char *name, const char *arg,
  */
 static int parse_args(int argc, char **argv, struct plan_args *pa)
 {
+    /* A getopt table: its rows look alike because they are one kind of data. */
     static const struct option options[] = {
         {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
         {"topology", required_argument, NULL, OPT_TOPOLOGY},

@@ -42,7 +42,13 @@ void vpackctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The rest is ctl/ctl-util.c: what every subcommand may use. */
 
-/* A subcommand's options, for vpackctl_getopt(). */
+/*
+ * A subcommand's options, for vpackctl_getopt(). Every subcommand's loop
+ * over it (`while ((c = vpackctl_getopt(...)) >= 0)`, then the
+ * VPACKCTL_OPT_EXIT check and its own argument count) looks alike on
+ * purpose: what is shared is in vpackctl_getopt(); what is left is each
+ * command's own options, which a table would only hide.
+ */
 struct vpackctl_getopt {
     const char *cmd;                /* the subcommand, for messages: "plan" */
     void (*usage)(FILE *f);         /* printed on stdout for -h and --help */
