@@ -291,6 +291,7 @@ static int get_int(struct pctx *c, const char *path, json_object *v, int64_t min
 {
     int64_t i;
 
+    *out = 0;
     if (json_object_get_type(v) != json_type_int)
         return expected(c, path, what, v);
     i = json_object_get_int64(v);
@@ -306,6 +307,7 @@ static int get_string(struct pctx *c, const char *path, json_object *v, const ch
 {
     const char *s;
 
+    *out = NULL;
     if (json_object_get_type(v) != json_type_string)
         return expected(c, path, "a string", v);
     s = json_object_get_string(v);

@@ -54,16 +54,21 @@ run_suite() {
     fi
 }
 
+# Warnings are errors where VPACK_WERROR=1 (.ci/run sets it), not by default:
+# a packager's build on the next compiler must not fail on a new warning.
+werror=()
+[ "${VPACK_WERROR:-0}" = 1 ] && werror=(-Dwerror=true)
+
 build() {
     local dir=$1; shift
     if [ -d "$dir" ]; then
-        meson setup --reconfigure "$dir" "$@" >/dev/null
+        meson setup --reconfigure "$dir" "${werror[@]}" "$@" >/dev/null
     else
-        meson setup "$dir" "$@" >/dev/null
+        meson setup "$dir" "${werror[@]}" "$@" >/dev/null
     fi && ninja -C "$dir"
 }
 
-echo "== build (gcc, -Werror)"
+echo "== build (gcc${werror:+, -Werror})"
 if build build; then
     run_suite build --suite unit
 else
@@ -84,7 +89,7 @@ fi
 fuzz_seconds=${VPACK_FUZZ_SECONDS:-15}
 echo "== fuzzing (libFuzzer, ASan + UBSan): corpus replay, then ${fuzz_seconds} s per target"
 if CC=clang build build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false; then
-    # (build() builds everything with clang too: a second compiler's -Werror.)
+    # (build() builds everything with clang too: a second compiler's warnings.)
     # The checked-in corpora are replayed first (meson tests), then new
     # inputs are searched for in scratch copies so the tree stays as it is.
     # A crash leaves its input in build-fuzz/crash-<target>-*.

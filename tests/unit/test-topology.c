@@ -54,7 +54,7 @@
 /* Returns "$VAR/rest" (static buffer); fails the test when VAR is unset. */
 static const char *env_path(const char *var, const char *rest)
 {
-    static char buf[4096];
+    static char buf[2048];
     const char *base = getenv(var);
 
     if (!base || !*base)
@@ -170,7 +170,7 @@ differ:
  */
 static bool check_fixture(const char *kind, const char *dir, const char *name)
 {
-    char spec[4096], expected_path[4096], diff[2048];
+    char spec[8192], expected_path[4096], diff[2048];
     struct vpack_topology *t;
     struct json_object *expected, *got, *source;
     char *json;
@@ -425,7 +425,7 @@ static void parse(vpack_cpuset *s, const char *text)
 
 static void test_reserved(void **state)
 {
-    char spec[4096];
+    char spec[8192];
     struct vpack_topology *t = NULL;
     vpack_cpuset reserved;
     char *err = NULL;
@@ -469,7 +469,7 @@ static void test_reserved(void **state)
 
 static void test_restrict_to(void **state)
 {
-    char spec[4096];
+    char spec[8192];
     struct vpack_topology *t = NULL;
     vpack_cpuset only, reserved;
     char *err = NULL;
@@ -533,7 +533,7 @@ static void expect_error(const char *spec, const vpack_cpuset *reserved,
 
 static void test_bad_specs(void **state)
 {
-    char spec[4096], msg[4200];
+    char spec[8192], msg[8400];
     vpack_cpuset all;
 
     (void)state;
@@ -575,7 +575,7 @@ static void test_bad_specs(void **state)
 
 static void test_package_lookups(void **state)
 {
-    char spec[4096];
+    char spec[8192];
     struct vpack_topology *t;
 
     (void)state;
@@ -631,7 +631,7 @@ static void test_to_json_shape(void **state)
 {
     static const char *const top[] = {"source", "cpus", "packages"};
     static const char *const pkg[] = {"id", "cpus", "cores", "threads_per_core", "numa_nodes", "l3"};
-    char spec[4096];
+    char spec[8192];
     struct vpack_topology *t;
     struct json_object *root, *pkgs, *p0, *nodes;
     char *json;
@@ -682,7 +682,7 @@ static void test_to_json_shape(void **state)
  */
 static void test_environment_kept(void **state)
 {
-    char spec[4096];
+    char spec[8192];
     struct vpack_topology *t;
 
     (void)state;
