@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include "jsonout.h"
+#include "vpack/json-util.h"
 #include "log.h"
 #include "vpack-build.h"
 
@@ -142,10 +142,10 @@ static struct json_object *answer_new(bool ok, const char *msg)
 {
     struct json_object *o = json_object_new_object();
     bool good = true;
-    vpack__json_set_bool(o, "ok", ok, &good);
+    vpack_json_set_bool(o, "ok", ok, &good);
     if (msg)
-        vpack__json_set_str(o, "error", msg, &good);
-    return vpack__json_finish(o, good);
+        vpack_json_set_str(o, "error", msg, &good);
+    return vpack_json_finish(o, good);
 }
 
 static void send_error(struct client *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -173,7 +173,7 @@ static int op_version(struct vpack_agent *a, const struct vpack_ctl_request *req
 {
     bool ok = true;
     (void)a, (void)req, (void)errmsg;
-    vpack__json_set_str(ans, "version", VPACK_VERSION, &ok);
+    vpack_json_set_str(ans, "version", VPACK_VERSION, &ok);
     return ok ? 0 : -ENOMEM;
 }
 
@@ -184,9 +184,9 @@ static int add_view(struct json_object *ans, const char *key, int r, struct json
     if (r < 0)
         return r;
     if (view)
-        vpack__json_set(ans, key, view, &ok);
+        vpack_json_set(ans, key, view, &ok);
     else
-        vpack__json_set_null(ans, key, &ok);
+        vpack_json_set_null(ans, key, &ok);
     return ok ? 0 : -ENOMEM;
 }
 
@@ -215,8 +215,8 @@ static int op_rebalance(struct vpack_agent *a, const struct vpack_ctl_request *r
         free(err);
         return r;
     }
-    vpack__json_set_bool(ans, "dry_run", req->dry_run, &ok);
-    vpack__json_set(ans, "moves", vpack_moves_json(moves, n), &ok);
+    vpack_json_set_bool(ans, "dry_run", req->dry_run, &ok);
+    vpack_json_set(ans, "moves", vpack_moves_json(moves, n), &ok);
     vpack_moves_free(moves, n);
     return ok ? 0 : -ENOMEM;
 }

@@ -2,7 +2,7 @@
 /*
  * The agent as JSON: status (the control socket's "status"), explain (one
  * domain), the last snapshot, the moves of a rebalance, and everything the
- * metrics endpoint exports. Every view is built with jsonout.h and returns
+ * metrics endpoint exports. Every view is built with vpack/json-util.h and returns
  * NULL (or -ENOMEM) when an allocation fails, never half a view.
  */
 #include "agent-priv.h"
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jsonout.h"
+#include "vpack/json-util.h"
 #include "vpack-build.h"
 
 static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};
@@ -49,10 +49,10 @@ static struct json_object *domain_head(const struct vpack_agent *a, const struct
                                        bool *ok)
 {
     struct json_object *o = json_object_new_object();
-    vpack__json_set_str(o, "name", d->name, ok);
-    vpack__json_set_int(o, "level", vpack__dom_level(a, d), ok);
-    vpack__json_set_bool(o, "managed", vpack__dom_placed(a, d), ok);
-    vpack__json_set(o, "packages", vpack__json_ints(d->packages, d->npackages), ok);
+    vpack_json_set_str(o, "name", d->name, ok);
+    vpack_json_set_int(o, "level", vpack__dom_level(a, d), ok);
+    vpack_json_set_bool(o, "managed", vpack__dom_placed(a, d), ok);
+    vpack_json_set(o, "packages", vpack_json_ints(d->packages, d->npackages), ok);
     return o;
 }
 
@@ -62,43 +62,43 @@ static struct json_object *status_package(const struct vpack_agent *a,
     struct json_object *o = json_object_new_object(), *doms = json_object_new_array();
     unsigned n;
     double busy = package_busy(a, pk, &n);
-    vpack__json_set_int(o, "id", pk->id, ok);
-    vpack__json_set_cpuset(o, "cpus", &pk->cpus, ok);
-    vpack__json_set_int(o, "cores", pk->ncores, ok);
-    vpack__json_set_double(o, "busy", busy, ok);
-    vpack__json_set_double(o, "idle", n ? 1 - busy : 1, ok);
-    vpack__json_set_str(o, "state", package_active(a, pk) ? "active" : "parked", ok);
+    vpack_json_set_int(o, "id", pk->id, ok);
+    vpack_json_set_cpuset(o, "cpus", &pk->cpus, ok);
+    vpack_json_set_int(o, "cores", pk->ncores, ok);
+    vpack_json_set_double(o, "busy", busy, ok);
+    vpack_json_set_double(o, "idle", n ? 1 - busy : 1, ok);
+    vpack_json_set_str(o, "state", package_active(a, pk) ? "active" : "parked", ok);
     for (unsigned i = 0; i < a->ndoms; i++)
         for (unsigned k = 0; k < a->doms[i].npackages; k++)
             if (a->doms[i].packages[k] == pk->id && a->doms[i].name)
-                vpack__json_append(doms, json_object_new_string(a->doms[i].name), ok);
-    vpack__json_set(o, "domains", doms, ok);
+                vpack_json_append(doms, json_object_new_string(a->doms[i].name), ok);
+    vpack_json_set(o, "domains", doms, ok);
     return o;
 }
 
 static struct json_object *status_counters(const struct vpack_agent *a, bool *ok)
 {
     struct json_object *o = json_object_new_object();
-    vpack__json_set_int(o, "samples", (int64_t)a->ctr.samples, ok);
-    vpack__json_set_int(o, "plans", (int64_t)a->ctr.plans, ok);
-    vpack__json_set_int(o, "pins_ok", (int64_t)a->ctr.pins_ok, ok);
-    vpack__json_set_int(o, "pins_failed", (int64_t)a->ctr.pins_failed, ok);
-    vpack__json_set_int(o, "rebalances", (int64_t)a->ctr.rebalances, ok);
-    vpack__json_set_int(o, "hotplug_events", (int64_t)a->ctr.hotplug_events, ok);
-    vpack__json_set_int(o, "cgroup_repairs", (int64_t)a->ctr.cgroup_repairs, ok);
-    vpack__json_set_int(o, "connects", (int64_t)a->ctr.reconnects, ok);
+    vpack_json_set_int(o, "samples", (int64_t)a->ctr.samples, ok);
+    vpack_json_set_int(o, "plans", (int64_t)a->ctr.plans, ok);
+    vpack_json_set_int(o, "pins_ok", (int64_t)a->ctr.pins_ok, ok);
+    vpack_json_set_int(o, "pins_failed", (int64_t)a->ctr.pins_failed, ok);
+    vpack_json_set_int(o, "rebalances", (int64_t)a->ctr.rebalances, ok);
+    vpack_json_set_int(o, "hotplug_events", (int64_t)a->ctr.hotplug_events, ok);
+    vpack_json_set_int(o, "cgroup_repairs", (int64_t)a->ctr.cgroup_repairs, ok);
+    vpack_json_set_int(o, "connects", (int64_t)a->ctr.reconnects, ok);
     return o;
 }
 
 static void status_plan(const struct vpack_plan *plan, struct json_object *root, bool *ok)
 {
-    vpack__json_set_str(root, "reason", plan->reason, ok);
-    vpack__json_set_double(root, "demand", plan->demand, ok);
-    vpack__json_set_bool(root, "lifted", plan->lifted, ok);
+    vpack_json_set_str(root, "reason", plan->reason, ok);
+    vpack_json_set_double(root, "demand", plan->demand, ok);
+    vpack_json_set_bool(root, "lifted", plan->lifted, ok);
     if (plan->wakeup_package >= 0)
-        vpack__json_set_int(root, "wakeup_package", plan->wakeup_package, ok);
+        vpack_json_set_int(root, "wakeup_package", plan->wakeup_package, ok);
     else
-        vpack__json_set_null(root, "wakeup_package", ok);
+        vpack_json_set_null(root, "wakeup_package", ok);
 }
 
 int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
@@ -106,24 +106,24 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
     struct json_object *root = json_object_new_object();
     struct json_object *pkgs = json_object_new_array(), *doms = json_object_new_array();
     bool ok = true;
-    vpack__json_set_bool(root, "libvirt_connected", vpack_virt_connected(a->virt), &ok);
-    vpack__json_set_str(root, "topology", a->cfg.topology, &ok);
+    vpack_json_set_bool(root, "libvirt_connected", vpack_virt_connected(a->virt), &ok);
+    vpack_json_set_str(root, "topology", a->cfg.topology, &ok);
     if (a->plan)
         status_plan(a->plan, root, &ok);
     for (unsigned p = 0; p < a->topo->npackages; p++)
-        vpack__json_append(pkgs, status_package(a, &a->topo->packages[p], &ok), &ok);
-    vpack__json_set(root, "packages", pkgs, &ok);
+        vpack_json_append(pkgs, status_package(a, &a->topo->packages[p], &ok), &ok);
+    vpack_json_set(root, "packages", pkgs, &ok);
     for (unsigned i = 0; i < a->ndoms; i++) {
         const struct agent_dom *d = &a->doms[i];
         if (!d->name)
             continue;
         struct json_object *o = domain_head(a, d, &ok);
-        vpack__json_set_str(o, "reason", d->reason ? d->reason : "", &ok);
-        vpack__json_append(doms, o, &ok);
+        vpack_json_set_str(o, "reason", d->reason ? d->reason : "", &ok);
+        vpack_json_append(doms, o, &ok);
     }
-    vpack__json_set(root, "domains", doms, &ok);
-    vpack__json_set(root, "counters", status_counters(a, &ok), &ok);
-    *out = vpack__json_finish(root, ok);
+    vpack_json_set(root, "domains", doms, &ok);
+    vpack_json_set(root, "counters", status_counters(a, &ok), &ok);
+    *out = vpack_json_finish(root, ok);
     return *out ? 0 : -ENOMEM;
 }
 
@@ -131,13 +131,13 @@ static struct json_object *thread_json(const struct agent_thread *t, const char 
 {
     struct json_object *o = json_object_new_object();
     if (label)
-        vpack__json_set_str(o, "thread", label, ok);
+        vpack_json_set_str(o, "thread", label, ok);
     else
-        vpack__json_set_int(o, "id", t->id, ok);
-    vpack__json_set_cpuset(o, "pin", t->has_pin ? &t->pin : NULL, ok);
-    vpack__json_set_cpuset(o, "cpus", t->applied_known ? &t->applied : NULL, ok);
-    vpack__json_set_double(o, "util", t->util, ok);
-    vpack__json_set_double(o, "delay", t->delay, ok);
+        vpack_json_set_int(o, "id", t->id, ok);
+    vpack_json_set_cpuset(o, "pin", t->has_pin ? &t->pin : NULL, ok);
+    vpack_json_set_cpuset(o, "cpus", t->applied_known ? &t->applied : NULL, ok);
+    vpack_json_set_double(o, "util", t->util, ok);
+    vpack_json_set_double(o, "delay", t->delay, ok);
     return o;
 }
 
@@ -147,12 +147,12 @@ static void explain_threads(const struct agent_dom *d, struct json_object *o, bo
     struct json_object *vc = json_object_new_array(), *io = json_object_new_array();
     for (unsigned v = 0; v < d->nvcpus; v++)
         if (d->vcpu_online[v])
-            vpack__json_append(vc, thread_json(&d->vcpus[v], NULL, ok), ok);
-    vpack__json_set(o, "vcpus", vc, ok);
-    vpack__json_set(o, "emulator", thread_json(&d->emulator, "emulator", ok), ok);
+            vpack_json_append(vc, thread_json(&d->vcpus[v], NULL, ok), ok);
+    vpack_json_set(o, "vcpus", vc, ok);
+    vpack_json_set(o, "emulator", thread_json(&d->emulator, "emulator", ok), ok);
     for (unsigned t = 0; t < d->niothreads; t++)
-        vpack__json_append(io, thread_json(&d->iothreads[t], NULL, ok), ok);
-    vpack__json_set(o, "iothreads", io, ok);
+        vpack_json_append(io, thread_json(&d->iothreads[t], NULL, ok), ok);
+    vpack_json_set(o, "iothreads", io, ok);
 }
 
 int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct json_object **out)
@@ -166,16 +166,16 @@ int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct jso
     if (!d)
         return -ENOENT;
     struct json_object *o = json_object_new_object();
-    vpack__json_set_str(o, "name", d->name, &ok);
-    vpack__json_set_str(o, "uuid", d->uuid, &ok);
-    vpack__json_set_int(o, "level", vpack__dom_level(a, d), &ok);
-    vpack__json_set_bool(o, "level_set", d->level >= 0, &ok);
-    vpack__json_set_bool(o, "managed", vpack__dom_placed(a, d), &ok);
-    vpack__json_set_cpuset(o, "cpuset", d->has_bound ? &d->bound : NULL, &ok);
-    vpack__json_set_str(o, "reason", d->reason ? d->reason : "", &ok);
-    vpack__json_set(o, "packages", vpack__json_ints(d->packages, d->npackages), &ok);
+    vpack_json_set_str(o, "name", d->name, &ok);
+    vpack_json_set_str(o, "uuid", d->uuid, &ok);
+    vpack_json_set_int(o, "level", vpack__dom_level(a, d), &ok);
+    vpack_json_set_bool(o, "level_set", d->level >= 0, &ok);
+    vpack_json_set_bool(o, "managed", vpack__dom_placed(a, d), &ok);
+    vpack_json_set_cpuset(o, "cpuset", d->has_bound ? &d->bound : NULL, &ok);
+    vpack_json_set_str(o, "reason", d->reason ? d->reason : "", &ok);
+    vpack_json_set(o, "packages", vpack_json_ints(d->packages, d->npackages), &ok);
     explain_threads(d, o, &ok);
-    *out = vpack__json_finish(o, ok);
+    *out = vpack_json_finish(o, ok);
     return *out ? 0 : -ENOMEM;
 }
 
@@ -194,14 +194,14 @@ struct json_object *vpack_moves_json(const struct vpack_move *moves, unsigned n)
     bool ok = true;
     for (unsigned i = 0; i < n; i++) {
         struct json_object *m = json_object_new_object();
-        vpack__json_set_str(m, "domain", moves[i].domain, &ok);
-        vpack__json_set_str(m, "threads", moves[i].threads, &ok);
-        vpack__json_set_str(m, "from", moves[i].from, &ok);
-        vpack__json_set_str(m, "to", moves[i].to, &ok);
-        vpack__json_set_str(m, "reason", moves[i].reason, &ok);
-        vpack__json_append(arr, m, &ok);
+        vpack_json_set_str(m, "domain", moves[i].domain, &ok);
+        vpack_json_set_str(m, "threads", moves[i].threads, &ok);
+        vpack_json_set_str(m, "from", moves[i].from, &ok);
+        vpack_json_set_str(m, "to", moves[i].to, &ok);
+        vpack_json_set_str(m, "reason", moves[i].reason, &ok);
+        vpack_json_append(arr, m, &ok);
     }
-    return vpack__json_finish(arr, ok);
+    return vpack_json_finish(arr, ok);
 }
 
 /* Seconds the package's CPUs spent idle since boot (the last /proc/stat reading). */

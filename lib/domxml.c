@@ -27,6 +27,8 @@
 #include <libxml/tree.h>
 #include <libxml/xmlsave.h>
 
+#include "vpack/json-util.h"
+
 /* Longest error message handed out, so that a huge attribute value cannot
  * turn the hook's one line on stderr into megabytes. */
 #define MSG_MAX 480
@@ -1351,26 +1353,6 @@ cleanup:
 
 /* ---- JSON ---- */
 
-/* Adds key: canonical cpuset string. Returns 0 or -ENOMEM. */
-static int add_set(json_object *o, const char *key, const vpack_cpuset *s)
-{
-    char *text = vpack_cpuset_format(s);
-    json_object *v;
-    int ret = -ENOMEM;
-
-    if (!text)
-        goto cleanup;
-    v = json_object_new_string(text);
-    if (!v || json_object_object_add(o, key, v) < 0) {
-        json_object_put(v);
-        goto cleanup;
-    }
-    ret = 0;
-
-cleanup:
-    free(text);
-    return ret;
-}
 
 /* Adds key: value, consuming value (NULL means JSON null). */
 static int add(json_object *o, const char *key, json_object *v)
@@ -1396,7 +1378,7 @@ static json_object *numatune_json(const struct vpack_numatune *nt)
             goto fail;
         if (nt->memory_placement == VPACK_NUMA_PLACEMENT_STATIC) {
             if (add(mem, "placement", json_object_new_string("static")) < 0 ||
-                add_set(mem, "nodeset", &nt->memory_nodeset) < 0)
+                vpack_json_add_cpuset(mem, "nodeset", &nt->memory_nodeset) < 0)
                 goto fail;
         } else if (add(mem, "placement", json_object_new_string("auto")) < 0) {
             goto fail;
@@ -1418,7 +1400,7 @@ static json_object *numatune_json(const struct vpack_numatune *nt)
             if (!m)
                 goto fail;
             if (add(m, "mode", json_object_new_string(vpack_numa_mode_name(mn->mode))) < 0 ||
-                add_set(m, "nodeset", &mn->nodeset) < 0) {
+                vpack_json_add_cpuset(m, "nodeset", &mn->nodeset) < 0) {
                 json_object_put(m);
                 goto fail;
             }
@@ -1454,11 +1436,11 @@ char *vpack_domxml_to_json(const struct vpack_domxml *d)
         add(o, "level", d->level >= 0 ? json_object_new_int(d->level) : NULL) < 0 ||
         add(o, "vcpus", json_object_new_int64(d->vcpus)) < 0 ||
         add(o, "vcpus_current", json_object_new_int64(d->vcpus_current)) < 0 ||
-        add_set(o, "online", &d->online) < 0 ||
+        vpack_json_add_cpuset(o, "online", &d->online) < 0 ||
         add(o, "placement", json_object_new_string(
                                 d->placement == VPACK_VCPU_PLACEMENT_AUTO ? "auto" : "static")) < 0)
         goto cleanup;
-    if (d->has_cpuset ? add_set(o, "cpuset", &d->cpuset) < 0 : add(o, "cpuset", NULL) < 0)
+    if (d->has_cpuset ? vpack_json_add_cpuset(o, "cpuset", &d->cpuset) < 0 : add(o, "cpuset", NULL) < 0)
         goto cleanup;
 
     pins = json_object_new_object();
@@ -1466,7 +1448,7 @@ char *vpack_domxml_to_json(const struct vpack_domxml *d)
         goto cleanup;
     for (size_t i = 0; i < d->nvcpupin; i++) {
         snprintf(key, sizeof(key), "%u", d->vcpupin[i].vcpu);
-        if (add_set(pins, key, &d->vcpupin[i].cpus) < 0)
+        if (vpack_json_add_cpuset(pins, key, &d->vcpupin[i].cpus) < 0)
             goto cleanup;
     }
     if (add(o, "vcpupin", pins) < 0) {
@@ -1475,7 +1457,7 @@ char *vpack_domxml_to_json(const struct vpack_domxml *d)
     }
     pins = NULL;
 
-    if (d->has_emulatorpin ? add_set(o, "emulatorpin", &d->emulatorpin) < 0
+    if (d->has_emulatorpin ? vpack_json_add_cpuset(o, "emulatorpin", &d->emulatorpin) < 0
                            : add(o, "emulatorpin", NULL) < 0)
         goto cleanup;
 
@@ -1500,7 +1482,7 @@ char *vpack_domxml_to_json(const struct vpack_domxml *d)
         goto cleanup;
     for (size_t i = 0; i < d->niothreadpin; i++) {
         snprintf(key, sizeof(key), "%u", d->iothreadpin[i].iothread);
-        if (add_set(pins, key, &d->iothreadpin[i].cpus) < 0)
+        if (vpack_json_add_cpuset(pins, key, &d->iothreadpin[i].cpus) < 0)
             goto cleanup;
     }
     if (add(o, "iothreadpin", pins) < 0) {

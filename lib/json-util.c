@@ -9,6 +9,8 @@
 
 #include <json-c/json.h>
 
+#include "vpack/cpuset.h"
+
 /* The value at key if o has one of type t, else NULL. */
 static struct json_object *member(struct json_object *o, const char *key, json_type t)
 {
@@ -87,4 +89,88 @@ int vpack_json_add(struct json_object *o, const char *key, struct json_object *v
         return -ENOMEM;
     }
     return 0;
+}
+
+struct json_object *vpack_json_cpuset(const vpack_cpuset *s)
+{
+    char *text = vpack_cpuset_format(s);
+    struct json_object *v = text ? json_object_new_string(text) : NULL;
+    free(text);
+    return v;
+}
+
+int vpack_json_add_cpuset(struct json_object *o, const char *key, const vpack_cpuset *s)
+{
+    return vpack_json_add(o, key, vpack_json_cpuset(s));
+}
+
+/* Building with a bool *ok that the first failure clears (json-util.h). */
+
+void vpack_json_set(struct json_object *obj, const char *key, struct json_object *v, bool *ok)
+{
+    if (!obj || !v || json_object_object_add(obj, key, v) < 0) {
+        json_object_put(v);
+        *ok = false;
+    }
+}
+
+void vpack_json_set_null(struct json_object *obj, const char *key, bool *ok)
+{
+    if (!obj || json_object_object_add(obj, key, NULL) < 0)
+        *ok = false;
+}
+
+void vpack_json_append(struct json_object *arr, struct json_object *v, bool *ok)
+{
+    if (!arr || !v || json_object_array_add(arr, v) < 0) {
+        json_object_put(v);
+        *ok = false;
+    }
+}
+
+void vpack_json_set_str(struct json_object *obj, const char *key, const char *s, bool *ok)
+{
+    vpack_json_set(obj, key, json_object_new_string(s), ok);
+}
+
+void vpack_json_set_int(struct json_object *obj, const char *key, int64_t v, bool *ok)
+{
+    vpack_json_set(obj, key, json_object_new_int64(v), ok);
+}
+
+void vpack_json_set_double(struct json_object *obj, const char *key, double v, bool *ok)
+{
+    vpack_json_set(obj, key, json_object_new_double(v), ok);
+}
+
+void vpack_json_set_bool(struct json_object *obj, const char *key, bool v, bool *ok)
+{
+    vpack_json_set(obj, key, json_object_new_boolean(v), ok);
+}
+
+void vpack_json_set_cpuset(struct json_object *obj, const char *key, const vpack_cpuset *s,
+                            bool *ok)
+{
+    if (!s) {
+        vpack_json_set_null(obj, key, ok);
+        return;
+    }
+    vpack_json_set(obj, key, vpack_json_cpuset(s), ok);
+}
+
+struct json_object *vpack_json_ints(const int *v, unsigned n)
+{
+    struct json_object *arr = json_object_new_array();
+    bool ok = true;
+    for (unsigned i = 0; i < n; i++)
+        vpack_json_append(arr, json_object_new_int(v[i]), &ok);
+    return vpack_json_finish(arr, ok);
+}
+
+struct json_object *vpack_json_finish(struct json_object *obj, bool ok)
+{
+    if (ok && obj)
+        return obj;
+    json_object_put(obj);
+    return NULL;
 }

@@ -15,17 +15,8 @@
 
 #include <json-c/json.h>
 
-/* Adds v (NULL after a failed allocation) under key; -ENOMEM on failure. */
-static int add(json_object *o, const char *key, json_object *v)
-{
-    if (!v)
-        return -ENOMEM;
-    if (json_object_object_add(o, key, v) < 0) {
-        json_object_put(v);
-        return -ENOMEM;
-    }
-    return 0;
-}
+#include "vpack/json-util.h"
+
 
 /* Adds a JSON null under key. */
 static int add_null(json_object *o, const char *key)
@@ -47,7 +38,7 @@ static int append(json_object *a, json_object *v)
 /* A string, or null for NULL. */
 static int add_string(json_object *o, const char *key, const char *s)
 {
-    return s ? add(o, key, json_object_new_string(s)) : add_null(o, key);
+    return s ? vpack_json_add(o, key, json_object_new_string(s)) : add_null(o, key);
 }
 
 /*
@@ -64,23 +55,13 @@ static int add_double(json_object *o, const char *key, double v)
     snprintf(buf, sizeof(buf), "%.10g", v);
     if (!strpbrk(buf, ".eEn"))
         strcat(buf, ".0");
-    return add(o, key, json_object_new_double_s(v, buf));
+    return vpack_json_add(o, key, json_object_new_double_s(v, buf));
 }
 
 /* A mask in libvirt syntax, or null when the plan has none. */
 static int add_cpus(json_object *o, const char *key, const vpack_cpuset *set)
 {
-    char *text;
-    int ret;
-
-    if (!set)
-        return add_null(o, key);
-    text = vpack_cpuset_format(set);
-    if (!text)
-        return -ENOMEM;
-    ret = add(o, key, json_object_new_string(text));
-    free(text);
-    return ret;
+    return set ? vpack_json_add_cpuset(o, key, set) : add_null(o, key);
 }
 
 static json_object *int_array(const int *v, unsigned n)
@@ -107,7 +88,7 @@ static json_object *threads_json(const struct vpack_plan_thread *t, unsigned n)
         return NULL;
     for (unsigned i = 0; i < n; i++) {
         o = json_object_new_object();
-        if (!o || add(o, "id", json_object_new_int(t[i].id)) < 0 ||
+        if (!o || vpack_json_add(o, "id", json_object_new_int(t[i].id)) < 0 ||
             add_cpus(o, "cpus", t[i].cpus) < 0) {
             json_object_put(o);
             json_object_put(a);
@@ -127,13 +108,13 @@ static json_object *domain_json(const struct vpack_plan_domain *d)
 
     if (!o)
         return NULL;
-    if (add_string(o, "name", d->name) < 0 || add(o, "level", json_object_new_int(d->level)) < 0 ||
-        add(o, "packages", int_array(d->packages, d->npackages)) < 0 ||
-        add(o, "moved", json_object_new_boolean(d->moved)) < 0 ||
+    if (add_string(o, "name", d->name) < 0 || vpack_json_add(o, "level", json_object_new_int(d->level)) < 0 ||
+        vpack_json_add(o, "packages", int_array(d->packages, d->npackages)) < 0 ||
+        vpack_json_add(o, "moved", json_object_new_boolean(d->moved)) < 0 ||
         add_string(o, "reason", d->reason) < 0 ||
-        add(o, "vcpus", threads_json(d->vcpus, d->nvcpus)) < 0 ||
+        vpack_json_add(o, "vcpus", threads_json(d->vcpus, d->nvcpus)) < 0 ||
         add_cpus(o, "emulator", d->emulator.cpus) < 0 ||
-        add(o, "iothreads", threads_json(d->iothreads, d->niothreads)) < 0) {
+        vpack_json_add(o, "iothreads", threads_json(d->iothreads, d->niothreads)) < 0) {
         json_object_put(o);
         return NULL;
     }
@@ -149,15 +130,15 @@ char *vpack_plan_to_json(const struct vpack_plan *p)
 
     if (!root)
         goto cleanup;
-    if (add(root, "active_packages", int_array(p->active_packages, p->nactive)) < 0)
+    if (vpack_json_add(root, "active_packages", int_array(p->active_packages, p->nactive)) < 0)
         goto cleanup;
     if (p->wakeup_package >= 0) {
-        if (add(root, "wakeup_package", json_object_new_int(p->wakeup_package)) < 0)
+        if (vpack_json_add(root, "wakeup_package", json_object_new_int(p->wakeup_package)) < 0)
             goto cleanup;
     } else if (add_null(root, "wakeup_package") < 0) {
         goto cleanup;
     }
-    if (add(root, "lifted", json_object_new_boolean(p->lifted)) < 0 ||
+    if (vpack_json_add(root, "lifted", json_object_new_boolean(p->lifted)) < 0 ||
         add_double(root, "demand", p->demand) < 0 ||
         add_string(root, "why", vpack_plan_why_name(p->why)) < 0 ||
         add_string(root, "reason", p->reason) < 0)
@@ -168,8 +149,8 @@ char *vpack_plan_to_json(const struct vpack_plan *p)
     for (unsigned i = 0; i < p->ndomains; i++)
         if (append(doms, domain_json(&p->domains[i])) < 0)
             goto cleanup;
-    /* add() releases doms when it fails, so it is not ours after this. */
-    ret = add(root, "domains", doms);
+    /* vpack_json_add() releases doms when it fails, so it is not ours after this. */
+    ret = vpack_json_add(root, "domains", doms);
     doms = NULL;
     if (ret < 0)
         goto cleanup;

@@ -17,6 +17,8 @@
 
 #include <json-c/json.h>
 
+#include "vpack/json-util.h"
+
 /* Room for "domains[123456] (name...).iothreads[123456]" and friends. */
 #define PATH_LEN 256
 /* Longest domain name or bad value quoted in an error message. */
@@ -956,17 +958,6 @@ static json_object *new_double(double v)
     return json_object_new_double_s(v, buf);
 }
 
-/* Adds v (which may be NULL after a failed allocation) under key; -ENOMEM on failure. */
-static int add(json_object *o, const char *key, json_object *v)
-{
-    if (!v)
-        return -ENOMEM;
-    if (json_object_object_add(o, key, v) < 0) {
-        json_object_put(v);
-        return -ENOMEM;
-    }
-    return 0;
-}
 
 static int append(json_object *a, json_object *v)
 {
@@ -984,20 +975,9 @@ static int add_double(json_object *o, const char *key, double v)
 {
     if (!isfinite(v))
         return 0;
-    return add(o, key, new_double(v));
+    return vpack_json_add(o, key, new_double(v));
 }
 
-static int add_cpuset(json_object *o, const char *key, const vpack_cpuset *set)
-{
-    char *text = vpack_cpuset_format(set);
-    int ret;
-
-    if (!text)
-        return -ENOMEM;
-    ret = add(o, key, json_object_new_string(text));
-    free(text);
-    return ret;
-}
 
 /* A thread as a new object; the emulator (with_id false) has no "id". */
 static json_object *thread_json(const struct vpack_thread_sample *t, bool with_id)
@@ -1006,10 +986,10 @@ static json_object *thread_json(const struct vpack_thread_sample *t, bool with_i
 
     if (!o)
         return NULL;
-    if ((with_id && add(o, "id", json_object_new_int(t->id)) < 0) ||
+    if ((with_id && vpack_json_add(o, "id", json_object_new_int(t->id)) < 0) ||
         add_double(o, "util", t->util) < 0 || add_double(o, "delay", t->delay) < 0 ||
-        (t->pin && add_cpuset(o, "pin", t->pin) < 0) ||
-        (t->cpu >= 0 && add(o, "cpu", json_object_new_int(t->cpu)) < 0)) {
+        (t->pin && vpack_json_add_cpuset(o, "pin", t->pin) < 0) ||
+        (t->cpu >= 0 && vpack_json_add(o, "cpu", json_object_new_int(t->cpu)) < 0)) {
         json_object_put(o);
         return NULL;
     }
@@ -1039,17 +1019,17 @@ static json_object *domain_json(const struct vpack_domain_sample *d)
 
     if (!o)
         goto cleanup;
-    if (add(o, "name", json_object_new_string(d->name ? d->name : "")) < 0)
+    if (vpack_json_add(o, "name", json_object_new_string(d->name ? d->name : "")) < 0)
         goto cleanup;
-    if (d->level >= 0 && add(o, "level", json_object_new_int(d->level)) < 0)
+    if (d->level >= 0 && vpack_json_add(o, "level", json_object_new_int(d->level)) < 0)
         goto cleanup;
-    if (d->cpuset && add_cpuset(o, "cpuset", d->cpuset) < 0)
+    if (d->cpuset && vpack_json_add_cpuset(o, "cpuset", d->cpuset) < 0)
         goto cleanup;
-    if (add(o, "vcpus", threads_json(d->vcpus, d->nvcpus)) < 0)
+    if (vpack_json_add(o, "vcpus", threads_json(d->vcpus, d->nvcpus)) < 0)
         goto cleanup;
-    if (add(o, "emulator", thread_json(&d->emulator, false)) < 0)
+    if (vpack_json_add(o, "emulator", thread_json(&d->emulator, false)) < 0)
         goto cleanup;
-    if (d->niothreads && add(o, "iothreads", threads_json(d->iothreads, d->niothreads)) < 0)
+    if (d->niothreads && vpack_json_add(o, "iothreads", threads_json(d->iothreads, d->niothreads)) < 0)
         goto cleanup;
     if (d->nmemory) {
         mem = json_object_new_object();
@@ -1060,7 +1040,7 @@ static json_object *domain_json(const struct vpack_domain_sample *d)
             if (add_double(mem, key, d->memory[i].share) < 0)
                 goto cleanup;
         }
-        ret = add(o, "memory", mem);
+        ret = vpack_json_add(o, "memory", mem);
         mem = NULL;
         if (ret < 0)
             goto cleanup;
@@ -1083,7 +1063,7 @@ json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
 
     if (!root)
         goto fail;
-    if (add(root, "interval_ms", json_object_new_int64(s->interval_ms)) < 0)
+    if (vpack_json_add(root, "interval_ms", json_object_new_int64(s->interval_ms)) < 0)
         goto fail;
     cpus = json_object_new_object();
     if (!cpus)
@@ -1096,7 +1076,7 @@ json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
         if (add_double(cpus, key, s->cpu_busy[i]) < 0)
             goto fail;
     }
-    if (add(root, "cpus", cpus) < 0) {
+    if (vpack_json_add(root, "cpus", cpus) < 0) {
         cpus = NULL;
         goto fail;
     }
@@ -1107,7 +1087,7 @@ json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
     for (unsigned i = 0; i < s->ndomains; i++)
         if (append(doms, domain_json(&s->domains[i])) < 0)
             goto fail;
-    if (add(root, "domains", doms) < 0) {
+    if (vpack_json_add(root, "domains", doms) < 0) {
         doms = NULL;
         goto fail;
     }

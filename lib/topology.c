@@ -17,6 +17,8 @@
 #include <hwloc.h>
 #include <json-c/json.h>
 
+#include "vpack/json-util.h"
+
 enum source_kind {
     SOURCE_HOST,
     SOURCE_XML,
@@ -604,30 +606,7 @@ int vpack_topology_package_index(const struct vpack_topology *t, int id)
     return -1;
 }
 
-/* Adds key: value to obj, taking ownership of value. Returns 0 or -ENOMEM. */
-static int json_add(struct json_object *obj, const char *key, struct json_object *value)
-{
-    if (!value)
-        return -ENOMEM;
-    if (json_object_object_add(obj, key, value) < 0) {
-        json_object_put(value);
-        return -ENOMEM;
-    }
-    return 0;
-}
 
-/* Adds key: the cpuset in libvirt syntax. Returns 0 or -ENOMEM. */
-static int json_add_cpuset(struct json_object *obj, const char *key, const vpack_cpuset *s)
-{
-    char *text = vpack_cpuset_format(s);
-    int ret;
-
-    if (!text)
-        return -ENOMEM;
-    ret = json_add(obj, key, json_object_new_string(text));
-    free(text);
-    return ret;
-}
 
 static struct json_object *package_to_json(const struct vpack_package *p)
 {
@@ -636,10 +615,10 @@ static struct json_object *package_to_json(const struct vpack_package *p)
 
     if (!obj)
         return NULL;
-    if (json_add(obj, "id", json_object_new_int(p->id)) < 0 ||
-        json_add_cpuset(obj, "cpus", &p->cpus) < 0 ||
-        json_add(obj, "cores", json_object_new_int64(p->ncores)) < 0 ||
-        json_add(obj, "threads_per_core", json_object_new_int64(p->threads_per_core)) < 0)
+    if (vpack_json_add(obj, "id", json_object_new_int(p->id)) < 0 ||
+        vpack_json_add_cpuset(obj, "cpus", &p->cpus) < 0 ||
+        vpack_json_add(obj, "cores", json_object_new_int64(p->ncores)) < 0 ||
+        vpack_json_add(obj, "threads_per_core", json_object_new_int64(p->threads_per_core)) < 0)
         goto fail;
     nodes = json_object_new_array();
     if (!nodes)
@@ -652,8 +631,8 @@ static struct json_object *package_to_json(const struct vpack_package *p)
             goto fail;
         }
     }
-    if (json_add(obj, "numa_nodes", nodes) < 0 ||
-        json_add(obj, "l3", json_object_new_int64(p->nl3)) < 0)
+    if (vpack_json_add(obj, "numa_nodes", nodes) < 0 ||
+        vpack_json_add(obj, "l3", json_object_new_int64(p->nl3)) < 0)
         goto fail;
     return obj;
 fail:
@@ -670,8 +649,8 @@ char *vpack_topology_to_json(const struct vpack_topology *t)
 
     if (!root || !t)
         goto cleanup;
-    if (json_add(root, "source", json_object_new_string(t->source ? t->source : "host")) < 0 ||
-        json_add_cpuset(root, "cpus", &t->cpus) < 0)
+    if (vpack_json_add(root, "source", json_object_new_string(t->source ? t->source : "host")) < 0 ||
+        vpack_json_add_cpuset(root, "cpus", &t->cpus) < 0)
         goto cleanup;
     pkgs = json_object_new_array();
     if (!pkgs)
@@ -684,7 +663,7 @@ char *vpack_topology_to_json(const struct vpack_topology *t)
             goto cleanup;
         }
     }
-    if (json_add(root, "packages", pkgs) < 0)
+    if (vpack_json_add(root, "packages", pkgs) < 0)
         goto cleanup;
     /* Paths in "source" read better without json-c's default "\/". */
     text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |

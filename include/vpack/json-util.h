@@ -7,6 +7,9 @@
 #define VPACK_JSON_UTIL_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "vpack/cpuset.h"
 
 struct json_object;
 
@@ -34,5 +37,35 @@ char *vpack_json_list(struct json_object *o, const char *key, const char *dflt);
  * or -ENOMEM with v put.
  */
 int vpack_json_add(struct json_object *o, const char *key, struct json_object *v);
+
+/* A new string holding the CPU set's text ("0-3,8"); NULL when out of memory. */
+struct json_object *vpack_json_cpuset(const vpack_cpuset *s);
+/* vpack_json_add() of vpack_json_cpuset(s). */
+int vpack_json_add_cpuset(struct json_object *o, const char *key, const vpack_cpuset *s);
+
+/*
+ * Checked building for views built straight through: every call takes a
+ * bool *ok that the first failed allocation clears, and the result is
+ * checked once, at vpack_json_finish(). Each call consumes the value it is
+ * given, also after a failure.
+ */
+/* obj[key] = v; a NULL obj or v (a failed allocation) clears *ok. */
+void vpack_json_set(struct json_object *obj, const char *key, struct json_object *v, bool *ok);
+/* obj[key] = null. */
+void vpack_json_set_null(struct json_object *obj, const char *key, bool *ok);
+/* Appends v to the array arr. */
+void vpack_json_append(struct json_object *arr, struct json_object *v, bool *ok);
+/* Shorthands for vpack_json_set() with a new string, int, double or boolean. */
+void vpack_json_set_str(struct json_object *obj, const char *key, const char *s, bool *ok);
+void vpack_json_set_int(struct json_object *obj, const char *key, int64_t v, bool *ok);
+void vpack_json_set_double(struct json_object *obj, const char *key, double v, bool *ok);
+void vpack_json_set_bool(struct json_object *obj, const char *key, bool v, bool *ok);
+/* obj[key] = the CPU set's text ("0-3,8"), or null when s is NULL. */
+void vpack_json_set_cpuset(struct json_object *obj, const char *key, const vpack_cpuset *s,
+                            bool *ok);
+/* An array of ints; NULL when out of memory. */
+struct json_object *vpack_json_ints(const int *v, unsigned n);
+/* obj when ok (and non-NULL); otherwise puts obj and returns NULL. */
+struct json_object *vpack_json_finish(struct json_object *obj, bool ok);
 
 #endif
