@@ -11,18 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len)
+int vpack_host_read_fd(int fd, size_t max, char **buf, size_t *len)
 {
-    char full[4096];
     char *data = NULL;
     size_t n = 0, cap = 0;
-    int fd = -1, ret;
+    int ret;
 
-    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", path) >= (int)sizeof(full))
-        return -ENAMETOOLONG;
-    fd = open(full, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
     for (;;) {
         if (n + 4096 + 1 > cap) {
             size_t ncap = cap ? cap * 2 : 8192;
@@ -61,8 +55,20 @@ int vpack_host_read_file(const char *root, const char *path, size_t max, char **
     ret = 0;
 cleanup:
     free(data);
-    if (fd >= 0)
-        close(fd);
+    return ret;
+}
+
+int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len)
+{
+    char full[4096];
+
+    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", path) >= (int)sizeof(full))
+        return -ENAMETOOLONG;
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int ret = vpack_host_read_fd(fd, max, buf, len);
+    close(fd);
     return ret;
 }
 

@@ -19,6 +19,8 @@
  * NUL-terminated buffer the caller frees. Returns 0 or -errno.
  */
 int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len);
+/* The same for what is left to read on fd (a pipe, stdin); fd stays open. */
+int vpack_host_read_fd(int fd, size_t max, char **buf, size_t *len);
 
 /* Per-CPU times from root/proc/stat; *out is the caller's to free. */
 int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigned *n);

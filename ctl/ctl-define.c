@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host.h"
 #include "virt.h"
@@ -63,7 +64,7 @@ int define_main(int argc, char **argv)
     }
     const char *file = argv[optind];
     if (!strcmp(file, "-"))
-        r = vpack_host_read_file("/", "/dev/stdin", VPACK_DOMXML_MAX_SIZE, &xml, &len);
+        r = vpack_host_read_fd(STDIN_FILENO, VPACK_DOMXML_MAX_SIZE, &xml, &len);
     else
         r = vpack_host_read_file(file[0] == '/' ? "/" : ".", file, VPACK_DOMXML_MAX_SIZE, &xml,
                                  &len);

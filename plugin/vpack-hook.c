@@ -67,7 +67,7 @@ static void quiet_xml_error(void *ctx, const char *msg, ...)
 /* The domain XML on stdin, at most VPACK_DOMXML_MAX_SIZE bytes (else -EFBIG). */
 static int read_stdin(char **xml, size_t *len)
 {
-    return vpack_host_read_file("/", "dev/stdin", VPACK_DOMXML_MAX_SIZE, xml, len);
+    return vpack_host_read_fd(STDIN_FILENO, VPACK_DOMXML_MAX_SIZE, xml, len);
 }
 
 static int timeout_from_env(void)
