@@ -98,8 +98,7 @@ static void print_level(struct json_object *d)
     if (!strcmp(src, "domain"))
         printf("level     %s (set in the domain's metadata)\n", level);
     else if (!strcmp(src, "rule") && rule)
-        printf("level     %s (rule \"%s\" of vpackd.conf: the domain has no power policy "
-               "element)\n", level, rule);
+        printf("level     %s (rule \"%s\" in vpackd.conf)\n", level, rule);
     else
         printf("level     %s (the default: the domain has no power policy element and no "
                "rule matches)\n", level);

@@ -178,7 +178,7 @@ expect_level vprule-web-1 2 rule web "name glob"
 expect_level vprule-own-1 0 domain null "own element over a matching rule"
 expect_level vprule-none-1 0 default null "nothing matches"
 txt=$("$VPACKCTL" explain vprule-nova-1 --socket "$sock")
-grep -q '^level *2 (rule "nova-lowgravity" of vpackd.conf' <<<"$txt" &&
+grep -qx 'level *2 (rule "nova-lowgravity" in vpackd.conf)' <<<"$txt" &&
     pass "explain's text names the rule" || fail "explain's text: $(grep '^level' <<<"$txt")"
 txt=$("$VPACKCTL" explain vprule-own-1 --socket "$sock")
 grep -q "^level *0 (set in the domain's metadata)" <<<"$txt" &&
