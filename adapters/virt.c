@@ -268,7 +268,9 @@ static void on_metadata(virConnectPtr conn, virDomainPtr dom, int type, const ch
     char uuid[VIR_UUID_STRING_BUFLEN];
 
     (void)conn;
-    if (type != VIR_DOMAIN_METADATA_ELEMENT || !nsuri || strcmp(nsuri, VPACK_XML_NS) != 0)
+    /* Every namespace, not only vpack's: the configuration's rules may
+     * read another manager's metadata (Nova's flavor). */
+    if (type != VIR_DOMAIN_METADATA_ELEMENT || !nsuri)
         return;
     if (!v->cbs.domain_event || virDomainGetUUIDString(dom, uuid) < 0)
         return;

@@ -32,7 +32,7 @@ struct vpack_virt;
 enum vpack_virt_event {
     VPACK_VIRT_STARTED,      /* started, resumed from save/migration */
     VPACK_VIRT_STOPPED,      /* stopped, crashed, destroyed */
-    VPACK_VIRT_METADATA,     /* vpack's metadata element changed */
+    VPACK_VIRT_METADATA,     /* a namespaced metadata element changed (any namespace) */
     VPACK_VIRT_DEFINED,      /* persistent definition changed or undefined */
 };
 

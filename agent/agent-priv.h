@@ -21,6 +21,7 @@
 #include "virt.h"
 #include "vpack/cpuset.h"
 #include "vpack/procstat.h"
+#include "vpack/rules.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
 
@@ -40,7 +41,8 @@ struct agent_thread {
 struct agent_dom {
     char uuid[37];
     char *name;
-    int level;             /* from the live metadata; -1 when absent */
+    int level;             /* the domain's own (live metadata), else a rule's; -1: neither */
+    char *rule;            /* the rule that gave level (NULL: its own element, or none) */
     bool persistent;
     bool known;            /* requested pins and bound are known */
     bool has_bound;
@@ -126,8 +128,10 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d);
 void vpack__doms_refresh(struct vpack_agent *a);
 /* Lists the running domains: adds new ones, forgets the stopped. */
 void vpack__doms_list_running(struct vpack_agent *a);
-/* The domain's level, or the configured default when it sets none. */
+/* The domain's level: its own, else a rule's, else the configured default. */
 int vpack__dom_level(const struct vpack_agent *a, const struct agent_dom *d);
+/* Where that level comes from. */
+enum vpack_level_source vpack__dom_level_source(const struct agent_dom *d);
 /* True when vpack places it: its request is known and its level is 1 or 2. */
 bool vpack__dom_placed(const struct vpack_agent *a, const struct agent_dom *d);
 /* The mask a thread has when vpack does not restrict it. */

@@ -206,6 +206,10 @@ static void on_hotplug(void *opaque, int cpu, int online)
 static int copy_config(struct vpack_agent *a, const struct vpack_config *cfg)
 {
     a->cfg = *cfg;
+    /* Nothing of cfg's may stay shared, even when a copy below fails. */
+    a->cfg.rules = (struct vpack_rules){0};
+    if (vpack_rules_copy(&a->cfg.rules, &cfg->rules) < 0)
+        return -ENOMEM;
     a->cfg.libvirt_uri = strdup(cfg->libvirt_uri);
     a->cfg.topology = strdup(cfg->topology);
     a->cfg.state_dir = strdup(cfg->state_dir);
@@ -286,8 +290,9 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
     char *topo = strdup(cfg->topology);
     char *level = strdup(cfg->log_level);
     struct vpack_config old = a->cfg;
+    struct vpack_rules rules;
     *errmsg = NULL;
-    if (!topo || !level) {
+    if (!topo || !level || vpack_rules_copy(&rules, &cfg->rules) < 0) {
         free(topo);
         free(level);
         return -ENOMEM;
@@ -302,6 +307,7 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
         a->cfg.reserved_cpus = old.reserved_cpus;
         free(topo);
         free(level);
+        vpack_rules_clear(&rules);
         return r;
     }
     free(old.topology);
@@ -309,6 +315,11 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
     a->cfg.smoothing_rise = cfg->smoothing_rise;
     a->cfg.smoothing_fall = cfg->smoothing_fall;
     a->cfg.keep_placement = cfg->keep_placement;
+    /* The rules are matched against each domain's XML: read them all again. */
+    vpack_rules_clear(&a->cfg.rules);
+    a->cfg.rules = rules;
+    for (unsigned i = 0; i < a->ndoms; i++)
+        a->doms[i].refresh = true;
     if (cfg->interval_ms != a->cfg.interval_ms) {
         a->cfg.interval_ms = cfg->interval_ms;
         uv_timer_start(&a->tick, on_tick, a->cfg.interval_ms, a->cfg.interval_ms);
@@ -316,7 +327,7 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
     free(a->cfg.log_level);
     a->cfg.log_level = level;
     vpack_log_set_level(cfg->log_level);
-    log_info("configuration reloaded");
+    log_info("configuration reloaded (%u power policy rules)", a->cfg.rules.n);
     return 0;
 }
 

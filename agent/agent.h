@@ -30,8 +30,9 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
 
 /*
  * Applies a new configuration (SIGHUP). Paths and the libvirt URI take
- * effect at the next start; policy knobs, interval, topology and reserved
- * CPUs now. Returns 0 or -errno with *errmsg.
+ * effect at the next start; policy knobs, interval, topology, reserved
+ * CPUs and the power policy rules now (every domain is read again at the
+ * next cycle to match the new rules). Returns 0 or -errno with *errmsg.
  */
 int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, char **errmsg);
 

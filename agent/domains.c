@@ -21,6 +21,7 @@
 void vpack__dom_free(struct agent_dom *d)
 {
     free(d->name);
+    free(d->rule);
     free(d->vcpus);
     free(d->vcpu_online);
     free(d->iothreads);
@@ -74,6 +75,11 @@ void vpack__dom_remove(struct vpack_agent *a, const char *uuid)
 int vpack__dom_level(const struct vpack_agent *a, const struct agent_dom *d)
 {
     return d->level >= 0 ? d->level : a->cfg.policy.default_level;
+}
+
+enum vpack_level_source vpack__dom_level_source(const struct agent_dom *d)
+{
+    return d->level < 0 ? VPACK_LEVEL_DEFAULT : d->rule ? VPACK_LEVEL_RULE : VPACK_LEVEL_DOMAIN;
 }
 
 bool vpack__dom_placed(const struct vpack_agent *a, const struct agent_dom *d)
@@ -296,10 +302,36 @@ static int take_identity(struct agent_dom *d, const struct dom_read *rd)
         return -ENOMEM;
     free(d->name);
     d->name = name;
-    if (d->known && d->level != rd->live->level)
-        log_info("domain %s: power policy level %d -> %d", d->name, d->level, rd->live->level);
+    int own = d->rule ? -1 : d->level; /* take_rule() follows */
+    if (d->known && own != rd->live->level)
+        log_info("domain %s: power policy level %d -> %d", d->name, own, rd->live->level);
     d->level = rd->live->level;
     d->persistent = rd->info.persistent;
+    return 0;
+}
+
+/*
+ * Without its own level (take_identity() just read it), the first rule of
+ * the configuration that matches the domain's name and live XML gives it
+ * one; logs a change.
+ */
+static int take_rule(struct vpack_agent *a, struct agent_dom *d, const struct dom_read *rd)
+{
+    struct vpack_level lv;
+    char *err = NULL, *rule = NULL;
+    const char *xml = rd->info.live_xml;
+    if (vpack_rules_resolve(&a->cfg.rules, d->level, -1, d->name, xml, strlen(xml), &lv, &err) < 0)
+        log_warn("domain %s: cannot match the rules: %s", d->name, err ? err : "out of memory");
+    free(err);
+    if (lv.source == VPACK_LEVEL_RULE && !(rule = strdup(lv.rule)))
+        return -ENOMEM;
+    if (rule && (!d->rule || strcmp(rule, d->rule)))
+        log_info("domain %s: level %d from rule \"%s\"", d->name, lv.level, rule);
+    else if (!rule && d->rule && d->level < 0)
+        log_info("domain %s: no rule matches any more: the default level applies", d->name);
+    free(d->rule);
+    d->rule = rule;
+    d->level = lv.level;
     return 0;
 }
 
@@ -308,7 +340,8 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
 {
     struct dom_read rd = {0};
     int r = dom_read(a, d->uuid, &rd);
-    if (r < 0 || (r = take_identity(d, &rd)) < 0 || (r = size_threads(d, rd.live)) < 0)
+    if (r < 0 || (r = take_identity(d, &rd)) < 0 || (r = take_rule(a, d, &rd)) < 0 ||
+        (r = size_threads(d, rd.live)) < 0)
         goto cleanup;
     if (rd.req) {
         d->known = take_request(d, rd.req, false);

@@ -44,13 +44,26 @@ static bool package_active(const struct vpack_agent *a, const struct vpack_packa
     return active;
 }
 
-/* "name", "level", "managed" and "packages" of a domain: what every view starts with. */
+/* "level", "level_source" ("domain", "rule", "default") and "rule" (its name or null). */
+static void domain_level(const struct vpack_agent *a, const struct agent_dom *d,
+                         struct json_object *o, bool *ok)
+{
+    enum vpack_level_source src = vpack__dom_level_source(d);
+    vpack_json_set_int(o, "level", vpack__dom_level(a, d), ok);
+    vpack_json_set_str(o, "level_source", vpack_level_source_name(src), ok);
+    if (src == VPACK_LEVEL_RULE)
+        vpack_json_set_str(o, "rule", d->rule, ok);
+    else
+        vpack_json_set_null(o, "rule", ok);
+}
+
+/* "name", the level, "managed" and "packages" of a domain: what every view starts with. */
 static struct json_object *domain_head(const struct vpack_agent *a, const struct agent_dom *d,
                                        bool *ok)
 {
     struct json_object *o = json_object_new_object();
     vpack_json_set_str(o, "name", d->name, ok);
-    vpack_json_set_int(o, "level", vpack__dom_level(a, d), ok);
+    domain_level(a, d, o, ok);
     vpack_json_set_bool(o, "managed", vpack__dom_placed(a, d), ok);
     vpack_json_set(o, "packages", vpack_json_ints(d->packages, d->npackages), ok);
     return o;
@@ -168,8 +181,8 @@ int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct jso
     struct json_object *o = json_object_new_object();
     vpack_json_set_str(o, "name", d->name, &ok);
     vpack_json_set_str(o, "uuid", d->uuid, &ok);
-    vpack_json_set_int(o, "level", vpack__dom_level(a, d), &ok);
-    vpack_json_set_bool(o, "level_set", d->level >= 0, &ok);
+    domain_level(a, d, o, &ok);
+    vpack_json_set_bool(o, "level_set", vpack__dom_level_source(d) == VPACK_LEVEL_DOMAIN, &ok);
     vpack_json_set_bool(o, "managed", vpack__dom_placed(a, d), &ok);
     vpack_json_set_cpuset(o, "cpuset", d->has_bound ? &d->bound : NULL, &ok);
     vpack_json_set_str(o, "reason", d->reason ? d->reason : "", &ok);

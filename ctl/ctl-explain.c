@@ -14,12 +14,13 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: vpackctl explain DOMAIN [--json] [--socket PATH]\n"
             "\n"
-            "Say which power policy level applies to a running domain (and whether it\n"
-            "is set or the default), what its bound is, which packages it is placed on\n"
-            "and why; then, per thread (vCPUs, emulator, iothreads), the CPUs the guest\n"
-            "asked for (GUEST PIN, '-': none), the CPUs it may run on now (CPUS NOW,\n"
-            "'?': not read yet), its load in CPUs (UTIL) and the share of time it\n"
-            "waited to run (DELAY). Needs a running vpackd.\n"
+            "Say which power policy level applies to a running domain and where it comes\n"
+            "from (the domain's own element, a rule of vpackd.conf, or the default), what\n"
+            "its bound is, which packages it is placed on and why; then, per thread\n"
+            "(vCPUs, emulator, iothreads), the CPUs the guest asked for (GUEST PIN, '-':\n"
+            "none), the CPUs it may run on now (CPUS NOW, '?': not read yet), its load in\n"
+            "CPUs (UTIL) and the share of time it waited to run (DELAY). Needs a running\n"
+            "vpackd.\n"
             "\n"
             "Options:\n"
             "  --json            print the agent's explanation as JSON\n"
@@ -85,10 +86,27 @@ static int print_threads(struct json_object *d)
     return 0;
 }
 
+/* "level     2 (WHERE IT COMES FROM)"; an older agent sends only "level_set". */
+static void print_level(struct json_object *d)
+{
+    const char *level = vpack_json_text(d, "level", "?");
+    const char *src = vpack_json_str(d, "level_source", NULL);
+    const char *rule = vpack_json_str(d, "rule", NULL);
+
+    if (!src)
+        src = vpack_json_bool(d, "level_set", false) ? "domain" : "default";
+    if (!strcmp(src, "domain"))
+        printf("level     %s (set in the domain's metadata)\n", level);
+    else if (!strcmp(src, "rule") && rule)
+        printf("level     %s (rule \"%s\" in vpackd.conf)\n", level, rule);
+    else
+        printf("level     %s (the default: the domain has no power policy element and no "
+               "rule matches)\n", level);
+}
+
 /* The text form. Returns 0 or -1 (out of memory). */
 static int print_explain(struct json_object *d, const struct vpackctl_args *a)
 {
-    const char *level = vpack_json_text(d, "level", "?");
     const char *reason = vpack_json_str(d, "reason", "");
     const char *bound = vpack_json_str(d, "cpuset", NULL);
     char *pk = vpack_json_list(d, "packages", "none");
@@ -98,14 +116,12 @@ static int print_explain(struct json_object *d, const struct vpackctl_args *a)
         return -1;
     printf("domain    %s\n", vpack_json_str(d, "name", "?"));
     printf("uuid      %s\n", vpack_json_str(d, "uuid", "?"));
-    printf("level     %s (%s)\n", level,
-           vpack_json_bool(d, "level_set", false)
-               ? "set in the domain's metadata"
-               : "the default: the domain has no power policy element");
-    printf("managed   %s\n", vpack_json_bool(d, "managed", false)
-                              ? "yes"
-                              : "no (what the guest asked for is not known: vpack leaves "
-                                "the domain alone)");
+    print_level(d);
+    printf("managed   %s\n", vpack_json_bool(d, "managed", false) ? "yes"
+                              : !strcmp(vpack_json_text(d, "level", "?"), "0")
+                                  ? "no (level 0: vpack never restricts the domain)"
+                                  : "no (what the guest asked for is not known: vpack leaves "
+                                    "the domain alone)");
     if (bound)
         printf("bound     %s (<vcpu cpuset>)\n", bound);
     else

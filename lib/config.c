@@ -49,6 +49,7 @@ void vpack_config_clear(struct vpack_config *c)
     free(c->socket_path);
     free(c->control_group);
     free(c->metrics_listen);
+    vpack_rules_clear(&c->rules);
     memset(c, 0, sizeof(*c));
 }
 
@@ -94,24 +95,41 @@ static const struct key keys[] = {
 struct parse_ctx {
     struct vpack_config *c;
     char *err;
+    /* The text, handed to inih a line at a time by read_line(). */
+    const char *next;
+    size_t left;
+    unsigned line;          /* the line inih is at (it counts the same way) */
+    unsigned header_line;   /* the line of the last section header */
+    unsigned *rule_headers; /* lines of the [rule ...] headers, in order */
+    unsigned nrule_headers;
+    unsigned err_line;      /* the line err is about; 0: none */
 };
 
+/*
+ * Errors name the line (when line > 0), then "section.key" or, with name
+ * NULL, "[section]".
+ */
 static int set_err(struct parse_ctx *ctx, int line, const char *section, const char *name,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static int set_err(struct parse_ctx *ctx, int line, const char *section, const char *name,
                    const char *fmt, ...)
 {
-    char what[256];
+    char what[256], where[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
+    if (name)
+        snprintf(where, sizeof(where), "%s.%s", section, name);
+    else
+        snprintf(where, sizeof(where), "[%s]", section);
     free(ctx->err);
     ctx->err = NULL;
+    ctx->err_line = line > 0 ? (unsigned)line : 0;
     if (line > 0) {
-        if (asprintf(&ctx->err, "line %d: %s.%s: %s", line, section, name, what) < 0)
+        if (asprintf(&ctx->err, "line %d: %s: %s", line, where, what) < 0)
             ctx->err = NULL;
-    } else if (asprintf(&ctx->err, "%s.%s: %s", section, name, what) < 0) {
+    } else if (asprintf(&ctx->err, "%s: %s", where, what) < 0) {
         ctx->err = NULL;
     }
     return 0;
@@ -204,32 +222,136 @@ static int apply(struct parse_ctx *ctx, int line, const char *section, const cha
     return 1;
 }
 
+/*
+ * inih's reader over the text, as its own string reader, that also counts
+ * lines and notes section headers: Debian's inih calls no handler for a
+ * header (INI_CALL_HANDLER_ON_NEW_SECTION is off), yet a rule's messages
+ * name its header's line, and a [rule "NAME"] with no key at all must not be
+ * lost silently. A line longer than inih's buffer would be split into two
+ * lines: it is an error instead.
+ */
+static char *read_line(char *str, int num, void *stream)
+{
+    struct parse_ctx *ctx = stream;
+    size_t n = 0, max = num > 1 ? (size_t)num - 1 : 0;
+    const char *p;
+
+    if (ctx->left == 0 || max == 0 || ctx->err)
+        return NULL;
+    while (n < max && n < ctx->left && ctx->next[n] != '\n')
+        n++;
+    if (n < ctx->left && ctx->next[n] == '\n' && n < max)
+        n++;
+    else if (n == max && n < ctx->left) {
+        /* No room left for the newline (or the line goes on). */
+        ctx->err_line = ctx->line + 1;
+        if (asprintf(&ctx->err, "line %u: longer than %d characters", ctx->err_line, num - 2) < 0)
+            ctx->err = NULL;
+        return NULL;
+    }
+    memcpy(str, ctx->next, n);
+    str[n] = '\0';
+    ctx->next += n;
+    ctx->left -= n;
+    ctx->line++;
+    p = str;
+    if (ctx->line == 1 && !strncmp(p, "\xef\xbb\xbf", 3))
+        p += 3;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\v' || *p == '\f')
+        p++;
+    if (*p == '[') {
+        ctx->header_line = ctx->line;
+        if (vpack_rule_section(p + 1)) {
+            unsigned *grown = realloc(ctx->rule_headers,
+                                      (ctx->nrule_headers + 1) * sizeof(*grown));
+            if (!grown) {
+                ctx->err_line = ctx->line;
+                ctx->err = strdup("out of memory");
+                return NULL;
+            }
+            ctx->rule_headers = grown;
+            ctx->rule_headers[ctx->nrule_headers++] = ctx->line;
+        }
+    }
+    return str;
+}
+
+/* A key of a [rule "NAME"] section: the rule is created at its first key. */
+static int rule_key(struct parse_ctx *ctx, const char *section, const char *name,
+                    const char *value)
+{
+    char rname[VPACK_RULE_NAME_MAX + 1], *err = NULL;
+    struct vpack_rule *r;
+
+    if (vpack_rule_section_name(section, rname) < 0)
+        return set_err(ctx, (int)ctx->line, section, NULL,
+                       "expected [rule \"NAME\"], NAME of at most %d letters, digits, "
+                       "'.', '_' or '-'", VPACK_RULE_NAME_MAX);
+    r = vpack_rules_find(&ctx->c->rules, rname);
+    if (r && r->line != ctx->header_line)
+        return set_err(ctx, (int)ctx->line, section, NULL,
+                       "rule \"%s\" is already defined at line %u", rname, r->line);
+    if (!r && !(r = vpack_rules_add(&ctx->c->rules, rname, ctx->header_line)))
+        return set_err(ctx, (int)ctx->line, section, name, "out of memory");
+    if (vpack_rule_set(r, name, value, &err) < 0) {
+        set_err(ctx, (int)ctx->line, section, name, "%s", err ? err : "out of memory");
+        free(err);
+        return 0;
+    }
+    return 1;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
     struct parse_ctx *ctx = user;
     if (ctx->err)
         return 0;
-    return apply(ctx, 0, section, name, value);
+    if (vpack_rule_section(section))
+        return rule_key(ctx, section, name, value);
+    return apply(ctx, (int)ctx->line, section, name, value);
+}
+
+/* After the text: every [rule ...] header has a complete rule, in file order. */
+static void check_rules(struct parse_ctx *ctx)
+{
+    for (unsigned i = 0; i < ctx->nrule_headers && !ctx->err; i++) {
+        const struct vpack_rule *r = NULL;
+        char *err = NULL;
+        for (unsigned k = 0; k < ctx->c->rules.n && !r; k++)
+            if (ctx->c->rules.v[k].line == ctx->rule_headers[i])
+                r = &ctx->c->rules.v[k];
+        ctx->err_line = ctx->rule_headers[i];
+        if (!r) {
+            if (asprintf(&ctx->err, "line %u: a rule section with no keys (a rule needs "
+                         "level and a condition)", ctx->rule_headers[i]) < 0)
+                ctx->err = NULL;
+        } else if (vpack_rule_check(r, &err) < 0) {
+            if (asprintf(&ctx->err, "line %u: rule \"%s\": %s", r->line, r->name,
+                         err ? err : "out of memory") < 0)
+                ctx->err = NULL;
+            free(err);
+        }
+    }
 }
 
 int vpack_config_parse(struct vpack_config *c, const char *text, char **errmsg)
 {
-    struct parse_ctx ctx = {.c = c};
-    int r = ini_parse_string(text, handler, &ctx);
+    struct parse_ctx ctx = {.c = c, .next = text, .left = strlen(text)};
+    int r = ini_parse_stream(read_line, &ctx, handler, &ctx);
     *errmsg = NULL;
     if (r == 0 && !ctx.err)
+        check_rules(&ctx);
+    free(ctx.rule_headers);
+    if (r == 0 && !ctx.err)
         return 0;
-    if (ctx.err) {
-        /* inih reports the line of the first error it returned 0 for. */
-        if (r > 0 && asprintf(errmsg, "line %d: %s", r, ctx.err) < 0)
-            *errmsg = NULL;
-        if (!*errmsg) {
-            *errmsg = ctx.err;
-            ctx.err = NULL;
-        }
-    } else if (r > 0) {
+    /* The first error in the text: inih's own (a line that is neither a
+     * header nor key = value) may come before the one in ctx.err. */
+    if (r > 0 && (!ctx.err || (unsigned)r < ctx.err_line)) {
         if (asprintf(errmsg, "line %d: not a section header or key = value", r) < 0)
             *errmsg = NULL;
+    } else if (ctx.err) {
+        *errmsg = ctx.err;
+        ctx.err = NULL;
     } else if (asprintf(errmsg, "cannot parse the configuration (%d)", r) < 0) {
         *errmsg = NULL;
     }

@@ -27,6 +27,7 @@
 #include <libxml/tree.h>
 #include <libxml/xmlsave.h>
 
+#include "domxml-priv.h"
 #include "vpack/json-util.h"
 
 /* Longest error message handed out, so that a huge attribute value cannot
@@ -407,6 +408,28 @@ cleanup:
     return ret;
 }
 
+static void finish_err(struct ctx *c, int ret, char **errmsg);
+
+/* read_doc() for lib/rules.c (domxml-priv.h). */
+int vpack__domxml_read_doc(const char *buf, size_t len, xmlDoc **doc, xmlNode **root,
+                           char **errmsg)
+{
+    struct ctx c = {0};
+    int ret = read_doc(&c, buf, len, doc, root);
+
+    if (errmsg)
+        *errmsg = NULL;
+    if (ret == -EINVAL && !c.err)
+        ret = -ENOMEM;
+    finish_err(&c, ret, errmsg);
+    return ret;
+}
+
+xmlNode *vpack__domxml_metadata(xmlNode *root)
+{
+    return first_child(root, "metadata");
+}
+
 static int hexval(char ch)
 {
     if (ch >= '0' && ch <= '9')
@@ -562,7 +585,7 @@ static bool in_vpack_ns(const xmlNode *n)
  */
 static int read_level(struct ctx *c, xmlNode *root, int *level)
 {
-    xmlNode *meta = first_child(root, "metadata");
+    xmlNode *meta = vpack__domxml_metadata(root);
     char qname[128];
 
     *level = -1;

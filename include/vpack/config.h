@@ -11,6 +11,7 @@
 
 #include "vpack/cpuset.h"
 #include "vpack/policy.h"
+#include "vpack/rules.h"
 
 #define VPACK_DEFAULT_CONFIG "/etc/vpack/vpackd.conf"
 #define VPACK_DEFAULT_SOCKET "/run/vpack/vpackd.sock"
@@ -42,6 +43,9 @@ struct vpack_config {
     bool metrics_enabled;       /* true */
     char *metrics_listen;       /* 127.0.0.1 */
     unsigned metrics_port;      /* 9477 */
+    /* [rule "NAME"] sections, in file order: levels for domains without
+     * their own power policy element (vpack/rules.h) */
+    struct vpack_rules rules;
 };
 
 /* Fills every field with its default; returns -ENOMEM. */
@@ -49,16 +53,18 @@ int vpack_config_init(struct vpack_config *c);
 void vpack_config_clear(struct vpack_config *c);
 
 /*
- * Applies an INI text (NUL-terminated) on top of c. Unknown sections or
- * keys and bad values are errors: returns -EINVAL with *errmsg (caller
- * frees) naming the line, key and value; c may then be partly updated, so
- * parse into a fresh copy when the old one must survive (SIGHUP).
+ * Applies an INI text (NUL-terminated) on top of c; its [rule "NAME"]
+ * sections are appended to c->rules. Unknown sections or keys, bad values,
+ * lines longer than inih reads and incomplete rules are errors: returns
+ * -EINVAL with *errmsg (caller frees) naming the line, key and value; c may
+ * then be partly updated, so parse into a fresh copy when the old one must
+ * survive (SIGHUP).
  */
 int vpack_config_parse(struct vpack_config *c, const char *text, char **errmsg);
 
 /*
  * Sets one key as "section.key=value" (the form of vpackd's --set option);
- * same errors as vpack_config_parse().
+ * same errors as vpack_config_parse(). Rules are set in the file only.
  */
 int vpack_config_set(struct vpack_config *c, const char *assignment, char **errmsg);
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* vpackd.conf: defaults, every kind of key, and errors that name the line. */
+/* vpackd.conf: defaults, every kind of key, rules, and errors that name the line. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,166 @@ static void test_errors(void **state)
     expect_error("[agent]\nlog_level = loud\n", "not a log level");
 }
 
+#define NOVA_NS "http://openstack.org/xmlns/libvirt/nova/1.1"
+
+static void test_rules(void **state)
+{
+    (void)state;
+    struct vpack_config c;
+    char *err = NULL;
+    const char *text = "[policy]\n"
+                       "default_level = 1\n"
+                       "\n"
+                       "[rule \"nova-large\"]\n"
+                       "level = 2\n"
+                       "metadata_namespace = " NOVA_NS "\n"
+                       "metadata_path = instance/flavor/@name\n"
+                       "metadata_value = m1.large*\n"
+                       "[rule \"batch\"]\n"
+                       "name = batch-*\n"
+                       "level = 0\n"
+                       "[ rule \"nova-any\" ]\n"
+                       "level = 1\n"
+                       "metadata_namespace = " NOVA_NS "\n"
+                       "; a comment\n"
+                       "[rule \"empty-value\"]\n"
+                       "level = 1\n"
+                       "name = x*\n"
+                       "metadata_namespace = urn:x\n"
+                       "metadata_path = a/b\n"
+                       "metadata_value =\n";
+    assert_int_equal(vpack_config_init(&c), 0);
+    assert_int_equal(vpack_config_parse(&c, text, &err), 0);
+    assert_null(err);
+    assert_int_equal(c.policy.default_level, 1);
+    assert_int_equal(c.rules.n, 4);
+    const struct vpack_rule *r = &c.rules.v[0];
+    assert_string_equal(r->name, "nova-large");
+    assert_int_equal(r->line, 4);
+    assert_int_equal(r->level, 2);
+    assert_null(r->name_glob);
+    assert_string_equal(r->ns, NOVA_NS);
+    assert_string_equal(r->path, "instance/flavor/@name");
+    assert_string_equal(r->value_glob, "m1.large*");
+    r = &c.rules.v[1];
+    assert_string_equal(r->name, "batch");
+    assert_int_equal(r->line, 9);
+    assert_int_equal(r->level, 0);
+    assert_string_equal(r->name_glob, "batch-*");
+    assert_null(r->ns);
+    r = &c.rules.v[2];
+    assert_string_equal(r->name, "nova-any");
+    assert_int_equal(r->line, 12);
+    assert_null(r->path);
+    assert_null(r->value_glob);
+    r = &c.rules.v[3];
+    assert_string_equal(r->value_glob, "");
+
+    /* A deep copy: nothing shared with the original. */
+    struct vpack_rules copy;
+    assert_int_equal(vpack_rules_copy(&copy, &c.rules), 0);
+    assert_int_equal(copy.n, 4);
+    assert_ptr_not_equal(copy.v[0].ns, c.rules.v[0].ns);
+    vpack_config_clear(&c);
+    assert_string_equal(copy.v[0].ns, NOVA_NS);
+    assert_string_equal(copy.v[3].path, "a/b");
+    assert_non_null(vpack_rules_find(&copy, "batch"));
+    assert_null(vpack_rules_find(&copy, "nosuch"));
+    vpack_rules_clear(&copy);
+    assert_int_equal(copy.n, 0);
+}
+
+static void test_rule_errors(void **state)
+{
+    (void)state;
+    /* Keys, with the line of the key. */
+    expect_error("[rule \"a\"]\nlevel = 3\nname = x\n",
+                 "line 2: rule \"a\".level: '3' is not a power policy level (0, 1 or 2)");
+    expect_error("[rule \"a\"]\nlevel = 1\nname = x\nlevel = 2\n",
+                 "line 4: rule \"a\".level: set twice in this rule");
+    expect_error("[rule \"a\"]\nlevel = 1\nname = x\nname = y\n",
+                 "line 4: rule \"a\".name: set twice");
+    expect_error("[rule \"a\"]\nlevel = 1\nflavor = m1.*\n",
+                 "line 3: rule \"a\".flavor: unknown key (a rule has level, name, ");
+    expect_error("[rule \"a\"]\nlevel = 1\nname =\n", "line 3: rule \"a\".name: empty");
+    expect_error("[rule \"a\"]\nlevel = 1\nmetadata_namespace =\n",
+                 "metadata_namespace: empty (expected a namespace URI");
+    expect_error("[rule \"a\"]\nlevel = 1\nmetadata_namespace = a b\n",
+                 "'a b' is not a namespace URI");
+    expect_error("[rule \"a\"]\nlevel = 1\nmetadata_namespace = urn:vpack:powerpolicy:1\n",
+                 "is vpack's own namespace");
+    expect_error("[rule \"a\"]\nmetadata_path = nova:instance/nova:flavor/@name\n",
+                 "line 2: rule \"a\".metadata_path: 'nova:instance/nova:flavor/@name': no prefixes");
+    expect_error("[rule \"a\"]\nmetadata_path = /instance/flavor\n",
+                 "must start with the name of the namespace's element");
+    expect_error("[rule \"a\"]\nmetadata_path = @name\n",
+                 "must start with the name of the namespace's element");
+    expect_error("[rule \"a\"]\nmetadata_path = instance/@flavor/name\n",
+                 "an attribute (@NAME) can only be the last step");
+    expect_error("[rule \"a\"]\nmetadata_path = instance//flavor\n",
+                 "'instance//flavor': '' is not an element or @attribute name");
+    expect_error("[rule \"a\"]\nmetadata_path = instance/flavor[1]\n",
+                 "'flavor[1]' is not an element or @attribute name");
+    expect_error("[rule \"a\"]\nmetadata_path = instance/@\n", "'@' is not an element");
+    expect_error("[rule \"a\"]\nmetadata_path =\n", "metadata_path: empty");
+    /* Headers. */
+    expect_error("[rule nova]\nlevel = 1\n",
+                 "line 2: [rule nova]: expected [rule \"NAME\"], NAME of at most 40");
+    expect_error("[rule \"two words\"]\nlevel = 1\n", "expected [rule \"NAME\"]");
+    expect_error("[rule \"\"]\nlevel = 1\n", "expected [rule \"NAME\"]");
+    expect_error("[rule \"a\" x]\nlevel = 1\n", "expected [rule \"NAME\"]");
+    expect_error("[rule:a]\nlevel = 1\n", "expected [rule \"NAME\"]");
+    expect_error("[ rule a ]\nlevel = 1\n", "line 2: [ rule a ]: expected [rule \"NAME\"]");
+    /* Longer than the 49 characters inih keeps of a section name. */
+    expect_error("[rule \"abcdefghij-abcdefghij-abcdefghij-abcdefghij-x\"]\nlevel = 1\n",
+                 "expected [rule \"NAME\"]");
+    expect_error("[rule \"a\"]\nlevel = 1\nname = x\n[agent]\n[rule \"a\"]\nlevel = 2\n",
+                 "line 6: [rule \"a\"]: rule \"a\" is already defined at line 1");
+    expect_error("[rules]\nx = 1\n", "unknown section [rules]");
+    /* Whole rules, with the line of their header, in file order. */
+    expect_error("[agent]\n[rule \"a\"]\nname = x*\n", "line 2: rule \"a\": no level (add level");
+    expect_error("[rule \"a\"]\nlevel = 2\n", "line 1: rule \"a\": no condition (add name");
+    expect_error("[rule \"a\"]\nlevel = 2\nmetadata_path = a/b\n",
+                 "rule \"a\": metadata_path needs metadata_namespace");
+    expect_error("[rule \"a\"]\nlevel = 2\nmetadata_namespace = urn:x\nmetadata_value = v\n",
+                 "rule \"a\": metadata_value needs metadata_path");
+    expect_error("[rule \"ok\"]\nlevel = 1\nname = x\n\n[rule \"b\"]\n; nothing\n[agent]\n",
+                 "line 5: a rule section with no keys");
+    expect_error("[rule \"ok\"]\nlevel = 1\nname = x\n[rule \"b\"]\n", "line 4: a rule section");
+    /* The first error in the file wins, whatever its kind. */
+    expect_error("[agent]\ngarbage\n[rule \"a\"]\nlevel = 9\n",
+                 "line 2: not a section header or key = value");
+    expect_error("[rule \"a\"]\nlevel = 9\n[agent]\ngarbage\n", "line 2: rule \"a\".level");
+}
+
+static void test_long_line(void **state)
+{
+    (void)state;
+    char text[600];
+    /* inih reads 200 bytes at a time: a longer line would be split in two. */
+    int n = snprintf(text, sizeof(text), "[rule \"a\"]\nlevel = 1\nmetadata_namespace = urn:");
+    memset(text + n, 'x', 300);
+    strcpy(text + n + 300, "\n");
+    expect_error(text, "line 3: longer than 198 characters");
+    /* 198 characters and the newline fit. */
+    n = snprintf(text, sizeof(text), "[rule \"a\"]\nlevel = 1\nname = ");
+    memset(text + n, 'x', 198 - 7);
+    strcpy(text + n + 198 - 7, "\n");
+    struct vpack_config c;
+    char *err = NULL;
+    assert_int_equal(vpack_config_init(&c), 0);
+    assert_int_equal(vpack_config_parse(&c, text, &err), 0);
+    assert_int_equal(strlen(c.rules.v[0].name_glob), 198 - 7);
+    vpack_config_clear(&c);
+    /* ... and so does a last line of 199 without one. */
+    n = snprintf(text, sizeof(text), "[rule \"a\"]\nlevel = 1\nname = ");
+    memset(text + n, 'x', 199 - 7);
+    text[n + 199 - 7] = '\0';
+    assert_int_equal(vpack_config_init(&c), 0);
+    assert_int_equal(vpack_config_parse(&c, text, &err), 0);
+    vpack_config_clear(&c);
+}
+
 static void test_set(void **state)
 {
     (void)state;
@@ -109,6 +270,11 @@ static void test_set(void **state)
     free(err);
     assert_int_equal(vpack_config_set(&c, "policy.spread_samples=0", &err), -EINVAL);
     free(err);
+    /* Rules come from the file only. */
+    assert_int_equal(vpack_config_set(&c, "rule \"a\".level=1", &err), -EINVAL);
+    assert_non_null(strstr(err, "unknown section"));
+    free(err);
+    assert_int_equal(c.rules.n, 0);
     vpack_config_clear(&c);
 }
 
@@ -118,6 +284,9 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_parse_all_kinds),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_rule_errors),
+        cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
