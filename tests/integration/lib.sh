@@ -83,6 +83,9 @@ vp__quiet() {
     return "$rc"
 }
 
+# vp__apt ARGS: apt-get without questions, waiting (bounded) for dpkg's lock.
+vp__apt() { env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 "$@"; }
+
 vp__apt_update_once() {
     [ -n "$VP_APT_UPDATED" ] && return 0
     vp_log "apt-get update"
@@ -181,8 +184,7 @@ vp_repair_machine_cpusets() {
 # of its test shell); the package's prerm stops its vpackd, which gives the
 # guests their pins back. Fails if dpkg still knows the package.
 vp_purge_test_package() {
-    env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 \
-        purge -y vpack >/dev/null 2>&1 || true
+    vp__apt purge -y vpack >/dev/null 2>&1 || true
     if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
         vp_log "could not purge the vpack package"; return 1
     fi

@@ -55,9 +55,6 @@ vp_require_root
 
 fail() { vp_fail "$@"; }
 pass() { vp_pass "$@"; }
-apt_get() {
-    env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 "$@"
-}
 # Pids of running processes of the installed /usr/sbin/vpackd.
 package_vpackd() {
     local p
@@ -106,7 +103,7 @@ done
 if [ "${#need[@]}" -gt 0 ]; then
     vp_log "installing: ${need[*]}"
     vp__apt_update_once
-    vp__quiet apt_get install -y --no-install-recommends "${need[@]}"
+    vp__quiet vp__apt install -y --no-install-recommends "${need[@]}"
 fi
 # A scratch copy of the checkout (the files git knows, or all but build
 # directories when it is not a git checkout), with what is not committed yet.
@@ -121,7 +118,7 @@ fi
 (cd "$work/src/vpack" && dpkg-checkbuilddeps >/dev/null 2>&1) || {
     vp_log "installing the build dependencies"
     vp__apt_update_once
-    vp__quiet apt_get build-dep -y --no-install-recommends "$work/src/vpack"
+    vp__quiet vp__apt build-dep -y --no-install-recommends "$work/src/vpack"
 }
 t0=$SECONDS
 # A standard build: no nocheck or noopt from the environment.
@@ -155,7 +152,7 @@ echo "== install"
 mkdir -p "$VP_MARKDIR" && printf '%s\n' "$VPACK_TEST_OWNER" > "$VP_MARKDIR/package"
 installed=1
 # Not libvirt-daemon-system (Recommends): the tests' libvirtd is started by hand.
-vp__quiet apt_get install -y --no-install-recommends "$deb" ||
+vp__quiet vp__apt install -y --no-install-recommends "$deb" ||
     vp_die "apt-get install $(basename "$deb") failed"
 [ "$(dpkg-query -W -f='${Status} ${Version}' vpack)" = "install ok installed $version" ] &&
     pass "vpack $version installed" || fail "dpkg says: $(dpkg-query -W -f='${Status} ${Version}' vpack)"
@@ -256,7 +253,7 @@ out=$(curl -s "http://127.0.0.1:$port/metrics") && [[ $out == *vpack_* ]] &&
 echo "== purge"
 vp_log "apt-get purge -y vpack"
 cp "$work/files" "$work/files.installed"
-if vp__quiet apt_get purge -y vpack; then pass "apt-get purge -y vpack"
+if vp__quiet vp__apt purge -y vpack; then pass "apt-get purge -y vpack"
 else fail "apt-get purge -y vpack failed"; fi
 if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
     fail "still known to dpkg: $(dpkg-query -W -f='${Status}' vpack)"
