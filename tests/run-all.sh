@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: MIT
 #
 # Sets up everything the tests need on a Debian 12 machine (as root) and runs
-# them all: the unit tests in a normal build and in an AddressSanitizer +
-# UndefinedBehaviorSanitizer build, the fuzz targets (corpus replay and a
-# short run each), then the integration tests against a real libvirtd with
-# real QEMU guests. Prints "N passed, N failed" last and exits
+# them all: the unit tests in a normal build, every buildtype compiled with
+# gcc and clang and Debian's hardening flags, the unit tests in an
+# AddressSanitizer + UndefinedBehaviorSanitizer build, the fuzz targets
+# (corpus replay and a short run each), then the integration tests against a
+# real libvirtd with real QEMU guests (the Debian package's among them). Prints "N passed, N failed" last and exits
 # non-zero if anything failed.
 #
 #   tests/run-all.sh            everything
@@ -19,7 +20,7 @@ cd "$top"
 build_pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev libcmocka-dev
     libhwloc-dev hwloc-nox libxml2-dev libxml2-utils libuv1-dev libvirt-dev
     libjson-c-dev libinih-dev libmicrohttpd-dev groff-base prometheus curl python3
-    libseccomp-dev iproute2)
+    libseccomp-dev iproute2 dpkg-dev)
 
 missing=()
 for p in "${build_pkgs[@]}"; do
@@ -75,6 +76,46 @@ else
     failed=$((failed + 1))
 fi
 
+# Packagers' builds: every standard buildtype, with gcc and with clang, with
+# Debian's default hardening flags (dpkg-buildflags); compiled, not tested.
+# Each keeps its own optimisation level: dpkg-buildflags' -O2 would come after
+# meson's and win, so debug takes DEB_BUILD_OPTIONS=noopt (-O0, and no
+# _FORTIFY_SOURCE, which needs optimisation) and release strips the -O2 (-O3
+# stays); plain and debugoptimized build at -O2 either way. A warning fails
+# the build even without -Werror.
+buildtype_build() {   # CC BUILDTYPE DIR [VAR=VALUE for dpkg-buildflags ...]
+    local cc=$1 bt=$2 dir=$3 cflags cppflags ldflags
+    shift 3
+    cflags=$(env "$@" dpkg-buildflags --get CFLAGS) &&
+        cppflags=$(env "$@" dpkg-buildflags --get CPPFLAGS) &&
+        ldflags=$(env "$@" dpkg-buildflags --get LDFLAGS) || return 1
+    rm -rf "$dir"
+    CC=$cc CFLAGS=$cflags CPPFLAGS=$cppflags LDFLAGS=$ldflags \
+        meson setup "$dir" -Dbuildtype="$bt" "${werror[@]}" >/dev/null &&
+        ninja -C "$dir" > "$dir/ninja.log" 2>&1
+}
+echo "== buildtypes: gcc and clang, dpkg-buildflags${werror:+, -Werror}; compile only"
+for cc in gcc clang; do
+    for bt in plain debug debugoptimized release; do
+        case $bt in
+        debug) flagenv=(DEB_BUILD_OPTIONS=noopt) ;;
+        release) flagenv=(DEB_CFLAGS_MAINT_STRIP=-O2) ;;
+        *) flagenv=() ;;
+        esac
+        dir=build-buildtypes/$cc-$bt
+        t0=$SECONDS
+        if buildtype_build "$cc" "$bt" "$dir" "${flagenv[@]}" &&
+           ! grep -q 'warning:' "$dir/ninja.log"; then
+            echo "buildtype $bt, $cc: built without warnings ($((SECONDS - t0)) s)"
+            passed=$((passed + 1))
+        else
+            echo "buildtype $bt, $cc: FAILED"
+            grep -E -m 20 'warning:|error:' "$dir/ninja.log" 2>/dev/null
+            failed=$((failed + 1))
+        fi
+    done
+done
+
 echo "== build with AddressSanitizer and UndefinedBehaviorSanitizer"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -94,7 +135,7 @@ if CC=clang build build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined -Db_l
     # inputs are searched for in scratch copies so the tree stays as it is.
     # A crash leaves its input in build-fuzz/crash-<target>-*.
     run_suite build-fuzz --suite fuzz
-    for target in cpuset procstat snapshot protocol metrics domxml; do
+    for target in cpuset procstat snapshot protocol metrics domxml rules; do
         secs=$fuzz_seconds
         [ "$target" = domxml ] && secs=$((fuzz_seconds * 2))
         dict=()

@@ -37,7 +37,7 @@ VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 
 # Every test domain's name starts with one of these (one per script).
 VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
-                 vpdemo- vpbench- vphkb- vpsoak- vprule-)
+                 vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg-)
 
 # Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is
@@ -48,7 +48,8 @@ if [ -z "${VPACK_TEST_OWNER:-}" ] || ! kill -0 "$VPACK_TEST_OWNER" 2>/dev/null; 
 fi
 export VPACK_TEST_OWNER
 # Where a test notes what it changed outside its own work directory (the
-# hook link), so that a later test can undo it if this one is killed.
+# hook link, the installed vpack package), so that a later test can undo it
+# if this one is killed.
 : "${VP_MARKDIR:=/run/vpack-test}"
 VP_REAPED=${VP_REAPED:-}
 
@@ -81,6 +82,9 @@ vp__quiet() {
     if [ "$rc" -ne 0 ]; then printf '%s\n' "$out" >&2; fi
     return "$rc"
 }
+
+# vp__apt ARGS: apt-get without questions, waiting (bounded) for dpkg's lock.
+vp__apt() { env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 "$@"; }
 
 vp__apt_update_once() {
     [ -n "$VP_APT_UPDATED" ] && return 0
@@ -149,7 +153,7 @@ vp__ensure_users() {
 vp__marked_pids() {
     local pid owner
     for pid in $(pgrep -x "$1" 2>/dev/null || true); do
-        owner=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
+        owner=$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ" |
                 sed -n 's/^VPACK_TEST_OWNER=//p') || true
         [ -n "$owner" ] || continue
         [ "$owner" = "$VPACK_TEST_OWNER" ] && continue
@@ -175,10 +179,24 @@ vp_repair_machine_cpusets() {
         done || true
 }
 
+# vp_purge_test_package: purges the vpack Debian package that
+# test-package.sh installed (and marked in $VP_MARKDIR/package, with the pid
+# of its test shell); the package's prerm stops its vpackd, which gives the
+# guests their pins back. Fails if dpkg still knows the package.
+vp_purge_test_package() {
+    vp__apt purge -y vpack >/dev/null 2>&1 || true
+    if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+        vp_log "could not purge the vpack package"; return 1
+    fi
+    rm -f "$VP_MARKDIR/package"
+}
+
 # vp_reap_leftovers: removes what an earlier, killed test left behind, before
 # this one starts: its vpackd (SIGTERM first: it gives the pins back), the
 # test domains of every script (running or only defined), a hook link it
-# installed, offline CPUs and shrunken cpusets, its libvirtd and virtlogd.
+# installed, the vpack package test-package.sh installed (an operator's own
+# vpack package carries no mark and is left alone), offline CPUs and
+# shrunken cpusets, its libvirtd and virtlogd.
 # Once per test shell; vp_start_libvirtd calls it.
 vp_reap_leftovers() {
     [ -n "$VP_REAPED" ] && return 0
@@ -195,6 +213,17 @@ vp_reap_leftovers() {
             rm -f "$link"; n=$((n + 1))
         fi
         rm -f "$VP_MARKDIR/hook-link"
+    fi
+    if [ -r "$VP_MARKDIR/package" ]; then
+        read -r pid < "$VP_MARKDIR/package" || pid=""
+        if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+            if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+                vp_log "purging the vpack package an earlier test installed"
+                vp_purge_test_package && n=$((n + 1))
+            else
+                rm -f "$VP_MARKDIR/package"
+            fi
+        fi
     fi
     vp_online_all_cpus
     vp_repair_machine_cpusets

@@ -1,0 +1,304 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The Debian package, built and used the way an operator would. Phases:
+#
+#   build      dpkg-buildpackage -us -uc -b in a scratch copy of the checkout
+#              (it writes into the parent directory: never next to the
+#              checkout); its version is meson.build's project version
+#   lintian    no error, warning or info tag that debian/ does not override
+#   install    apt-get install ./vpack_*.deb: the three programs, the man
+#              pages, the unit, the hook link in /etc/libvirt/hooks/qemu.d/ and
+#              /etc/vpack/vpackd.conf as a conffile are where they belong;
+#              the unit is enabled (deb-systemd-helper's symlink in
+#              multi-user.target.wants) and vpackd is not running
+#   hook       after a libvirtd restart, the installed hook refuses a domain
+#              with level='7' with vpack's message
+#   agent      the operator's edits to the conffile (topology override, metrics
+#              port, watermarks); vpackd started from the unit's ExecStart as
+#              systemd would (its RuntimeDirectory, a clean environment, cwd
+#              /) packs a level-2 guest pair, one of them with a guest pin, and
+#              the installed vpackctl reaches it on the default socket
+#   purge      apt-get purge -y vpack: the prerm stops vpackd (SIGTERM, exit
+#              0), every guest thread has the pins it had before vpackd ran,
+#              and nothing of vpack is left: every file dpkg listed, /etc/vpack,
+#              /run/vpack, the hook link, the unit, its enablement symlink and
+#              deb-systemd-helper's state; after a libvirtd restart the domain
+#              with level='7' starts (no hook runs)
+#
+# The cleanup purges the package even when the test fails; if the test is
+# killed, the next test does (vp_reap_leftovers, by the mark in
+# $VP_MARKDIR/package). An installed vpack package this test did not install
+# makes it fail, untouched.
+#
+# Environment: VPACK_SRCDIR (default: the checkout this script is in).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/integration/lib.sh
+. "$here/lib.sh"
+# shellcheck disable=SC2034 # used by lib.sh
+VP_PREFIX=vppkg-
+srcdir=$(cd "${VPACK_SRCDIR:-$here/../..}" && pwd)
+NS=urn:vpack:powerpolicy:1
+UNIT=/lib/systemd/system/vpackd.service
+WANTS=/etc/systemd/system/multi-user.target.wants/vpackd.service
+CONF=/etc/vpack/vpackd.conf
+HOOK_LINK=/etc/libvirt/hooks/qemu.d/vpack
+RUN_DIR=/run/vpack
+
+work=$(mktemp -d /tmp/vpack-package-test.XXXXXX)
+agent_pid=""
+installed=""
+
+vp_require_root
+[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
+
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
+# Pids of running processes of the installed /usr/sbin/vpackd.
+package_vpackd() {
+    local p
+    for p in $(pgrep -x vpackd 2>/dev/null || true); do
+        [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = /usr/sbin/vpackd ] && echo "$p"
+    done
+    return 0
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    if [ -n "$installed" ]; then
+        vp_log "cleanup: purging the vpack package"
+        vp_purge_test_package
+    fi
+    vp_stop_pid "$agent_pid"
+    vp_log_tail_on_failure $rc "$work/vpackd.log" 40
+    # A libvirtd this script did not start forgets the hook on a restart;
+    # one it started, vp_cleanup stops.
+    if [ -n "$installed" ] && [ -z "$VP_STARTED_LIBVIRTD_PID" ]; then vp_restart_libvirtd; fi
+    rm -rf "$work"
+    vp_cleanup
+    return $rc
+}
+trap cleanup EXIT
+
+# Whatever an earlier, killed test left (its guests, its vpackd, the package
+# it installed) goes first.
+vp_install_deps
+vp_reap_leftovers
+if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+    vp_die "a vpack package is installed ($(dpkg-query -W -f='${Version} ${Status}' vpack)):" \
+           "not touching it; remove it to run this test"
+fi
+if [ -e "$HOOK_LINK" ] || [ -L "$HOOK_LINK" ]; then
+    vp_die "$HOOK_LINK exists (not from a package): not overwriting it"
+fi
+
+echo "== build"
+# What it takes to build the package (apt reads the Build-Depends).
+need=()
+for p in dpkg-dev debhelper lintian; do
+    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || need+=("$p")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+    vp_log "installing: ${need[*]}"
+    vp__apt_update_once
+    vp__quiet vp__apt install -y --no-install-recommends "${need[@]}"
+fi
+# A scratch copy of the checkout (the files git knows, or all but build
+# directories when it is not a git checkout), with what is not committed yet.
+mkdir -p "$work/src/vpack"
+if git -C "$srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$srcdir" && git ls-files -z --cached --others --exclude-standard |
+        while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+        tar -cf - --null -T -) | tar -xf - -C "$work/src/vpack"
+else
+    tar -C "$srcdir" -cf - --exclude='./build*' --exclude=./.git . | tar -xf - -C "$work/src/vpack"
+fi
+(cd "$work/src/vpack" && dpkg-checkbuilddeps >/dev/null 2>&1) || {
+    vp_log "installing the build dependencies"
+    vp__apt_update_once
+    vp__quiet vp__apt build-dep -y --no-install-recommends "$work/src/vpack"
+}
+t0=$SECONDS
+# A standard build: no nocheck or noopt from the environment.
+if (cd "$work/src/vpack" && env -u DEB_BUILD_OPTIONS dpkg-buildpackage -us -uc -b) \
+        > "$work/build.log" 2>&1; then
+    pass "dpkg-buildpackage -us -uc -b built the package in $((SECONDS - t0)) s"
+else
+    tail -n 40 "$work/build.log"
+    vp_die "dpkg-buildpackage failed"
+fi
+version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$srcdir/meson.build")
+deb=$work/src/vpack_${version}_$(dpkg --print-architecture).deb
+[ -f "$deb" ] && pass "built $(basename "$deb") (meson.build's version $version)" ||
+    vp_die "no $(basename "$deb"): $(ls "$work/src")"
+grep -q 'meson test --suite unit' "$work/build.log" &&
+    grep -qE '^Fail: +0 *$' "$work/build.log" &&
+    pass "the build ran the unit tests: $(grep -E '^Ok: ' "$work/build.log" | tr -s ' ')" ||
+    fail "the build did not run the unit tests, or one failed"
+
+echo "== lintian"
+lintian --pedantic --display-info "$work"/src/vpack_*.changes > "$work/lintian.log" 2>&1 || true
+{ grep -v 'running with root privileges' "$work/lintian.log" || true; } | sed 's/^/  /'
+if grep -qE '^(E|W|I|X):' "$work/lintian.log"; then
+    fail "lintian: $(grep -cE '^(E|W|I|X):' "$work/lintian.log") tag(s) not overridden"
+else
+    pass "lintian: no error, warning or info tag ($(grep -c '^P:' "$work/lintian.log" || true) pedantic)"
+fi
+
+echo "== install"
+# Marked first: if this test is killed from here on, the next one purges.
+mkdir -p "$VP_MARKDIR" && printf '%s\n' "$VPACK_TEST_OWNER" > "$VP_MARKDIR/package"
+installed=1
+# Not libvirt-daemon-system (Recommends): the tests' libvirtd is started by hand.
+vp__quiet vp__apt install -y --no-install-recommends "$deb" ||
+    vp_die "apt-get install $(basename "$deb") failed"
+[ "$(dpkg-query -W -f='${Status} ${Version}' vpack)" = "install ok installed $version" ] &&
+    pass "vpack $version installed" || fail "dpkg says: $(dpkg-query -W -f='${Status} ${Version}' vpack)"
+dpkg -L vpack > "$work/files"
+for f in /usr/sbin/vpackd /usr/bin/vpackctl /usr/bin/vpack-hook "$UNIT" "$CONF" "$HOOK_LINK" \
+         /usr/share/man/man8/vpackd.8.gz /usr/share/man/man1/vpackctl.1.gz \
+         /usr/share/man/man5/vpackd.conf.5.gz /usr/share/man/man8/vpack-hook.8.gz \
+         /usr/share/doc/vpack/copyright; do
+    if grep -qxF "$f" "$work/files" && { [ -e "$f" ] || [ -L "$f" ]; }; then pass "installed $f"
+    else fail "$f is not installed"; fi
+done
+[ "$(readlink "$HOOK_LINK")" = /usr/bin/vpack-hook ] && [ -x "$HOOK_LINK" ] &&
+    pass "hook link $HOOK_LINK -> /usr/bin/vpack-hook" || fail "hook link: $(ls -l "$HOOK_LINK" 2>&1)"
+dpkg-query -W -f='${Conffiles}\n' vpack | grep -q "^ $CONF " &&
+    pass "$CONF is a conffile" || fail "$CONF is not a conffile: $(dpkg-query -W -f='${Conffiles}' vpack)"
+[ "$(readlink "$WANTS")" = "$UNIT" ] && pass "unit enabled: $WANTS -> $UNIT" ||
+    fail "unit not enabled: $(ls -l "$WANTS" 2>&1)"
+[ -z "$(package_vpackd)" ] && pass "vpackd not started by the installation" ||
+    fail "vpackd runs after installation: $(package_vpackd)"
+v=$(vpackctl version 2>/dev/null | head -n1) || true
+[[ $v == *"$version"* ]] && pass "vpackctl version: $v" || fail "vpackctl version says '$v'"
+
+echo "== hook"
+vp_start_libvirtd
+vp_build_guest
+vp_destroy_all_test_domains
+vp_wait_no_other_vpackd 900 "restarting libvirtd and starting vpackd on the default socket"
+# libvirt looks for hooks when it starts.
+vp_restart_libvirtd
+vp_define vppkg-bad 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='7'/>"
+if out=$(vp_virsh start vppkg-bad 2>&1); then
+    fail "the installed hook let a level-7 domain start"
+    vp_virsh destroy vppkg-bad >/dev/null 2>&1 || true
+elif [[ $out == *"vpack: domain 'vppkg-bad'"*"invalid power policy level '7'"* ]]; then
+    pass "the installed hook refused level 7: ${out##*: vpack: }"
+else
+    fail "vppkg-bad did not start, but not because of vpack: $out"
+fi
+
+echo "== agent"
+META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
+vp_define_start vppkg-a 2 idle "<vcpupin vcpu='1' cpuset='0'/>" "$META2"
+vp_define_start vppkg-b 2 idle "" "$META2"
+vp_wait_ready vppkg-a
+vp_wait_ready vppkg-b
+# What the guests asked for, as the kernel has it before vpackd runs.
+asked_a=$(vp_pins vppkg-a)
+asked_b=$(vp_pins vppkg-b)
+[ "$asked_a" = "vcpu0=0-1 vcpu1=0 emulator=0-1" ] && [ "$asked_b" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] &&
+    pass "guest pins before vpackd: a: $asked_a; b: $asked_b" ||
+    fail "unexpected pins before vpackd: a: $asked_a; b: $asked_b"
+# The operator's edits: this 2-CPU host as two packages (the tests' topology
+# override), watermarks the packed load sits well under, a free metrics port.
+port=$(vp_free_port)
+sed -i -e 's|^# topology = host$|topology = synthetic:"package:2 core:1 pu:1"|' \
+       -e 's|^# pack_watermark = .*|pack_watermark = 0.9|' \
+       -e 's|^# spread_watermark = .*|spread_watermark = 0.95|' \
+       -e "s|^# port = 9477\$|port = $port|" "$CONF"
+[ "$(grep -cE '^(topology|pack_watermark|spread_watermark|port) = ' "$CONF")" = 4 ] ||
+    vp_die "could not edit $CONF: $(grep -vE '^(#|$)' "$CONF" | tr '\n' ' ')"
+out=$(/usr/sbin/vpackd --config "$CONF" --check-config 2>&1) &&
+    pass "vpackd --check-config accepts the edited conffile" || fail "vpackd --check-config: $out"
+vp_require_headroom 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
+# The unit's command line, run as systemd runs it: its RuntimeDirectory (mode
+# 0755), a clean environment with the unit's Environment= settings, cwd /,
+# stdin /dev/null. VPACK_TEST_OWNER lets the next test stop it if this one
+# is killed.
+exec_start=$(sed -n 's/^ExecStart=//p' "$UNIT")
+[[ $exec_start == /usr/sbin/vpackd\ * ]] && [[ $exec_start != *[\"\'\\\$]* ]] ||
+    vp_die "unexpected ExecStart in $UNIT: $exec_start"
+read -ra cmd <<<"$exec_start"
+unit_env=()
+while IFS= read -r e; do
+    read -ra kv <<<"$e"
+    unit_env+=("${kv[@]}")
+done < <(sed -n 's/^Environment=//p' "$UNIT")
+sed -n 's/^RuntimeDirectory=//p' "$UNIT" | grep -qx vpack || vp_die "$UNIT has no RuntimeDirectory=vpack"
+mkdir -p "$RUN_DIR" && chmod 0755 "$RUN_DIR"
+vp_log "starting the unit's command line: $exec_start"
+(cd / && exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    VPACK_TEST_OWNER="$VPACK_TEST_OWNER" "${unit_env[@]}" "${cmd[@]}") \
+    < /dev/null >> "$work/vpackd.log" 2>&1 &
+agent_pid=$!
+if vp_wait_for 10 test -S "$RUN_DIR/vpackd.sock" >/dev/null; then pass "vpackd opened $RUN_DIR/vpackd.sock"
+else vp_die "vpackd did not open $RUN_DIR/vpackd.sock"; fi
+[ "$(package_vpackd)" = "$agent_pid" ] || fail "vpackd runs as $(package_vpackd), not as $agent_pid"
+if t=$(vp_wait_for 30 vp_all_packed vppkg-a vppkg-b); then
+    pass "both guests packed onto CPU $(vp_packed_cpu vppkg-a vppkg-b) after ${t}s:" \
+         "a: $(vp_pins vppkg-a); b: $(vp_pins vppkg-b)"
+else
+    fail "not packed: a: $(vp_pins vppkg-a); b: $(vp_pins vppkg-b)"
+fi
+out=$(vpackctl status 2>&1) && [[ $out == *vppkg-a* ]] &&
+    pass "vpackctl status on the default socket lists vppkg-a" || fail "vpackctl status: $out"
+out=$(curl -s "http://127.0.0.1:$port/metrics") && [[ $out == *vpack_* ]] &&
+    pass "metrics served on the configured port $port" || fail "no metrics on port $port"
+
+echo "== purge"
+vp_log "apt-get purge -y vpack"
+cp "$work/files" "$work/files.installed"
+if vp__quiet vp__apt purge -y vpack; then pass "apt-get purge -y vpack"
+else fail "apt-get purge -y vpack failed"; fi
+if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+    fail "still known to dpkg: $(dpkg-query -W -f='${Status}' vpack)"
+else
+    installed=""
+    rm -f "$VP_MARKDIR/package"
+    pass "dpkg no longer knows vpack"
+fi
+if kill -0 "$agent_pid" 2>/dev/null; then
+    fail "vpackd still runs after the purge"
+else
+    rc=0; wait "$agent_pid" || rc=$?
+    agent_pid=""
+    [ "$rc" -eq 0 ] && pass "the prerm stopped vpackd; it exited 0" || fail "vpackd exited $rc"
+fi
+a=$(vp_pins vppkg-a); b=$(vp_pins vppkg-b)
+[ "$a" = "$asked_a" ] && pass "vppkg-a back to its own pins: $a" || fail "vppkg-a left at $a (asked $asked_a)"
+[ "$b" = "$asked_b" ] && pass "vppkg-b back to its own pins: $b" || fail "vppkg-b left at $b (asked $asked_b)"
+left=()
+while IFS= read -r f; do
+    case $f in /.|"") continue ;; esac
+    if [ -d "$f" ]; then
+        # Directories other packages share (/usr/bin, ...) stay; vpack's go.
+        [[ $f == *vpack* ]] && left+=("$f")
+    elif [ -e "$f" ] || [ -L "$f" ]; then
+        left+=("$f")
+    fi
+done < "$work/files.installed"
+for f in /etc/vpack "$RUN_DIR" "$HOOK_LINK" "$UNIT" "$WANTS"; do
+    { [ -e "$f" ] || [ -L "$f" ]; } && left+=("$f")
+done
+while IFS= read -r f; do left+=("$f"); done < <(
+    find /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked \
+         /etc/systemd/system -name 'vpackd*' 2>/dev/null; ls -d /var/lib/dpkg/info/vpack.* 2>/dev/null)
+[ "${#left[@]}" -eq 0 ] &&
+    pass "nothing of vpack left ($(wc -l < "$work/files.installed") paths dpkg listed, /etc/vpack, $RUN_DIR, the hook link, the unit and its enablement)" ||
+    fail "left after the purge: ${left[*]}"
+[ -z "$(package_vpackd)" ] || fail "a vpackd from the package still runs: $(package_vpackd)"
+vp_restart_libvirtd
+if out=$(vp_virsh start vppkg-bad 2>&1); then
+    pass "after libvirtd's restart no vpack hook runs: the level-7 domain starts"
+else
+    fail "the level-7 domain does not start after the purge: $out"
+fi
+vp_virsh destroy vppkg-bad >/dev/null 2>&1 || true
+
+echo
+vp_verdict
