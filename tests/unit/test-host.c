@@ -269,6 +269,17 @@ static void test_numa_stat(void **state)
     vpack_cgroup_host_clear(&h);
 }
 
+/* Fixture tree name, a cgroup v2 host: its root into r, its hierarchies into *h. */
+static void v2_tree(const char *name, char *r, size_t len, struct vpack_cgroup_host *h)
+{
+    host_root(name, r, len);
+    assert_int_equal(vpack_cgroup_detect(r, h), 0);
+    assert_string_equal(vpack_cgroup_version(h), "v2");
+    assert_string_equal(h->mounts.unified, "/sys/fs/cgroup");
+    assert_int_equal(h->cpuset, VPACK_CGROUP_V2);
+    assert_int_equal(h->memory, VPACK_CGROUP_V2);
+}
+
 /* The one thread of pid named comm; fails the test when there is not exactly one. */
 static int tid_named(const struct vpack_host_thread *t, unsigned n, const char *comm)
 {
@@ -297,12 +308,7 @@ static void test_v2_systemd(void **state)
     unsigned n = 0, found = 0;
     uint64_t ticks = 0, bytes = 0;
     (void)state;
-    host_root("v2-systemd", r, sizeof(r));
-    assert_int_equal(vpack_cgroup_detect(r, &h), 0);
-    assert_string_equal(vpack_cgroup_version(&h), "v2");
-    assert_string_equal(h.mounts.unified, "/sys/fs/cgroup");
-    assert_int_equal(h.cpuset, VPACK_CGROUP_V2);
-    assert_int_equal(h.memory, VPACK_CGROUP_V2);
+    v2_tree("v2-systemd", r, sizeof(r), &h);
     vpack_cgroup_domain_find(r, &h, 5151, &d);
     assert_string_equal(d.memory, "/sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dweb.scope");
     assert_string_equal(d.threads,
@@ -369,9 +375,7 @@ static void test_v2_machine(void **state)
     unsigned n = 0, found = 0;
     uint64_t ticks = 0, bytes = 0;
     (void)state;
-    host_root("v2-machine", r, sizeof(r));
-    assert_int_equal(vpack_cgroup_detect(r, &h), 0);
-    assert_string_equal(vpack_cgroup_version(&h), "v2");
+    v2_tree("v2-machine", r, sizeof(r), &h);
     vpack_cgroup_domain_find(r, &h, 6262, &d);
     assert_string_equal(d.memory, "/sys/fs/cgroup/machine/qemu-2-db.libvirt-qemu");
     assert_string_equal(d.threads, "/sys/fs/cgroup/machine/qemu-2-db.libvirt-qemu");

@@ -142,10 +142,10 @@ static void test_numastat(void **state)
 static void test_numastat_v2(void **state)
 {
     (void)state;
-    const char text[] = "anon 100663296 N0=100663296 N1=0\n"
-                        "file 8388608 N0=4194304 N1=4194304\n"
-                        "kernel_stack 32768 N0=32768 N1=0\n"
-                        "shmem 0 N0=0 N1=0\n"
+    const char text[] = "anon N0=100663296 N1=0\n"
+                        "file N0=4194304 N1=4194304\n"
+                        "kernel_stack N0=32768 N1=0\n"
+                        "shmem N0=0 N1=0\n"
                         "inactive_anon N0=67108864 N1=0\n"
                         "active_anon N0=33554432 N1=0\n"
                         "inactive_file N0=2097152 N1=4194304\n"
