@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "cgroup.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,10 +30,13 @@ static bool thread_group(const char *name)
     return sscanf(name, "iothread%u%c", &n, &tail) == 1;
 }
 
-static int read_cpus(const char *root, const char *dir, vpack_cpuset *out, bool *empty)
+/* Reads the CPU list root/dir/file; *empty when it holds none. Returns 0 or -errno. */
+static int read_set(const char *root, const char *dir, const char *file, vpack_cpuset *out,
+                    bool *empty)
 {
     char path[4096], *buf = NULL;
-    snprintf(path, sizeof(path), "%s/cpuset.cpus", dir);
+    if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
     int r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL);
     if (r < 0)
         return r;
@@ -42,6 +46,11 @@ static int read_cpus(const char *root, const char *dir, vpack_cpuset *out, bool 
     r = *empty ? 0 : vpack_cpuset_parse(out, buf, NULL);
     free(buf);
     return r;
+}
+
+static int read_cpus(const char *root, const char *dir, vpack_cpuset *out, bool *empty)
+{
+    return read_set(root, dir, "cpuset.cpus", out, empty);
 }
 
 static int write_cpus(const char *root, const char *dir, const vpack_cpuset *cpus)
@@ -152,52 +161,212 @@ int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *
     return ret;
 }
 
-void vpack_cgroup_domain_groups(const char *root, int pid, char **memcg, char **cpusetcg)
+/* True when the blank-separated list text holds word. */
+static bool has_word(const char *text, const char *word)
 {
-    if (vpack_host_process_cgroup(root, pid, "memory", memcg) < 0)
-        *memcg = NULL;
-    if (vpack_host_process_cgroup(root, pid, "cpuset", cpusetcg) < 0) {
-        *cpusetcg = NULL;
-        return;
+    size_t wl = strlen(word);
+    for (const char *p = text; (p = strstr(p, word)); p += wl)
+        if ((p == text || isspace((unsigned char)p[-1])) && (!p[wl] || isspace((unsigned char)p[wl])))
+            return true;
+    return false;
+}
+
+/* True when root/path is a directory. */
+static bool is_dir(const char *root, const char *path)
+{
+    char full[4096];
+    struct stat st;
+    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", path) >=
+        (int)sizeof(full))
+        return false;
+    return stat(full, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Sets *slot to a copy of path when root/probe exists. Returns 0 or -ENOMEM. */
+static int probe_mount(const char *root, const char *probe, const char *path, char **slot)
+{
+    char full[4096];
+    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", probe) >=
+            (int)sizeof(full) ||
+        access(full, F_OK) < 0)
+        return 0;
+    return (*slot = strdup(path)) ? 0 : -ENOMEM;
+}
+
+/* Where the hierarchies usually are, for a tree without proc/self/mounts. */
+static int probe_default(const char *root, struct vpack_cgroup_mounts *m)
+{
+    int r;
+    if ((r = probe_mount(root, "sys/fs/cgroup/cgroup.controllers", "/sys/fs/cgroup",
+                         &m->unified)) < 0 ||
+        m->unified)
+        return r;
+    if ((r = probe_mount(root, "sys/fs/cgroup/unified/cgroup.controllers",
+                         "/sys/fs/cgroup/unified", &m->unified)) < 0 ||
+        (r = probe_mount(root, CPUSET_ROOT, "/" CPUSET_ROOT, &m->cpuset)) < 0)
+        return r;
+    return probe_mount(root, "sys/fs/cgroup/memory", "/sys/fs/cgroup/memory", &m->memory);
+}
+
+int vpack_cgroup_detect(const char *root, struct vpack_cgroup_host *out)
+{
+    char *buf = NULL, path[4096];
+    size_t len;
+    memset(out, 0, sizeof(*out));
+    int r = vpack_host_read_file(root, "proc/self/mounts", 1 << 20, &buf, &len);
+    if (r == 0) {
+        r = vpack_cgroup_mounts_parse(buf, len, &out->mounts);
+        free(buf);
+        buf = NULL;
+    } else {
+        r = probe_default(root, &out->mounts);
     }
-    char *slash = strrchr(*cpusetcg, '/');
-    if (slash && !strcmp(slash, "/emulator"))
+    if (r < 0) {
+        vpack_cgroup_host_clear(out);
+        return r;
+    }
+    out->cpuset = out->mounts.cpuset ? VPACK_CGROUP_V1 : VPACK_CGROUP_NONE;
+    out->memory = out->mounts.memory ? VPACK_CGROUP_V1 : VPACK_CGROUP_NONE;
+    /* A controller is on one hierarchy only: v2 has the ones its root lists. */
+    if (out->mounts.unified &&
+        snprintf(path, sizeof(path), "%s/cgroup.controllers", out->mounts.unified) <
+            (int)sizeof(path) &&
+        vpack_host_read_file(root, path, 1 << 16, &buf, NULL) == 0) {
+        if (!out->cpuset && has_word(buf, "cpuset"))
+            out->cpuset = VPACK_CGROUP_V2;
+        if (!out->memory && has_word(buf, "memory"))
+            out->memory = VPACK_CGROUP_V2;
+        free(buf);
+    }
+    return 0;
+}
+
+void vpack_cgroup_host_clear(struct vpack_cgroup_host *h)
+{
+    vpack_cgroup_mounts_clear(&h->mounts);
+    memset(h, 0, sizeof(*h));
+}
+
+const char *vpack_cgroup_version(const struct vpack_cgroup_host *h)
+{
+    if (h->mounts.cpuset || h->mounts.memory)
+        return h->mounts.unified ? "hybrid" : "v1";
+    return h->mounts.unified ? "v2" : "none";
+}
+
+const char *vpack_cgroup_ver_name(enum vpack_cgroup_ver v)
+{
+    return v == VPACK_CGROUP_V1 ? "v1" : v == VPACK_CGROUP_V2 ? "v2" : "none";
+}
+
+/* Cuts a trailing "/name" component off path, if it is there. */
+static void cut_component(char *path, const char *name)
+{
+    char *slash = strrchr(path, '/');
+    if (slash && !strcmp(slash + 1, name))
         *slash = '\0';
 }
 
-int vpack_cgroup_iothread_ticks(const char *root, const char *cpusetcg, int pid, int id,
-                                uint64_t *ticks)
+/*
+ * The domain's group in the hierarchy of one controller (NULL: the v2
+ * line) mounted at mount: mount + the process's path without a trailing
+ * "emulator" and then "libvirt". NULL when the process sits at the top.
+ */
+static char *domain_dir(const char *root, int pid, const char *controller, const char *mount)
+{
+    char *path = NULL, *dir = NULL;
+    if (!mount || vpack_host_process_cgroup(root, pid, controller, &path) < 0)
+        return NULL;
+    cut_component(path, "emulator");
+    cut_component(path, "libvirt");
+    if (path[0] && strcmp(path, "/") && asprintf(&dir, "%s%s", mount, path) < 0)
+        dir = NULL;
+    free(path);
+    return dir;
+}
+
+static const char *ver_mount(const struct vpack_cgroup_host *h, enum vpack_cgroup_ver v,
+                             const char *v1_mount)
+{
+    return v == VPACK_CGROUP_V1 ? v1_mount : v == VPACK_CGROUP_V2 ? h->mounts.unified : NULL;
+}
+
+void vpack_cgroup_domain_find(const char *root, const struct vpack_cgroup_host *h, int pid,
+                              struct vpack_cgroup_domain *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->memory = domain_dir(root, pid, h->memory == VPACK_CGROUP_V1 ? "memory" : NULL,
+                             ver_mount(h, h->memory, h->mounts.memory));
+    if (out->memory)
+        out->memory_ver = h->memory;
+    out->threads = domain_dir(root, pid, h->cpuset == VPACK_CGROUP_V1 ? "cpuset" : NULL,
+                              ver_mount(h, h->cpuset, h->mounts.cpuset));
+    if (!out->threads)
+        return;
+    out->threads_ver = h->cpuset;
+    /* With systemd, libvirt puts the thread groups in a "libvirt" child. */
+    char *nested = NULL;
+    if (asprintf(&nested, "%s/libvirt", out->threads) < 0)
+        return;
+    if (is_dir(root, nested)) {
+        free(out->threads);
+        out->threads = nested;
+    } else {
+        free(nested);
+    }
+}
+
+void vpack_cgroup_domain_clear(struct vpack_cgroup_domain *d)
+{
+    free(d->memory);
+    free(d->threads);
+    memset(d, 0, sizeof(*d));
+}
+
+int vpack_cgroup_iothread_ticks(const char *root, const struct vpack_cgroup_domain *d, int pid,
+                                int id, uint64_t *ticks)
 {
     char path[4096], *buf = NULL, *save = NULL;
-    int r;
-    if (!cpusetcg || pid <= 0)
+    int *tids = NULL, r;
+    unsigned n = 0, found;
+    if (!d->threads || pid <= 0)
         return -ENOENT;
-    if (snprintf(path, sizeof(path), CPUSET_ROOT "%s/iothread%d/tasks", cpusetcg, id) >=
+    /* v2's threaded groups list their threads in cgroup.threads. */
+    if (snprintf(path, sizeof(path), "%s/iothread%d/%s", d->threads, id,
+                 d->threads_ver == VPACK_CGROUP_V2 ? "cgroup.threads" : "tasks") >=
         (int)sizeof(path))
         return -ENAMETOOLONG;
     if ((r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL)) < 0)
         return r;
-    *ticks = 0;
-    for (char *tid = strtok_r(buf, "\n", &save); tid; tid = strtok_r(NULL, "\n", &save)) {
-        uint64_t t;
-        if (vpack_host_task_ticks(root, pid, tid, &t) == 0)
-            *ticks += t;
+    /* One TID a line: fewer TIDs than bytes. */
+    if (!(tids = calloc(strlen(buf) + 1, sizeof(*tids)))) {
+        free(buf);
+        return -ENOMEM;
     }
+    for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+        char tail;
+        if (sscanf(t, "%d%c", &tids[n], &tail) == 1 && tids[n] > 0)
+            n++;
+    }
+    r = vpack_host_threads_ticks(root, pid, tids, n, ticks, &found);
+    free(tids);
     free(buf);
-    return 0;
+    return r;
 }
 
-int vpack_cgroup_numa_stat(const char *root, const char *memcg, struct vpack_mem_share **out,
-                           unsigned *n)
+int vpack_cgroup_numa_stat(const char *root, const struct vpack_cgroup_domain *d,
+                           struct vpack_mem_share **out, unsigned *n, uint64_t *bytes)
 {
     char path[4096], *buf = NULL;
     size_t len;
     unsigned max = 0;
-    int r;
+    int r, version = d->memory_ver == VPACK_CGROUP_V2 ? 2 : 1;
     *out = NULL;
     *n = 0;
-    if (snprintf(path, sizeof(path), "sys/fs/cgroup/memory%s/memory.numa_stat", memcg) >=
-        (int)sizeof(path))
+    *bytes = 0;
+    if (!d->memory)
+        return -ENOENT;
+    if (snprintf(path, sizeof(path), "%s/memory.numa_stat", d->memory) >= (int)sizeof(path))
         return -ENAMETOOLONG;
     if ((r = vpack_host_read_file(root, path, 1 << 20, &buf, &len)) < 0)
         return r;
@@ -207,9 +376,12 @@ int vpack_cgroup_numa_stat(const char *root, const char *memcg, struct vpack_mem
     r = -ENOMEM;
     if (max && !(*out = calloc(max, sizeof(**out))))
         goto cleanup;
-    if (!max || vpack_numastat_parse(buf, len, *out, max, n) < 0)
+    int v = max ? vpack_numastat_parse(buf, len, (uint64_t)sysconf(_SC_PAGESIZE), *out, max, n,
+                                       bytes)
+                : -EINVAL;
+    if (v < 0)
         *n = 0;
-    r = 0;
+    r = v > 0 ? v : version;
 cleanup:
     free(buf);
     if (*n == 0) {
@@ -217,4 +389,164 @@ cleanup:
         *out = NULL;
     }
     return r;
+}
+
+struct stale_walk {
+    const char *root;
+    const char *base; /* the unified hierarchy's mount point */
+    const vpack_cpuset *online;
+    struct vpack_cgroup_stale *arr;
+    unsigned n, cap;
+};
+
+/* The cpuset.cpus.partition of base+rel, newline cut; NULL when it has none. */
+static char *read_partition(const struct stale_walk *w, const char *rel)
+{
+    char path[4096], *buf = NULL;
+    if (snprintf(path, sizeof(path), "%s%s/cpuset.cpus.partition", w->base, rel) >=
+            (int)sizeof(path) ||
+        vpack_host_read_file(w->root, path, 4096, &buf, NULL) < 0)
+        return NULL;
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+/* True for a valid partition root ("root", "isolated"; not "... invalid (...)"). */
+static bool valid_partition(const char *p)
+{
+    return p && (!strncmp(p, "root", 4) || !strncmp(p, "isolated", 8)) && !strstr(p, "invalid");
+}
+
+static int stale_add(struct stale_walk *w, const char *rel, const vpack_cpuset *missing)
+{
+    if (w->n == w->cap) {
+        unsigned ncap = w->cap ? w->cap * 2 : 4;
+        struct vpack_cgroup_stale *a = realloc(w->arr, ncap * sizeof(*a));
+        if (!a)
+            return -ENOMEM;
+        w->arr = a;
+        w->cap = ncap;
+    }
+    struct vpack_cgroup_stale *s = &w->arr[w->n];
+    if (!(s->group = strdup(rel)))
+        return -ENOMEM;
+    s->missing = *missing;
+    s->partition = read_partition(w, rel);
+    w->n++;
+    return 0;
+}
+
+/*
+ * The CPUs that valid partition roots among the children of base+rel (the
+ * directory d) hold, their cpuset.cpus: the kernel takes them out of rel's
+ * effective set.
+ */
+static void partition_held(const struct stale_walk *w, const char *rel, DIR *d,
+                           vpack_cpuset *held)
+{
+    struct dirent *e;
+    vpack_cpuset_zero(held);
+    while ((e = readdir(d))) {
+        char child[4096], dir[4200];
+        vpack_cpuset cpus;
+        bool empty;
+        if (e->d_name[0] == '.' || e->d_type != DT_DIR ||
+            snprintf(child, sizeof(child), "%s/%s", rel, e->d_name) >= (int)sizeof(child))
+            continue;
+        char *part = read_partition(w, child);
+        snprintf(dir, sizeof(dir), "%s%s", w->base, child);
+        if (valid_partition(part) && read_set(w->root, dir, "cpuset.cpus", &cpus, &empty) == 0)
+            vpack_cpuset_or(held, held, &cpus);
+        free(part);
+    }
+    rewinddir(d);
+}
+
+/* Checks the group base+rel (its parent's effective set: parent) and below it. */
+static int check_group(struct stale_walk *w, const char *rel, const vpack_cpuset *parent,
+                       int depth)
+{
+    char dir[4096], full[4200];
+    vpack_cpuset eff, cpus, want, held;
+    bool empty;
+    int ret = 0;
+
+    if (depth > 8 || snprintf(dir, sizeof(dir), "%s%s", w->base, rel) >= (int)sizeof(dir))
+        return 0;
+    /* No cpuset in this group: none below it either. */
+    if (read_set(w->root, dir, "cpuset.cpus.effective", &eff, &empty) < 0)
+        return 0;
+    /*
+     * A valid partition root has its cpuset.cpus to itself (the kernel takes
+     * them out of its parent's set). Any other group: an empty cpuset.cpus
+     * takes the parent's CPUs; so does one they do not meet.
+     */
+    char *part = read_partition(w, rel);
+    bool own = valid_partition(part);
+    free(part);
+    if (read_set(w->root, dir, "cpuset.cpus", &cpus, &empty) < 0 || empty)
+        want = *parent;
+    else if (own)
+        want = cpus;
+    else
+        vpack_cpuset_and(&want, &cpus, parent);
+    if (vpack_cpuset_empty(&want))
+        want = *parent;
+    vpack_cpuset_and(&want, &want, w->online);
+    snprintf(full, sizeof(full), "%s/%s", w->root && *w->root ? w->root : "/", dir);
+    DIR *d = opendir(full);
+    if (d)
+        partition_held(w, rel, d, &held);
+    else
+        vpack_cpuset_zero(&held);
+    vpack_cpuset_andnot(&want, &want, &eff);
+    vpack_cpuset_andnot(&want, &want, &held);
+    if (!vpack_cpuset_empty(&want))
+        ret = stale_add(w, rel, &want);
+    for (struct dirent *e; ret == 0 && d && (e = readdir(d));) {
+        char child[4096];
+        if (e->d_name[0] == '.' || e->d_type != DT_DIR ||
+            snprintf(child, sizeof(child), "%s/%s", rel, e->d_name) >= (int)sizeof(child))
+            continue;
+        ret = check_group(w, child, &eff, depth + 1);
+    }
+    if (d)
+        closedir(d);
+    return ret;
+}
+
+int vpack_cgroup_check_effective(const char *root, const struct vpack_cgroup_host *h,
+                                 const vpack_cpuset *online, struct vpack_cgroup_stale **out,
+                                 unsigned *n)
+{
+    static const char *partitions[] = {"/machine.slice", "/machine"};
+    struct stale_walk w = {root, h->mounts.unified, online, NULL, 0, 0};
+    vpack_cpuset top;
+    bool empty;
+    int ret = 0;
+
+    *out = NULL;
+    *n = 0;
+    if (h->cpuset != VPACK_CGROUP_V2 || !w.base)
+        return 0;
+    if (read_set(root, w.base, "cpuset.cpus.effective", &top, &empty) < 0)
+        top = *online;
+    for (size_t i = 0; ret == 0 && i < sizeof(partitions) / sizeof(partitions[0]); i++)
+        ret = check_group(&w, partitions[i], &top, 0);
+    if (ret < 0) {
+        vpack_cgroup_stale_free(w.arr, w.n);
+        return ret;
+    }
+    *out = w.arr;
+    *n = w.n;
+    return 0;
+}
+
+void vpack_cgroup_stale_free(struct vpack_cgroup_stale *s, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        free(s[i].group);
+        free(s[i].partition);
+    }
+    free(s);
 }

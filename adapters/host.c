@@ -2,6 +2,7 @@
 #include "host.h"
 #include "vpack/procstat.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -122,6 +123,80 @@ int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *
     r = vpack_task_stat_parse(buf, len, ticks);
     free(buf);
     return r;
+}
+
+int vpack_host_threads(const char *root, int pid, struct vpack_host_thread **out, unsigned *n)
+{
+    char path[4096];
+    struct vpack_host_thread *arr = NULL;
+    unsigned cnt = 0, cap = 0;
+    struct dirent *e;
+    int ret = 0;
+
+    *out = NULL;
+    *n = 0;
+    if (pid <= 0)
+        return -ENOENT;
+    if (snprintf(path, sizeof(path), "%s/proc/%d/task", root && *root ? root : "/", pid) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    while ((e = readdir(d))) {
+        char rel[64], *comm = NULL, tail;
+        int tid;
+        if (sscanf(e->d_name, "%d%c", &tid, &tail) != 1 || tid <= 0)
+            continue;
+        snprintf(rel, sizeof(rel), "proc/%d/task/%d/comm", pid, tid);
+        if (vpack_host_read_file(root, rel, 4096, &comm, NULL) < 0)
+            continue; /* ended meanwhile */
+        if (cnt == cap) {
+            unsigned ncap = cap ? cap * 2 : 16;
+            struct vpack_host_thread *t = realloc(arr, ncap * sizeof(*t));
+            if (!t) {
+                free(comm);
+                ret = -ENOMEM;
+                break;
+            }
+            arr = t;
+            cap = ncap;
+        }
+        comm[strcspn(comm, "\n")] = '\0';
+        arr[cnt].tid = tid;
+        /* As the kernel keeps it: at most VPACK_COMM_MAX bytes. */
+        snprintf(arr[cnt].comm, sizeof(arr[cnt].comm), "%.*s", VPACK_COMM_MAX, comm);
+        cnt++;
+        free(comm);
+    }
+    closedir(d);
+    if (ret < 0) {
+        free(arr);
+        return ret;
+    }
+    *out = arr;
+    *n = cnt;
+    return 0;
+}
+
+int vpack_host_threads_ticks(const char *root, int pid, const int *tids, unsigned n,
+                             uint64_t *ticks, unsigned *found)
+{
+    *ticks = 0;
+    *found = 0;
+    for (unsigned i = 0; i < n; i++) {
+        char tid[16];
+        uint64_t t;
+        snprintf(tid, sizeof(tid), "%d", tids[i]);
+        int r = vpack_host_task_ticks(root, pid, tid, &t);
+        if (r == -ENOENT)
+            continue;
+        if (r < 0)
+            return r;
+        *ticks += t;
+        (*found)++;
+    }
+    return 0;
 }
 
 struct vpack_hotplug {

@@ -29,10 +29,11 @@ int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigne
 int vpack_host_online_cpus(const char *root, vpack_cpuset *out);
 
 /*
- * The cgroup v1 group of process pid for one controller, from
- * root/proc/PID/cgroup: 0 with *group ("/machine/qemu-1-a.libvirt-qemu",
- * caller frees), -ENOENT when the process or the controller is not there
- * (or pid is not positive), or -errno.
+ * The cgroup of process pid, from root/proc/PID/cgroup: for one v1
+ * controller, or with controller NULL the cgroup v2 ("0::") line. 0 with
+ * *group ("/machine/qemu-1-a.libvirt-qemu/emulator", caller frees), -ENOENT
+ * when the process or the line is not there (or pid is not positive), or
+ * -errno.
  */
 int vpack_host_process_cgroup(const char *root, int pid, const char *controller, char **group);
 
@@ -41,6 +42,28 @@ int vpack_host_process_cgroup(const char *root, int pid, const char *controller,
  * from root/proc/PID/task/TID/stat. Returns 0, -errno or -EINVAL.
  */
 int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *ticks);
+
+/* A thread of a process and its name ("IO iothread1", at most VPACK_COMM_MAX bytes). */
+struct vpack_host_thread {
+    int tid;
+    char comm[VPACK_COMM_MAX + 1];
+};
+
+/*
+ * The threads of process pid and their names, from root/proc/PID/task/ and
+ * each TID/comm; a thread that ends while they are read is left out.
+ * Returns 0 with *out (caller frees) and *n, or -errno (-ENOENT: no such
+ * process).
+ */
+int vpack_host_threads(const char *root, int pid, struct vpack_host_thread **out, unsigned *n);
+
+/*
+ * The CPU time of threads tids[0..n) of process pid, summed into *ticks
+ * (vpack_host_task_ticks); *found counts the threads still there. Returns 0
+ * or -errno other than -ENOENT (a thread that is gone is only not found).
+ */
+int vpack_host_threads_ticks(const char *root, int pid, const int *tids, unsigned n,
+                             uint64_t *ticks, unsigned *found);
 
 /*
  * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "agent.h"
+#include "cgroup.h"
 #include "host.h"
 #include "virt.h"
 #include "vpack/cpuset.h"
@@ -24,6 +25,12 @@
 #include "vpack/rules.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
+
+/*
+ * Where an iothread's load or a domain's memory placement was read from
+ * (explain's "source"): the thread QEMU named, or libvirt's cgroup group.
+ */
+enum load_source { SRC_NONE, SRC_NAME, SRC_CGROUP_V1, SRC_CGROUP_V2 };
 
 struct agent_thread {
     int id;
@@ -34,8 +41,10 @@ struct agent_thread {
     bool have_prev;
     uint64_t prev_time, prev_delay;
     double util, delay;    /* smoothed */
-    uint64_t prev_ticks;   /* iothreads: CPU time of the group's tasks, in ticks */
+    uint64_t prev_ticks;   /* iothreads: CPU time of its thread(s), in ticks */
     bool have_ticks;
+    int tid;               /* iothreads: the thread QEMU named "IO iothreadN", 0: none */
+    enum load_source source; /* iothreads: where prev_ticks was read */
 };
 
 struct agent_dom {
@@ -61,11 +70,14 @@ struct agent_dom {
     char *reason;          /* the policy's last word on it */
     unsigned npackages;
     int *packages;         /* the packages the last plan placed it on */
-    char *memcg;           /* its cgroup v1 memory group, for memory.numa_stat */
-    char *cpusetcg;        /* its cgroup v1 cpuset group (iothreadN/ below it) */
+    struct vpack_cgroup_domain cg; /* its groups: memory.numa_stat, the iothreads' fallback */
     int pid;               /* QEMU's pid */
+    bool rescan_threads;   /* an iothread's named thread is gone: look for them again */
     unsigned nmem;
     struct vpack_mem_share *mem; /* share of its memory per NUMA node */
+    uint64_t mem_bytes;    /* its memory on the page lists, from memory.numa_stat */
+    enum load_source mem_source; /* SRC_CGROUP_V1/V2 when mem was read, else SRC_NONE */
+    int mem_error;         /* -errno of the last failed read of memory.numa_stat, or 0 */
 };
 
 /* Why a pin was made, for the metrics ("reason" label). */
@@ -82,6 +94,7 @@ struct agent_counters {
     uint64_t rebalances;    /* plans that moved something */
     uint64_t hotplug_events;
     uint64_t cgroup_repairs;
+    uint64_t cgroup_stale;  /* v2 groups found without an online CPU they should have */
     uint64_t reconnects;
 };
 
@@ -92,6 +105,7 @@ struct vpack_agent {
     struct vpack_policy_state *pstate;
     struct vpack_virt *virt;
     struct vpack_hotplug *hotplug;
+    struct vpack_cgroup_host cgroup; /* the host's cgroup hierarchies, found at start */
     uv_timer_t tick;
     vpack_cpuset online;
     struct vpack_cpu_times *prev_times;
@@ -137,6 +151,13 @@ bool vpack__dom_placed(const struct vpack_agent *a, const struct agent_dom *d);
 /* The mask a thread has when vpack does not restrict it. */
 void vpack__dom_free_mask(const struct vpack_agent *a, const struct agent_dom *d,
                           const struct agent_thread *t, vpack_cpuset *out);
+/*
+ * Finds d's iothreads among QEMU's threads by the names QEMU gives them
+ * ("IO iothreadN"); the ones not found are read through their cgroup.
+ */
+void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d);
+/* "thread-name", "cgroup-v1", "cgroup-v2" or "none". */
+const char *vpack__source_name(enum load_source s);
 /* Keeps the plan's word on d: its reason and its packages. Returns 0 or -ENOMEM. */
 int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain *pd);
 

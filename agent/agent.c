@@ -47,7 +47,37 @@ static int load_topology(struct vpack_agent *a, char **errmsg)
     return 0;
 }
 
-/* After a CPU came or went: re-read the topology, repair libvirt's cpusets, re-pin all. */
+/*
+ * cgroup v2 after a CPU came or went: the kernel gives a CPU that comes back
+ * to every group whose cpuset.cpus allows it, unless a partition is invalid.
+ * vpack writes nothing there (libvirt's groups are systemd's or libvirt's to
+ * configure); it says which group did not get a CPU back, and counts it.
+ */
+static void check_effective(struct vpack_agent *a)
+{
+    struct vpack_cgroup_stale *st = NULL;
+    unsigned n = 0;
+    int r = vpack_cgroup_check_effective(a->cfg.sysfs_root, &a->cgroup, &a->online, &st, &n);
+    if (r < 0) {
+        log_warn("cannot check the cgroup v2 cpusets: %s", strerror(-r));
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        char cpus[256];
+        vpack_cpuset_format_buf(&st[i].missing, cpus, sizeof(cpus));
+        log_warn("cgroup %s: CPUs %s are online and allowed by its cpuset.cpus, but not in its "
+                 "cpuset.cpus.effective (partition: %s): its threads cannot run there and pins "
+                 "to them fail; vpack does not write cgroup v2 files", st[i].group, cpus,
+                 st[i].partition ? st[i].partition : "none");
+    }
+    a->ctr.cgroup_stale += n;
+    vpack_cgroup_stale_free(st, n);
+}
+
+/*
+ * After a CPU came or went: re-read the topology, repair libvirt's v1 cpusets
+ * (check the v2 ones), re-pin all.
+ */
 static void handle_hotplug(struct vpack_agent *a)
 {
     char *err = NULL;
@@ -58,12 +88,16 @@ static void handle_hotplug(struct vpack_agent *a)
         free(err);
         return;
     }
-    int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->online, &fixed);
-    if (r < 0)
-        log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));
-    if (fixed) {
-        a->ctr.cgroup_repairs += fixed;
-        log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
+    if (a->cgroup.cpuset == VPACK_CGROUP_V2) {
+        check_effective(a);
+    } else {
+        int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->online, &fixed);
+        if (r < 0)
+            log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));
+        if (fixed) {
+            a->ctr.cgroup_repairs += fixed;
+            log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
+        }
     }
     /* The kernel moved threads and libvirt's view may be stale: pin everything again. */
     vpack__act_forget_applied(a);
@@ -236,6 +270,7 @@ static void agent_free(struct vpack_agent *a)
     vpack_snapshot_free(a->snap);
     vpack_policy_state_free(a->pstate);
     vpack_topology_free(a->topo);
+    vpack_cgroup_host_clear(&a->cgroup);
     vpack_config_clear(&a->cfg);
     free(a);
 }
@@ -255,8 +290,11 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
     if (!a)
         return -ENOMEM;
     a->loop = loop;
-    if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0)
+    if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0 ||
+        (r = vpack_cgroup_detect(a->cfg.sysfs_root, &a->cgroup)) < 0)
         goto fail;
+    log_info("cgroup %s: cpuset %s, memory %s", vpack_cgroup_version(&a->cgroup),
+             vpack_cgroup_ver_name(a->cgroup.cpuset), vpack_cgroup_ver_name(a->cgroup.memory));
     if (!(a->pstate = vpack_policy_state_new())) {
         r = -ENOMEM;
         goto fail;

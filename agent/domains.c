@@ -27,8 +27,7 @@ void vpack__dom_free(struct agent_dom *d)
     free(d->iothreads);
     free(d->reason);
     free(d->packages);
-    free(d->memcg);
-    free(d->cpusetcg);
+    vpack_cgroup_domain_clear(&d->cg);
     free(d->mem);
     memset(d, 0, sizeof(*d));
 }
@@ -97,6 +96,63 @@ void vpack__dom_free_mask(const struct vpack_agent *a, const struct agent_dom *d
     else
         *out = a->online;
     vpack_cpuset_and(out, out, &a->online);
+}
+
+const char *vpack__source_name(enum load_source s)
+{
+    static const char *const names[] = {"none", "thread-name", "cgroup-v1", "cgroup-v2"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "none";
+}
+
+/*
+ * QEMU's threads, by the names it gives them with debug-threads=on:
+ * "CPU N/KVM" (or /TCG) runs vCPU N, "IO iothreadN" libvirt's iothread N;
+ * every other thread (the main thread, call_rcu, the thread pool's
+ * "worker"s, the monitor's "IO mon_iothread", ...) is the emulator's. Only
+ * the iothreads are looked up here: libvirt's bulk stats give each vCPU's
+ * time, and the emulator's load is the rest of the domain's cpu.time
+ * (sample.c). A "worker" that an iothread's block layer starts inherits the
+ * iothread's cgroup, so the cgroup fallback counts it to the iothread; by
+ * name it is the emulator's.
+ */
+void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
+{
+    struct vpack_host_thread *t = NULL;
+    unsigned nt = 0, *ids = NULL, named = 0;
+    d->rescan_threads = false;
+    for (unsigned i = 0; i < d->niothreads; i++)
+        d->iothreads[i].tid = 0;
+    if (!d->niothreads || vpack_host_threads(a->cfg.sysfs_root, d->pid, &t, &nt) < 0)
+        return;
+    if (!(ids = calloc(d->niothreads, sizeof(*ids)))) {
+        free(t);
+        return;
+    }
+    for (unsigned i = 0; i < d->niothreads; i++)
+        ids[i] = (unsigned)d->iothreads[i].id;
+    for (unsigned k = 0; k < nt; k++) {
+        int vcpu;
+        if (vpack_qemu_thread_kind(t[k].comm, &vcpu) != VPACK_QEMU_IOTHREAD)
+            continue;
+        int i = vpack_qemu_iothread_match(t[k].comm, ids, d->niothreads);
+        if (i == -2)
+            log_debug("domain %s: thread %d '%s' could be more than one iothread (its name is "
+                      "cut): reading those from their cgroups", d->name, t[k].tid, t[k].comm);
+        if (i < 0)
+            continue;
+        /* Two threads of one name cannot be told apart: the cgroup decides. */
+        d->iothreads[i].tid = d->iothreads[i].tid ? -1 : t[k].tid;
+    }
+    for (unsigned i = 0; i < d->niothreads; i++) {
+        if (d->iothreads[i].tid < 0)
+            d->iothreads[i].tid = 0;
+        named += d->iothreads[i].tid > 0;
+    }
+    if (named < d->niothreads)
+        log_debug("domain %s: %u of %u iothreads found by name (QEMU without debug-threads?); "
+                  "the others are read from their cgroups", d->name, named, d->niothreads);
+    free(ids);
+    free(t);
 }
 
 int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain *pd)
@@ -355,10 +411,10 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
         vpack_domxml_free(rec);
     }
     take_pins(d, &rd.pins);
-    free(d->memcg);
-    free(d->cpusetcg);
-    vpack_cgroup_domain_groups(a->cfg.sysfs_root, rd.info.pid, &d->memcg, &d->cpusetcg);
+    vpack_cgroup_domain_clear(&d->cg);
+    vpack_cgroup_domain_find(a->cfg.sysfs_root, &a->cgroup, rd.info.pid, &d->cg);
     d->pid = rd.info.pid;
+    vpack__dom_find_threads(a, d);
     d->refresh = false;
     log_debug("domain %s: refreshed (level %d, %u vCPUs, %u iothreads%s)", d->name, d->level,
               d->nvcpus, d->niothreads, d->known ? "" : ", transient: unmanaged");

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Observe: per-CPU busy time from /proc/stat, per-thread load from one
- * libvirt bulk stats call (iothreads from their cgroups, memory from
- * memory.numa_stat), smoothed; and the snapshot the policy plans on.
+ * libvirt bulk stats call (iothreads from the threads QEMU names, else their
+ * cgroups; memory from memory.numa_stat of either cgroup version),
+ * smoothed; and the snapshot the policy plans on.
  */
 #include "agent-priv.h"
 
@@ -89,11 +90,22 @@ static void sample_memory(struct vpack_agent *a, struct agent_dom *d)
 {
     struct vpack_mem_share *mem;
     unsigned n;
-    if (!d->memcg || vpack_cgroup_numa_stat(a->cfg.sysfs_root, d->memcg, &mem, &n) < 0)
+    uint64_t bytes;
+    int v = vpack_cgroup_numa_stat(a->cfg.sysfs_root, &d->cg, &mem, &n, &bytes);
+    if (v < 0 || n == 0) {
+        if (d->mem_error != (v < 0 ? v : -ENODATA))
+            log_debug("domain %s: no memory placement from %s: %s", d->name,
+                      d->cg.memory ? d->cg.memory : "its memory cgroup (not found)",
+                      strerror(v < 0 ? -v : ENODATA));
+        d->mem_error = v < 0 ? v : -ENODATA;
         return;
+    }
     free(d->mem);
     d->mem = mem;
     d->nmem = n;
+    d->mem_bytes = bytes;
+    d->mem_source = v == 2 ? SRC_CGROUP_V2 : SRC_CGROUP_V1;
+    d->mem_error = 0;
 }
 
 /* The vCPUs' run time and delay; returns the run time they took since the last sample. */
@@ -119,26 +131,54 @@ static uint64_t sample_vcpus(struct vpack_agent *a, struct agent_dom *d,
     return vsum;
 }
 
-/* The iothreads from their cgroups; returns the nanoseconds they ran since the last sample. */
+/*
+ * CPU time of one iothread, in ticks, from the thread QEMU named for it, or
+ * else from its cgroup; *src says which. Returns 0 or -errno.
+ */
+static int iothread_ticks(struct vpack_agent *a, struct agent_dom *d,
+                          const struct agent_thread *io, uint64_t *ticks, enum load_source *src)
+{
+    unsigned found = 0;
+    if (io->tid > 0 &&
+        vpack_host_threads_ticks(a->cfg.sysfs_root, d->pid, &io->tid, 1, ticks, &found) == 0 &&
+        found == 1) {
+        *src = SRC_NAME;
+        return 0;
+    }
+    if (io->tid > 0)
+        d->rescan_threads = true; /* the thread is gone: the iothread may have a new one */
+    *src = d->cg.threads_ver == VPACK_CGROUP_V2 ? SRC_CGROUP_V2 : SRC_CGROUP_V1;
+    int r = vpack_cgroup_iothread_ticks(a->cfg.sysfs_root, &d->cg, d->pid, io->id, ticks);
+    if (r < 0)
+        *src = SRC_NONE;
+    return r;
+}
+
+/* The iothreads' load; returns the nanoseconds they ran since the last sample. */
 static double sample_iothreads(struct vpack_agent *a, struct agent_dom *d, double dt)
 {
     double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
     double iosum = 0;
+    if (d->rescan_threads)
+        vpack__dom_find_threads(a, d);
     for (unsigned t = 0; t < d->niothreads; t++) {
         struct agent_thread *io = &d->iothreads[t];
+        enum load_source src;
         uint64_t ticks;
-        if (vpack_cgroup_iothread_ticks(a->cfg.sysfs_root, d->cpusetcg, d->pid, io->id, &ticks) <
-            0) {
+        if (iothread_ticks(a, d, io, &ticks, &src) < 0) {
             io->have_ticks = false;
+            io->source = SRC_NONE;
             continue;
         }
-        if (io->have_ticks && dt > 0 && ticks >= io->prev_ticks) {
+        /* Readings from two sources do not subtract. */
+        if (io->have_ticks && src == io->source && dt > 0 && ticks >= io->prev_ticks) {
             double ns = (double)(ticks - io->prev_ticks) * tick_ns;
             smooth(a, &io->util, ns / dt);
             iosum += ns;
         }
         io->prev_ticks = ticks;
         io->have_ticks = true;
+        io->source = src;
     }
     return iosum;
 }

@@ -8,6 +8,8 @@
 #include "agent-priv.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -99,6 +101,7 @@ static struct json_object *status_counters(const struct vpack_agent *a, bool *ok
     vpack_json_set_int(o, "rebalances", (int64_t)a->ctr.rebalances, ok);
     vpack_json_set_int(o, "hotplug_events", (int64_t)a->ctr.hotplug_events, ok);
     vpack_json_set_int(o, "cgroup_repairs", (int64_t)a->ctr.cgroup_repairs, ok);
+    vpack_json_set_int(o, "cgroup_stale", (int64_t)a->ctr.cgroup_stale, ok);
     vpack_json_set_int(o, "connects", (int64_t)a->ctr.reconnects, ok);
     return o;
 }
@@ -112,6 +115,74 @@ static void status_plan(const struct vpack_plan *plan, struct json_object *root,
         vpack_json_set_int(root, "wakeup_package", plan->wakeup_package, ok);
     else
         vpack_json_set_null(root, "wakeup_package", ok);
+}
+
+/* Appends {"feature": feature, "why": why} to arr; why is freed (NULL: out of memory). */
+static void unavailable(struct json_object *arr, const char *feature, char *why, bool *ok)
+{
+    struct json_object *o = json_object_new_object();
+    vpack_json_set_str(o, "feature", feature, ok);
+    vpack_json_set(o, "why", why ? json_object_new_string(why) : NULL, ok);
+    vpack_json_append(arr, o, ok);
+    free(why);
+}
+
+/* What a domain's reads could not see: its iothreads' load, its memory placement. */
+static void domain_unavailable(const struct vpack_agent *a, const struct agent_dom *d,
+                               struct json_object *arr, bool *ok)
+{
+    char *why;
+    /* Only once it was sampled: before that, nothing was tried. */
+    if (!d->name || !d->have_prev_cpu)
+        return;
+    for (unsigned t = 0; t < d->niothreads; t++) {
+        int id = d->iothreads[t].id;
+        if (d->iothreads[t].source != SRC_NONE)
+            continue;
+        if (asprintf(&why, "domain %s, iothread %d: QEMU names no thread 'IO iothread%d' and "
+                     "no cgroup group of it was found", d->name, id, id) < 0)
+            why = NULL;
+        unavailable(arr, "iothread-load", why, ok);
+    }
+    if (!d->mem_error || a->cgroup.memory == VPACK_CGROUP_NONE)
+        return;
+    if (!d->cg.memory ? asprintf(&why, "domain %s: its QEMU process (pid %d) has no memory "
+                                       "cgroup of its own", d->name, d->pid) < 0
+                      : asprintf(&why, "domain %s: cannot read %s/memory.numa_stat: %s", d->name,
+                                 d->cg.memory, strerror(-d->mem_error)) < 0)
+        why = NULL;
+    unavailable(arr, "memory-placement", why, ok);
+}
+
+/*
+ * "cgroup": the version, where cpuset and memory are, and what vpack cannot
+ * do on this host or for a domain, with why.
+ */
+static struct json_object *status_cgroup(const struct vpack_agent *a, bool *ok)
+{
+    const struct vpack_cgroup_host *h = &a->cgroup;
+    struct json_object *o = json_object_new_object(), *un = json_object_new_array();
+    vpack_json_set_str(o, "version", vpack_cgroup_version(h), ok);
+    vpack_json_set_str(o, "cpuset", vpack_cgroup_ver_name(h->cpuset), ok);
+    vpack_json_set_str(o, "memory", vpack_cgroup_ver_name(h->memory), ok);
+    if (h->mounts.unified)
+        vpack_json_set_str(o, "unified", h->mounts.unified, ok);
+    else
+        vpack_json_set_null(o, "unified", ok);
+    if (h->memory == VPACK_CGROUP_NONE)
+        unavailable(un, "memory-placement",
+                    strdup("no memory controller (no v1 hierarchy, not in the cgroup2 root's "
+                           "cgroup.controllers): where a domain's memory is stays unknown"),
+                    ok);
+    if (h->cpuset == VPACK_CGROUP_NONE)
+        unavailable(un, "hotplug-cpusets",
+                    strdup("no cpuset controller: libvirt's cpusets are neither repaired (v1) "
+                           "nor checked (v2) after CPU hotplug"),
+                    ok);
+    for (unsigned i = 0; i < a->ndoms; i++)
+        domain_unavailable(a, &a->doms[i], un, ok);
+    vpack_json_set(o, "unavailable", un, ok);
+    return o;
 }
 
 int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
@@ -135,12 +206,15 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
         vpack_json_append(doms, o, &ok);
     }
     vpack_json_set(root, "domains", doms, &ok);
+    vpack_json_set(root, "cgroup", status_cgroup(a, &ok), &ok);
     vpack_json_set(root, "counters", status_counters(a, &ok), &ok);
     *out = vpack_json_finish(root, ok);
     return *out ? 0 : -ENOMEM;
 }
 
-static struct json_object *thread_json(const struct agent_thread *t, const char *label, bool *ok)
+/* One thread; source says where its load is read ("libvirt", "thread-name", ...). */
+static struct json_object *thread_json(const struct agent_thread *t, const char *label,
+                                       const char *source, bool *ok)
 {
     struct json_object *o = json_object_new_object();
     if (label)
@@ -151,6 +225,7 @@ static struct json_object *thread_json(const struct agent_thread *t, const char 
     vpack_json_set_cpuset(o, "cpus", t->applied_known ? &t->applied : NULL, ok);
     vpack_json_set_double(o, "util", t->util, ok);
     vpack_json_set_double(o, "delay", t->delay, ok);
+    vpack_json_set_str(o, "source", source, ok);
     return o;
 }
 
@@ -160,12 +235,43 @@ static void explain_threads(const struct agent_dom *d, struct json_object *o, bo
     struct json_object *vc = json_object_new_array(), *io = json_object_new_array();
     for (unsigned v = 0; v < d->nvcpus; v++)
         if (d->vcpu_online[v])
-            vpack_json_append(vc, thread_json(&d->vcpus[v], NULL, ok), ok);
+            vpack_json_append(vc, thread_json(&d->vcpus[v], NULL, "libvirt", ok), ok);
     vpack_json_set(o, "vcpus", vc, ok);
-    vpack_json_set(o, "emulator", thread_json(&d->emulator, "emulator", ok), ok);
-    for (unsigned t = 0; t < d->niothreads; t++)
-        vpack_json_append(io, thread_json(&d->iothreads[t], NULL, ok), ok);
+    /* The emulator is what the domain's cpu.time leaves (sample.c). */
+    vpack_json_set(o, "emulator", thread_json(&d->emulator, "emulator", "remainder", ok), ok);
+    for (unsigned t = 0; t < d->niothreads; t++) {
+        const struct agent_thread *it = &d->iothreads[t];
+        struct json_object *j = thread_json(it, NULL, vpack__source_name(it->source), ok);
+        if (it->source == SRC_NAME)
+            vpack_json_set_int(j, "tid", it->tid, ok);
+        vpack_json_append(io, j, ok);
+    }
     vpack_json_set(o, "iothreads", io, ok);
+}
+
+/* "memory": where it was read, how much, and its share per NUMA node. */
+static struct json_object *explain_memory(const struct agent_dom *d, bool *ok)
+{
+    struct json_object *o = json_object_new_object(), *nodes = json_object_new_array();
+    vpack_json_set_str(o, "source", vpack__source_name(d->mem_source), ok);
+    if (d->cg.memory)
+        vpack_json_set_str(o, "dir", d->cg.memory, ok);
+    else
+        vpack_json_set_null(o, "dir", ok);
+    vpack_json_set_int(o, "bytes", (int64_t)(d->mem_bytes > INT64_MAX ? INT64_MAX : d->mem_bytes),
+                       ok);
+    for (unsigned m = 0; m < d->nmem; m++) {
+        struct json_object *n = json_object_new_object();
+        vpack_json_set_int(n, "node", d->mem[m].node, ok);
+        vpack_json_set_double(n, "share", d->mem[m].share, ok);
+        vpack_json_append(nodes, n, ok);
+    }
+    vpack_json_set(o, "nodes", nodes, ok);
+    if (d->mem_error)
+        vpack_json_set_str(o, "error", strerror(-d->mem_error), ok);
+    else
+        vpack_json_set_null(o, "error", ok);
+    return o;
 }
 
 int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct json_object **out)
@@ -188,6 +294,7 @@ int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct jso
     vpack_json_set_str(o, "reason", d->reason ? d->reason : "", &ok);
     vpack_json_set(o, "packages", vpack_json_ints(d->packages, d->npackages), &ok);
     explain_threads(d, o, &ok);
+    vpack_json_set(o, "memory", explain_memory(d, &ok), &ok);
     *out = vpack_json_finish(o, ok);
     return *out ? 0 : -ENOMEM;
 }

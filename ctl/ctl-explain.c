@@ -19,7 +19,8 @@ static void usage(FILE *f)
             "its bound is, which packages it is placed on and why; then, per thread\n"
             "(vCPUs, emulator, iothreads), the CPUs the guest asked for (GUEST PIN, '-':\n"
             "none), the CPUs it may run on now (CPUS NOW, '?': not read yet), its load in\n"
-            "CPUs (UTIL) and the share of time it waited to run (DELAY). Needs a running\n"
+            "CPUs (UTIL), the share of time it waited to run (DELAY) and where its load\n"
+            "is read (LOAD FROM); and where the domain's memory is. Needs a running\n"
             "vpackd.\n"
             "\n"
             "Options:\n"
@@ -34,6 +35,7 @@ struct row {
     char name[64];
     const char *pin, *cpus;
     double util, delay;
+    char source[48];
 };
 
 /* label: "vcpu" or "iothread", followed by the id; NULL for the emulator. */
@@ -47,6 +49,12 @@ static void row_fill(struct row *r, struct json_object *t, const char *label)
     r->cpus = vpack_json_str(t, "cpus", "?");
     r->util = vpack_json_double(t, "util", 0);
     r->delay = vpack_json_double(t, "delay", 0);
+    /* An iothread found by name shows its thread: "thread-name 4250". */
+    if (json_object_object_get_ex(t, "tid", NULL))
+        snprintf(r->source, sizeof(r->source), "%s %s", vpack_json_str(t, "source", "?"),
+                 vpack_json_text(t, "tid", "?"));
+    else
+        snprintf(r->source, sizeof(r->source), "%s", vpack_json_str(t, "source", "-"));
 }
 
 /* The thread table: vCPUs, the emulator, iothreads. Returns 0 or -1 (out of memory). */
@@ -77,11 +85,11 @@ static int print_threads(struct json_object *d)
         if ((l = (int)strlen(rows[i].cpus)) > wcpus)
             wcpus = l;
     }
-    printf("\n%-*s  %-*s  %-*s  %5s  %6s\n", wname, "THREAD", wpin, "GUEST PIN", wcpus,
-           "CPUS NOW", "UTIL", "DELAY");
+    printf("\n%-*s  %-*s  %-*s  %5s  %6s  %s\n", wname, "THREAD", wpin, "GUEST PIN", wcpus,
+           "CPUS NOW", "UTIL", "DELAY", "LOAD FROM");
     for (size_t i = 0; i < n; i++)
-        printf("%-*s  %-*s  %-*s  %5.2f  %5.1f%%\n", wname, rows[i].name, wpin, rows[i].pin,
-               wcpus, rows[i].cpus, rows[i].util, rows[i].delay * 100);
+        printf("%-*s  %-*s  %-*s  %5.2f  %5.1f%%  %s\n", wname, rows[i].name, wpin, rows[i].pin,
+               wcpus, rows[i].cpus, rows[i].util, rows[i].delay * 100, rows[i].source);
     free(rows);
     return 0;
 }
@@ -102,6 +110,33 @@ static void print_level(struct json_object *d)
     else
         printf("level     %s (the default: the domain has no power policy element and no "
                "rule matches)\n", level);
+}
+
+/*
+ * "memory    128.0 MiB: node 0 100% (cgroup-v1, /sys/fs/cgroup/memory/...)", or
+ * why it is not known.
+ */
+static void print_memory(struct json_object *d)
+{
+    struct json_object *m = NULL, *nodes;
+    size_t n;
+
+    if (!json_object_object_get_ex(d, "memory", &m) || !json_object_is_type(m, json_type_object))
+        return; /* an older agent */
+    nodes = vpack_json_array(m, "nodes");
+    n = nodes ? json_object_array_length(nodes) : 0;
+    if (!n) {
+        printf("memory    placement unknown (%s)\n",
+               vpack_json_str(m, "error", "memory.numa_stat not read yet"));
+        return;
+    }
+    printf("memory    %.1f MiB:", vpack_json_double(m, "bytes", 0) / (1024.0 * 1024.0));
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(nodes, i);
+        printf("%s node %s %.0f%%", i ? "," : "", vpack_json_text(e, "node", "?"),
+               vpack_json_double(e, "share", 0) * 100);
+    }
+    printf(" (%s, %s)\n", vpack_json_str(m, "source", "?"), vpack_json_str(m, "dir", "?"));
 }
 
 /* The text form. Returns 0 or -1 (out of memory). */
@@ -128,6 +163,7 @@ static int print_explain(struct json_object *d, const struct vpackctl_args *a)
         printf("bound     none (all usable CPUs)\n");
     printf("packages  %s\n", pk);
     printf("reason    %s\n", *reason ? reason : "-");
+    print_memory(d);
     free(pk);
     return print_threads(d);
 }

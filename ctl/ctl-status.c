@@ -20,7 +20,8 @@ static void usage(FILE *f)
             "Show what the agent sees and decided: per package, its CPUs, busy and idle\n"
             "share, whether it is ACTIVE or PARKED (left idle to reach its deep C-states)\n"
             "and the domains placed on it; then every domain's level, packages and the\n"
-            "reason for its placement. Needs a running vpackd.\n"
+            "reason for its placement. The header names the cgroup version and any\n"
+            "feature that is unavailable on this host. Needs a running vpackd.\n"
             "\n"
             "Options:\n"
             "  --json            print the agent's status object as JSON\n"
@@ -67,6 +68,30 @@ static void print_header(struct json_object *st)
                    : "");
     else
         printf("plan: none yet (the agent has not finished its first sample)\n");
+}
+
+/*
+ * "cgroup hybrid: cpuset v1, memory v1, cgroup2 at /sys/fs/cgroup/unified",
+ * then each feature this host or a domain lacks, with why.
+ */
+static void print_cgroup(struct json_object *st)
+{
+    struct json_object *cg = NULL, *un;
+    size_t n;
+
+    if (!json_object_object_get_ex(st, "cgroup", &cg) || !json_object_is_type(cg, json_type_object))
+        return; /* an older agent */
+    un = vpack_json_array(cg, "unavailable");
+    n = un ? json_object_array_length(un) : 0;
+    printf("cgroup %s: cpuset %s, memory %s", vpack_json_str(cg, "version", "?"),
+           vpack_json_str(cg, "cpuset", "?"), vpack_json_str(cg, "memory", "?"));
+    if (vpack_json_str(cg, "unified", NULL))
+        printf(", cgroup2 at %s", vpack_json_str(cg, "unified", "?"));
+    printf("; %s\n", n ? "unavailable:" : "every feature available");
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *u = json_object_array_get_idx(un, i);
+        printf("  %s: %s\n", vpack_json_str(u, "feature", "?"), vpack_json_str(u, "why", "?"));
+    }
 }
 
 /* One block per package: the summary line, then the domains placed on it. */
@@ -156,6 +181,7 @@ static int print_status(struct json_object *st, const struct vpackctl_args *a)
 {
     (void)a;
     print_header(st);
+    print_cgroup(st);
     print_packages(vpack_json_array(st, "packages"));
     return print_domains(vpack_json_array(st, "domains"));
 }

@@ -36,15 +36,23 @@ double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct v
 int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
 
 /*
- * Parses the "total=" line of a cgroup v1 memory.numa_stat text
- * ("total=512 N0=500 N1=12") into the share of pages per NUMA node. Writes
- * at most max entries to out (node ascending, shares summing to 1), sets *n,
- * and returns 0; -EINVAL when there is no total line, -ENODATA when the
- * total is 0.
+ * Parses a memory.numa_stat text of either cgroup version into the share of
+ * the group's memory per NUMA node:
+ *   v1, in pages: "total=512 N0=500 N1=12"; the "hierarchical_total=" line
+ *       (the group and its children) when there is one, else "total=".
+ *   v2, in bytes: one line per type, "anon N0=2097152 N1=0"; the sum of the
+ *       page-reclaim lists (inactive_anon, active_anon, inactive_file,
+ *       active_file, unevictable: what v1's total counts), or of anon and
+ *       file when the text has none of those. Other lines are ignored.
+ * Writes at most max entries to out (nodes in the order listed: the kernel
+ * lists them ascending; shares summing to 1) and sets *n, and *bytes (unless
+ * NULL) to the total in bytes (v1's pages times page_size). Returns the
+ * cgroup version of the text (1 or 2); -EINVAL when it is neither or a line
+ * it reads is malformed, -ENODATA when the total is 0.
  */
 struct vpack_mem_share;
-int vpack_numastat_parse(const char *buf, size_t len, struct vpack_mem_share *out, unsigned max,
-                         unsigned *n);
+int vpack_numastat_parse(const char *buf, size_t len, uint64_t page_size,
+                         struct vpack_mem_share *out, unsigned max, unsigned *n, uint64_t *bytes);
 
 /*
  * Parses one uevent datagram ("ACTION@DEVPATH\0KEY=VALUE\0..."). Returns 1
@@ -54,12 +62,53 @@ int vpack_numastat_parse(const char *buf, size_t len, struct vpack_mem_share *ou
 int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online);
 
 /*
- * The cgroup v1 path of a process for one controller, from its
- * /proc/PID/cgroup text ("4:memory:/machine/qemu-1-a.libvirt-qemu"; the
- * controller list may hold several names, "2:cpu,cpuacct:/..."): a new
- * string (caller frees), or NULL when the controller is not there or the
- * path is not absolute.
+ * The cgroup path of a process from its /proc/PID/cgroup text: for one v1
+ * controller ("4:memory:/machine/qemu-1-a.libvirt-qemu"; the controller
+ * list may hold several names, "2:cpu,cpuacct:/..."), or with controller
+ * NULL the cgroup v2 line ("0::/machine.slice/..."). A new string (caller
+ * frees), or NULL when there is no such line or the path is not absolute.
  */
 char *vpack_proc_cgroup_parse(const char *buf, size_t len, const char *controller);
+
+/* Where the cgroup hierarchies vpack reads are mounted (absolute paths, or NULL). */
+struct vpack_cgroup_mounts {
+    char *cpuset;  /* the v1 hierarchy with the cpuset controller */
+    char *memory;  /* the v1 hierarchy with the memory controller */
+    char *unified; /* the first cgroup2 mount: /sys/fs/cgroup, or .../unified on a hybrid host */
+};
+
+/*
+ * Reads the cgroup and cgroup2 lines of a /proc/self/mounts text
+ * ("cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0"), decoding
+ * the kernel's octal escapes in mount points; other lines are skipped.
+ * Returns 0 (*out filled; clear it with vpack_cgroup_mounts_clear) or
+ * -ENOMEM.
+ */
+int vpack_cgroup_mounts_parse(const char *buf, size_t len, struct vpack_cgroup_mounts *out);
+void vpack_cgroup_mounts_clear(struct vpack_cgroup_mounts *m);
+
+/* The kernel keeps the first 15 bytes of a thread's name (TASK_COMM_LEN - 1). */
+#define VPACK_COMM_MAX 15
+
+/*
+ * QEMU started with "-name ...,debug-threads=on" (libvirt always asks for
+ * it) names its threads: "CPU 3/KVM" ("CPU 3/TCG", ...) is a vCPU thread,
+ * "ALL CPUs/TCG" runs every vCPU (single-threaded TCG), "IO <id>" runs the
+ * iothread object <id>, or the monitor's ("IO mon_iothread"). Anything
+ * else (the main thread, "call_rcu", "worker", ...) is OTHER.
+ */
+enum vpack_qemu_thread { VPACK_QEMU_OTHER, VPACK_QEMU_VCPU, VPACK_QEMU_IOTHREAD };
+/* The kind of a thread named comm (no newline); *vcpu is the vCPU (-1: all) for VCPU. */
+enum vpack_qemu_thread vpack_qemu_thread_kind(const char *comm, int *vcpu);
+
+/*
+ * Which of libvirt's iothreads a thread named comm runs: libvirt creates
+ * iothread N as "-object iothread,id=iothreadN", so QEMU names it "IO
+ * iothreadN", cut to VPACK_COMM_MAX bytes (ids from 10000 up are cut).
+ * Returns the index in ids[] whose name comm is, -1 for none, -2 when
+ * the cut name is that of more than one of ids[] (1000 and 10000 both read
+ * "IO iothread1000").
+ */
+int vpack_qemu_iothread_match(const char *comm, const unsigned *ids, unsigned n);
 
 #endif

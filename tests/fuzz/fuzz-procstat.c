@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,14 +96,15 @@ static void check_numastat(const char *buf, size_t len)
 {
     struct vpack_mem_share out[17];
     unsigned n = 999;
+    uint64_t bytes = 7;
     out[16].node = -7;
-    int r = vpack_numastat_parse(buf, len, out, 16, &n);
+    int r = vpack_numastat_parse(buf, len, 4096, out, 16, &n, &bytes);
     CHECK(out[16].node == -7);
     if (r < 0) {
-        CHECK((r == -EINVAL || r == -ENODATA) && n == 999);
+        CHECK((r == -EINVAL || r == -ENODATA) && n == 999 && bytes == 7);
         return;
     }
-    CHECK(r == 0 && n >= 1 && n <= 16);
+    CHECK((r == 1 || r == 2) && n >= 1 && n <= 16 && bytes > 0);
     double sum = 0;
     for (unsigned i = 0; i < n; i++) {
         CHECK(out[i].node >= 0 && out[i].node < 1 << 20);
@@ -114,7 +116,8 @@ static void check_numastat(const char *buf, size_t len)
 
 static void check_proc_cgroup(const char *buf, size_t len)
 {
-    static const char *const ctl[] = {"memory", "cpuset", "cpu"};
+    /* NULL: cgroup v2's "0::" line. */
+    static const char *const ctl[] = {"memory", "cpuset", "cpu", NULL};
     for (unsigned i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++) {
         char *p = vpack_proc_cgroup_parse(buf, len, ctl[i]);
         if (!p)
@@ -128,6 +131,32 @@ static void check_proc_cgroup(const char *buf, size_t len)
         CHECK(found);
         free(p);
     }
+}
+
+/* Each mount point found is an absolute path with no NUL, no longer than the text. */
+static void check_mounts(const char *buf, size_t len)
+{
+    struct vpack_cgroup_mounts m;
+    if (vpack_cgroup_mounts_parse(buf, len, &m) < 0)
+        return;
+    const char *const found[] = {m.cpuset, m.memory, m.unified};
+    for (unsigned i = 0; i < 3; i++)
+        CHECK(!found[i] || (found[i][0] == '/' && strlen(found[i]) <= len));
+    vpack_cgroup_mounts_clear(&m);
+}
+
+/* The text as a thread name (cut at VPACK_COMM_MAX bytes and at a NUL, as comm is). */
+static void check_qemu_thread(const char *buf, size_t len)
+{
+    static const unsigned ids[] = {1, 1000, 10000};
+    char comm[VPACK_COMM_MAX + 1];
+    int vcpu = -7;
+    snprintf(comm, sizeof(comm), "%.*s", (int)(len < VPACK_COMM_MAX ? len : VPACK_COMM_MAX), buf);
+    enum vpack_qemu_thread k = vpack_qemu_thread_kind(comm, &vcpu);
+    CHECK(k == VPACK_QEMU_VCPU ? vcpu >= -1 : vcpu == -7);
+    int i = vpack_qemu_iothread_match(comm, ids, 3);
+    CHECK(i >= -2 && i < 3);
+    CHECK(i < 0 || k == VPACK_QEMU_IOTHREAD);
 }
 
 static void check_uevent(const char *buf, size_t len)
@@ -160,6 +189,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_task_stat(buf, size);
     check_numastat(buf, size);
     check_proc_cgroup(buf, size);
+    check_mounts(buf, size);
+    check_qemu_thread(buf, size);
     check_uevent(buf, size);
     free(buf);
     return 0;

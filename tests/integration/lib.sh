@@ -30,6 +30,10 @@
 : "${VP_KEEP_DOMAINS:=}"                     # non-empty: cleanup keeps domains
 : "${VP_VERBOSE:=}"                          # non-empty: show apt/daemon output
 
+# The guest kernel's modules for a virtio disk (io:DEV), in load order.
+VP_GUEST_MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
+                  virtio_blk)
+
 # Packages the integration tests need (no libvirt-daemon-system: it pulls in
 # systemd, polkit, iptables and the default network, none of which we use).
 VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
@@ -37,7 +41,7 @@ VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 
 # Every test domain's name starts with one of these (one per script).
 VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
-                 vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg-)
+                 vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg- vpcg-)
 
 # Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is
@@ -410,6 +414,10 @@ vp_is_vpack_hook() {
 #   work:PCT    like duty:PCT, but counts work units (fixed chunks of
 #               computation) and prints VPACK-WORK id=CPU t=UPTIME n=UNITS
 #               (cumulative) about every 500 ms: throughput for the benchmarks
+#   io:DEV      loads the virtio modules the initramfs carries and reads the
+#               virtio disk /dev/DEV over and over with O_DIRECT (past the
+#               guest's page cache): I/O for the disk's iothread
+#               (VPACK-IO-STARTED, or VPACK-IO-ERROR)
 # e.g. vpload=busy:1,duty:30 -> CPU 0 busy, CPU 1 busy 30% of the time;
 # vpload=wait:10,busy:2 -> idle for 10 s, then two busy loops.
 # Prints VPACK-CPUS=<n> VPACK-ONLINE=<list>, then VPACK-GUEST-READY.
@@ -457,6 +465,8 @@ start_items() {
         work:*)
             taskset -c $((cpu % ncpu)) vp-work "${item#work:}" $((cpu % ncpu)) &
             cpu=$((cpu + 1)) ;;
+        io:*)
+            vp-io "${item#io:}" & ;;
         *)  echo "VPACK-LOAD-ERROR: unknown item '$item'" ;;
         esac
     done
@@ -503,6 +513,20 @@ while :; do sleep 3600; done
 EOF
 }
 
+# vp-io DEV: the io:DEV load. The Debian cloud kernel has virtio as modules:
+# the initramfs carries them (vp__fetch_kernel) with their load order.
+vp__guest_io() {
+    cat <<'EOF'
+#!/bin/sh
+for m in $(cat /lib/modules/order 2>/dev/null); do insmod "/lib/modules/$m" 2>/dev/null; done
+i=0
+while [ ! -b "/dev/$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -b "/dev/$1" ] || { echo "VPACK-IO-ERROR: no /dev/$1"; exit 1; }
+echo "VPACK-IO-STARTED dev=$1"
+while :; do dd if="/dev/$1" of=/dev/null bs=64k iflag=direct 2>/dev/null; done
+EOF
+}
+
 vp__guest_spin() {
     printf '%s\n' '#!/bin/sh' 'while :; do :; done'
 }
@@ -544,7 +568,7 @@ vp__kernel_pkg() {
 }
 
 vp__fetch_kernel() {
-    local pkg kdir tmp deb
+    local pkg kdir tmp deb a
     if ! pkg=$(vp__kernel_pkg); then
         # Offline: fall back to any kernel already in the cache.
         kdir=$(ls -d "$VP_CACHE"/kernel/linux-image-* 2>/dev/null | sort -V | tail -n1 || true)
@@ -555,7 +579,7 @@ vp__fetch_kernel() {
         return 0
     fi
     kdir="$VP_CACHE/kernel/$pkg"
-    if [ ! -s "$kdir/vmlinuz" ]; then
+    if [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/modules/order" ]; then
         vp_log "downloading kernel package $pkg"
         tmp=$(mktemp -d "$VP_CACHE/.dl.XXXXXX")
         ( cd "$tmp" && vp__quiet apt-get -q -o APT::Sandbox::User=root download "$pkg" ) ||
@@ -566,7 +590,16 @@ vp__fetch_kernel() {
         mkdir -p "$kdir"
         cp "$tmp"/x/boot/vmlinuz-* "$kdir/vmlinuz.tmp"
         dpkg-deb -f "$deb" Version > "$kdir/version"
-        chmod 0644 "$kdir/vmlinuz.tmp" "$kdir/version"
+        # The virtio disk driver and what it needs, in load order (io:DEV).
+        mkdir -p "$kdir/modules.tmp"
+        for a in "${VP_GUEST_MODULES[@]}"; do
+            cp "$(find "$tmp/x/lib/modules" -name "$a.ko" | head -n1)" "$kdir/modules.tmp/" ||
+                vp_die "$pkg has no $a.ko"
+            echo "$a.ko" >> "$kdir/modules.tmp/order"
+        done
+        chmod 0644 "$kdir/vmlinuz.tmp" "$kdir/version" "$kdir"/modules.tmp/*
+        rm -rf "$kdir/modules"
+        mv "$kdir/modules.tmp" "$kdir/modules"
         mv "$kdir/vmlinuz.tmp" "$kdir/vmlinuz"
         rm -rf "$tmp"
     fi
@@ -575,15 +608,17 @@ vp__fetch_kernel() {
 }
 
 vp__build_initrd() {
-    local bb key root out tmp a
+    local bb key root out tmp a mods
     bb=$(command -v busybox || true)
     [ -n "$bb" ] || vp_die "busybox not found (install busybox-static)"
     # Busybox must be static: the initramfs has no libraries.
     if LC_ALL=C ldd "$bb" >/dev/null 2>&1; then
         vp_die "$bb is dynamically linked; install busybox-static"
     fi
+    mods=$(dirname "$VP_KERNEL")/modules
     key=$( { sha256sum "$bb" | cut -d' ' -f1; vp__guest_init; vp__guest_spin;
-             vp__guest_duty; echo layout-v1; } | sha256sum | cut -c1-16)
+             vp__guest_duty; vp__guest_io; cat "$mods"/* 2>/dev/null | sha256sum;
+             echo layout-v1; } | sha256sum | cut -c1-16)
     out="$VP_CACHE/initrd-$key.cpio.gz"
     if [ ! -s "$out" ]; then
         vp_log "building initramfs $out"
@@ -597,7 +632,12 @@ vp__build_initrd() {
         vp__guest_init > "$root/init"
         vp__guest_spin > "$root/bin/vp-spin"
         vp__guest_duty > "$root/bin/vp-duty"
-        chmod 0755 "$root/init" "$root/bin/vp-spin" "$root/bin/vp-duty"
+        vp__guest_io > "$root/bin/vp-io"
+        chmod 0755 "$root/init" "$root/bin/vp-spin" "$root/bin/vp-duty" "$root/bin/vp-io"
+        if [ -d "$mods" ]; then
+            mkdir -p "$root/lib/modules"
+            cp "$mods"/* "$root/lib/modules/"
+        fi
         mknod -m 0600 "$root/dev/console" c 5 1
         mknod -m 0666 "$root/dev/null" c 1 3
         ( cd "$root" && find . -print0 | LC_ALL=C sort -z |

@@ -4,11 +4,14 @@
  * under a root, and the cgroup v1 cpuset repair on a tree shaped like
  * libvirt's (machine/<domain>/{vcpuN,emulator}) after CPU 1 went offline and
  * came back; and what the agent reads of a QEMU process (its cgroups, its
- * iothreads' CPU time, where its memory is) on the fixture tree
- * $VPACK_TESTDATA/hosts/qemu-iothread.
+ * iothreads' threads and CPU time, where its memory is) on the fixture
+ * trees $VPACK_TESTDATA/hosts/: qemu-iothread (cgroup v1), v2-systemd and
+ * v2-machine (cgroup v2 with and without systemd), and cgroup v2's side of
+ * CPU hotplug on copies of v2-systemd.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -154,41 +157,68 @@ static void test_cgroup_v2_noop(void **state)
     assert_int_equal(fixed, 0);
 }
 
-/* The fixture tree of one QEMU process (pid 4242) on cgroup v1. */
-static void qemu_root(char *out, size_t len)
+/* A fixture tree under $VPACK_TESTDATA/hosts/ (tests/data/hosts/README.md). */
+static void host_root(const char *name, char *out, size_t len)
 {
     const char *data = getenv("VPACK_TESTDATA");
     if (!data || !*data)
         fail_msg("VPACK_TESTDATA is not set (run the test through meson)");
-    snprintf(out, len, "%s/hosts/qemu-iothread", data);
+    snprintf(out, len, "%s/hosts/%s", data, name);
 }
 
+/* The fixture tree of one QEMU process (pid 4242) on cgroup v1. */
+static void qemu_root(char *out, size_t len)
+{
+    host_root("qemu-iothread", out, len);
+}
+
+/* The v1 tree has no proc/self/mounts: its hierarchies are found where they usually are. */
 static void test_process_cgroups(void **state)
 {
-    char qroot[4096], *mem = NULL, *cpuset = NULL, *g = NULL;
+    char qroot[4096], *g = NULL;
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_domain d;
     (void)state;
     qemu_root(qroot, sizeof(qroot));
     assert_int_equal(vpack_host_process_cgroup(qroot, 4242, "cpu", &g), 0);
     assert_string_equal(g, "/machine/qemu-1-vm.libvirt-qemu/emulator");
     free(g);
     assert_int_equal(vpack_host_process_cgroup(qroot, 4242, "blkio", &g), -ENOENT);
+    assert_int_equal(vpack_host_process_cgroup(qroot, 4242, NULL, &g), -ENOENT);
     assert_int_equal(vpack_host_process_cgroup(qroot, 4243, "cpu", &g), -ENOENT);
     assert_int_equal(vpack_host_process_cgroup(qroot, 0, "cpu", &g), -ENOENT);
+    assert_int_equal(vpack_cgroup_detect(qroot, &h), 0);
+    assert_string_equal(vpack_cgroup_version(&h), "v1");
+    assert_int_equal(h.cpuset, VPACK_CGROUP_V1);
+    assert_int_equal(h.memory, VPACK_CGROUP_V1);
     /* The domain's cpuset group is the emulator's parent. */
-    vpack_cgroup_domain_groups(qroot, 4242, &mem, &cpuset);
-    assert_string_equal(mem, "/machine/qemu-1-vm.libvirt-qemu");
-    assert_string_equal(cpuset, "/machine/qemu-1-vm.libvirt-qemu");
-    free(mem);
-    free(cpuset);
-    vpack_cgroup_domain_groups(qroot, 4243, &mem, &cpuset);
-    assert_null(mem);
-    assert_null(cpuset);
+    vpack_cgroup_domain_find(qroot, &h, 4242, &d);
+    assert_string_equal(d.memory, "/sys/fs/cgroup/memory/machine/qemu-1-vm.libvirt-qemu");
+    assert_string_equal(d.threads, "/sys/fs/cgroup/cpuset/machine/qemu-1-vm.libvirt-qemu");
+    assert_int_equal(d.memory_ver, VPACK_CGROUP_V1);
+    assert_int_equal(d.threads_ver, VPACK_CGROUP_V1);
+    vpack_cgroup_domain_clear(&d);
+    vpack_cgroup_domain_find(qroot, &h, 4243, &d);
+    assert_null(d.memory);
+    assert_null(d.threads);
+    /* v1 has nothing of v2's hotplug check to do. */
+    struct vpack_cgroup_stale *st = NULL;
+    unsigned n = 9;
+    vpack_cpuset online;
+    vpack_cpuset_zero(&online);
+    vpack_cpuset_set_range(&online, 0, 3);
+    assert_int_equal(vpack_cgroup_check_effective(qroot, &h, &online, &st, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(st);
+    vpack_cgroup_host_clear(&h);
 }
 
 static void test_iothread_ticks(void **state)
 {
     char qroot[4096];
     uint64_t t = 0;
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_domain d;
     (void)state;
     qemu_root(qroot, sizeof(qroot));
     assert_int_equal(vpack_host_task_ticks(qroot, 4242, "4250", &t), 0);
@@ -198,32 +228,319 @@ static void test_iothread_ticks(void **state)
     assert_int_equal(t, 8);
     assert_int_equal(vpack_host_task_ticks(qroot, 4242, "4299", &t), -ENOENT);
     /* Both threads of iothread1; the one that is gone counts nothing. */
-    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, "/machine/qemu-1-vm.libvirt-qemu", 4242,
-                                                 1, &t), 0);
+    assert_int_equal(vpack_cgroup_detect(qroot, &h), 0);
+    vpack_cgroup_domain_find(qroot, &h, 4242, &d);
+    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, &d, 4242, 1, &t), 0);
     assert_int_equal(t, 50);
-    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, "/machine/qemu-1-vm.libvirt-qemu", 4242,
-                                                 2, &t), -ENOENT);
-    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, NULL, 4242, 1, &t), -ENOENT);
+    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, &d, 4242, 2, &t), -ENOENT);
+    vpack_cgroup_domain_clear(&d);
+    assert_int_equal(vpack_cgroup_iothread_ticks(qroot, &d, 4242, 1, &t), -ENOENT);
+    vpack_cgroup_host_clear(&h);
 }
 
-/* 20 NUMA nodes come back, none cut. */
+/* 20 NUMA nodes come back, none cut; v1 counts pages. */
 static void test_numa_stat(void **state)
 {
     char qroot[4096];
     struct vpack_mem_share *m = NULL;
     unsigned n = 0;
+    uint64_t bytes = 0;
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_domain d;
     (void)state;
     qemu_root(qroot, sizeof(qroot));
-    assert_int_equal(vpack_cgroup_numa_stat(qroot, "/machine/qemu-1-vm.libvirt-qemu", &m, &n), 0);
+    assert_int_equal(vpack_cgroup_detect(qroot, &h), 0);
+    vpack_cgroup_domain_find(qroot, &h, 4242, &d);
+    assert_int_equal(vpack_cgroup_numa_stat(qroot, &d, &m, &n, &bytes), 1);
     assert_int_equal(n, 20);
     assert_int_equal(m[0].node, 0);
     assert_true(m[0].share > 0.047 && m[0].share < 0.048);
     assert_int_equal(m[19].node, 19);
     assert_true(m[19].share > 0.095 && m[19].share < 0.096);
+    assert_int_equal(bytes, 2100 * (uint64_t)sysconf(_SC_PAGESIZE));
     free(m);
-    assert_int_equal(vpack_cgroup_numa_stat(qroot, "/machine/none", &m, &n), -ENOENT);
+    free(d.memory);
+    d.memory = strdup("/sys/fs/cgroup/memory/machine/none");
+    assert_int_equal(vpack_cgroup_numa_stat(qroot, &d, &m, &n, &bytes), -ENOENT);
     assert_null(m);
     assert_int_equal(n, 0);
+    vpack_cgroup_domain_clear(&d);
+    assert_int_equal(vpack_cgroup_numa_stat(qroot, &d, &m, &n, &bytes), -ENOENT);
+    vpack_cgroup_host_clear(&h);
+}
+
+/* Fixture tree name, a cgroup v2 host: its root into r, its hierarchies into *h. */
+static void v2_tree(const char *name, char *r, size_t len, struct vpack_cgroup_host *h)
+{
+    host_root(name, r, len);
+    assert_int_equal(vpack_cgroup_detect(r, h), 0);
+    assert_string_equal(vpack_cgroup_version(h), "v2");
+    assert_string_equal(h->mounts.unified, "/sys/fs/cgroup");
+    assert_int_equal(h->cpuset, VPACK_CGROUP_V2);
+    assert_int_equal(h->memory, VPACK_CGROUP_V2);
+}
+
+/* The one thread of pid named comm; fails the test when there is not exactly one. */
+static int tid_named(const struct vpack_host_thread *t, unsigned n, const char *comm)
+{
+    int tid = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (strcmp(t[i].comm, comm))
+            continue;
+        assert_int_equal(tid, 0);
+        tid = t[i].tid;
+    }
+    assert_int_not_equal(tid, 0);
+    return tid;
+}
+
+/*
+ * Debian 12 with systemd, libvirt 9.0: the domain's scope in machine.slice,
+ * QEMU in its "libvirt" child, the thread groups below that.
+ */
+static void test_v2_systemd(void **state)
+{
+    char r[4096];
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_domain d;
+    struct vpack_host_thread *t = NULL;
+    struct vpack_mem_share *m = NULL;
+    unsigned n = 0, found = 0;
+    uint64_t ticks = 0, bytes = 0;
+    (void)state;
+    v2_tree("v2-systemd", r, sizeof(r), &h);
+    vpack_cgroup_domain_find(r, &h, 5151, &d);
+    assert_string_equal(d.memory, "/sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dweb.scope");
+    assert_string_equal(d.threads,
+                        "/sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dweb.scope/libvirt");
+    assert_int_equal(d.memory_ver, VPACK_CGROUP_V2);
+    assert_int_equal(d.threads_ver, VPACK_CGROUP_V2);
+
+    /* The threads by name: iothread1 is one thread... */
+    assert_int_equal(vpack_host_threads(r, 5151, &t, &n), 0);
+    assert_int_equal(n, 8);
+    int io = tid_named(t, n, "IO iothread1");
+    assert_int_equal(io, 5155);
+    const unsigned ids[] = {1};
+    for (unsigned i = 0; i < n; i++) {
+        int vcpu = -7;
+        enum vpack_qemu_thread k = vpack_qemu_thread_kind(t[i].comm, &vcpu);
+        int match = vpack_qemu_iothread_match(t[i].comm, ids, 1);
+        assert_int_equal(match, t[i].tid == 5155 ? 0 : -1);
+        if (t[i].tid == 5157 || t[i].tid == 5158)
+            assert_true(k == VPACK_QEMU_VCPU && vcpu == t[i].tid - 5157);
+        else if (t[i].tid != 5155 && t[i].tid != 5156)
+            assert_int_equal(k, VPACK_QEMU_OTHER);
+    }
+    free(t);
+    assert_int_equal(vpack_host_threads_ticks(r, 5151, &io, 1, &ticks, &found), 0);
+    assert_int_equal(found, 1);
+    assert_int_equal(ticks, 730 + 412);
+    /* ...its cgroup also holds the "worker" it started (cgroup.threads). */
+    assert_int_equal(vpack_cgroup_iothread_ticks(r, &d, 5151, 1, &ticks), 0);
+    assert_int_equal(ticks, 730 + 412 + 205 + 118);
+
+    /* The scope's memory.numa_stat (bytes), not the nested group's. */
+    assert_int_equal(vpack_cgroup_numa_stat(r, &d, &m, &n, &bytes), 2);
+    assert_int_equal(n, 2);
+    assert_int_equal(bytes, 2155872256u);
+    assert_int_equal(m[0].node, 0);
+    assert_true(fabs(m[0].share - 1619001344.0 / 2155872256.0) < 1e-9);
+    assert_true(fabs(m[1].share - 536870912.0 / 2155872256.0) < 1e-9);
+    free(m);
+
+    /* Every CPU back: nothing to say. */
+    struct vpack_cgroup_stale *st = NULL;
+    vpack_cpuset online;
+    vpack_cpuset_zero(&online);
+    vpack_cpuset_set_range(&online, 0, 3);
+    assert_int_equal(vpack_cgroup_check_effective(r, &h, &online, &st, &n), 0);
+    assert_int_equal(n, 0);
+    vpack_cgroup_stale_free(st, n);
+    vpack_cgroup_domain_clear(&d);
+    vpack_cgroup_host_clear(&h);
+}
+
+/*
+ * libvirt without systemd (machine/qemu-N-NAME.libvirt-qemu, no nested
+ * group): a QEMU with debug-threads and one without.
+ */
+static void test_v2_machine(void **state)
+{
+    char r[4096];
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_domain d;
+    struct vpack_host_thread *t = NULL;
+    struct vpack_mem_share *m = NULL;
+    unsigned n = 0, found = 0;
+    uint64_t ticks = 0, bytes = 0;
+    (void)state;
+    v2_tree("v2-machine", r, sizeof(r), &h);
+    vpack_cgroup_domain_find(r, &h, 6262, &d);
+    assert_string_equal(d.memory, "/sys/fs/cgroup/machine/qemu-2-db.libvirt-qemu");
+    assert_string_equal(d.threads, "/sys/fs/cgroup/machine/qemu-2-db.libvirt-qemu");
+
+    assert_int_equal(vpack_host_threads(r, 6262, &t, &n), 0);
+    assert_int_equal(n, 9);
+    const unsigned ids[] = {1, 2};
+    int tids[2] = {0, 0};
+    for (unsigned i = 0; i < n; i++) {
+        int k = vpack_qemu_iothread_match(t[i].comm, ids, 2);
+        if (k >= 0)
+            tids[k] = t[i].tid;
+    }
+    free(t);
+    assert_int_equal(tids[0], 6264);
+    assert_int_equal(tids[1], 6265);
+    assert_int_equal(vpack_host_threads_ticks(r, 6262, tids, 2, &ticks, &found), 0);
+    assert_int_equal(found, 2);
+    assert_int_equal(ticks, 15033 + 9120 + 412 + 230);
+    /* A thread that is gone is not found, and is no error. */
+    int gone[] = {6264, 6299};
+    assert_int_equal(vpack_host_threads_ticks(r, 6262, gone, 2, &ticks, &found), 0);
+    assert_int_equal(found, 1);
+    assert_int_equal(ticks, 15033 + 9120);
+
+    assert_int_equal(vpack_cgroup_numa_stat(r, &d, &m, &n, &bytes), 2);
+    assert_int_equal(n, 4);
+    assert_int_equal(bytes, 3300917248u);
+    assert_int_equal(m[1].node, 1);
+    assert_true(fabs(m[1].share - 3217031168.0 / 3300917248.0) < 1e-9);
+    assert_int_equal(m[2].node, 2);
+    assert_true(m[2].share == 0);
+    free(m);
+    vpack_cgroup_domain_clear(&d);
+
+    /* Without debug-threads every thread is "qemu-system-x86": the cgroup it is. */
+    assert_int_equal(vpack_host_threads(r, 6363, &t, &n), 0);
+    assert_int_equal(n, 4);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(vpack_qemu_iothread_match(t[i].comm, ids, 1), -1);
+    free(t);
+    vpack_cgroup_domain_find(r, &h, 6363, &d);
+    assert_int_equal(vpack_cgroup_iothread_ticks(r, &d, 6363, 1, &ticks), 0);
+    assert_int_equal(ticks, 77 + 23);
+    vpack_cgroup_domain_clear(&d);
+    vpack_cgroup_host_clear(&h);
+}
+
+/* Copies fixture tree name into the test's temporary root. */
+static void copy_tree(const char *name)
+{
+    char src[4096], cmd[8500];
+    host_root(name, src, sizeof(src));
+    snprintf(cmd, sizeof(cmd), "cp -R '%s/.' '%s/'", src, root);
+    assert_int_equal(system(cmd), 0);
+}
+
+#define SCOPE "sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dweb.scope"
+
+/* Checks the copied tree; n stale groups expected, the first one's fields given. */
+static void expect_stale(const char *online_list, unsigned want, const char *group,
+                         const char *missing, const char *partition)
+{
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_stale *st = NULL;
+    vpack_cpuset online;
+    unsigned n = 99;
+    char buf[64];
+    assert_int_equal(vpack_cpuset_parse(&online, online_list, NULL), 0);
+    assert_int_equal(vpack_cgroup_detect(root, &h), 0);
+    assert_int_equal(vpack_cgroup_check_effective(root, &h, &online, &st, &n), 0);
+    assert_int_equal(n, want);
+    if (want) {
+        assert_string_equal(st[0].group, group);
+        vpack_cpuset_format_buf(&st[0].missing, buf, sizeof(buf));
+        assert_string_equal(buf, missing);
+        if (partition)
+            assert_string_equal(st[0].partition, partition);
+        else
+            assert_null(st[0].partition);
+    }
+    vpack_cgroup_stale_free(st, n);
+    vpack_cgroup_host_clear(&h);
+}
+
+/*
+ * cgroup v2 after CPU 3 went offline and came back, on a copy of the
+ * systemd layout: the kernel normally gives it back to every group
+ * (nothing to say); the cases where it did not are named, and only at the
+ * topmost group that lost it.
+ */
+static void test_v2_hotplug_check(void **state)
+{
+    (void)state;
+    copy_tree("v2-systemd");
+    expect_stale("0-3", 0, NULL, NULL, NULL);
+    /* The scope did not get CPU 3 back, so neither did anything below it. */
+    put(SCOPE "/cpuset.cpus.effective", "0-2\n");
+    put(SCOPE "/libvirt/cpuset.cpus.effective", "0-2\n");
+    put(SCOPE "/libvirt/vcpu1/cpuset.cpus.effective", "0-2\n");
+    put(SCOPE "/libvirt/emulator/cpuset.cpus.effective", "0-2\n");
+    expect_stale("0-3", 1, "/machine.slice/machine-qemu\\x2d1\\x2dweb.scope", "3", "member");
+    /* CPU 3 still offline: nothing is missing. */
+    expect_stale("0-2", 0, NULL, NULL, NULL);
+    /* An invalid partition is named as the kernel words it. */
+    put(SCOPE "/cpuset.cpus", "2-3\n");
+    put(SCOPE "/cpuset.cpus.effective", "2\n");
+    put(SCOPE "/cpuset.cpus.partition", "root invalid (Parent is not a partition root)\n");
+    expect_stale("0-3", 1, "/machine.slice/machine-qemu\\x2d1\\x2dweb.scope", "3",
+                 "root invalid (Parent is not a partition root)");
+    /* Only a thread group lost it (vcpu1 is allowed 0-3); vcpu0, pinned to CPU 0, did not. */
+    copy_tree("v2-systemd");
+    put(SCOPE "/libvirt/vcpu1/cpuset.cpus.effective", "0-2\n");
+    expect_stale("0-3", 1, "/machine.slice/machine-qemu\\x2d1\\x2dweb.scope/libvirt/vcpu1", "3",
+                 "member");
+    /* A CPU that a valid child partition holds is not missing from its parent. */
+    copy_tree("v2-systemd");
+    put("sys/fs/cgroup/machine.slice/cpuset.cpus.effective", "0-2\n");
+    put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus", "3\n");
+    put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus.effective", "3\n");
+    put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus.partition", "isolated\n");
+    put(SCOPE "/cpuset.cpus.effective", "0-2\n");
+    put(SCOPE "/libvirt/cpuset.cpus.effective", "0-2\n");
+    put(SCOPE "/libvirt/vcpu1/cpuset.cpus.effective", "0-2\n");
+    put(SCOPE "/libvirt/emulator/cpuset.cpus.effective", "0-2\n");
+    expect_stale("0-3", 0, NULL, NULL, NULL);
+    /* The partition lost its CPU: that is said of it, not of its parent. */
+    put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus.effective", "\n");
+    expect_stale("0-3", 1, "/machine.slice/rt.slice", "3", "isolated");
+    /* Once that partition is invalid, its parent should have had the CPU back. */
+    put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus.effective", "0-2\n");
+    put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus.partition",
+        "isolated invalid (Cpu list in cpuset.cpus not exclusive)\n");
+    expect_stale("0-3", 1, "/machine.slice", "3", "member");
+}
+
+/* Which version a host is, from its mounts and the cgroup2 root's controllers. */
+static void test_cgroup_detect(void **state)
+{
+    struct vpack_cgroup_host h;
+    (void)state;
+    /* This project's test machines: v1 controllers beside systemd's unified mount. */
+    put("proc/self/mounts", "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n"
+                            "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n"
+                            "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n");
+    put("sys/fs/cgroup/unified/cgroup.controllers", "hugetlb\n");
+    assert_int_equal(vpack_cgroup_detect(root, &h), 0);
+    assert_string_equal(vpack_cgroup_version(&h), "hybrid");
+    assert_int_equal(h.cpuset, VPACK_CGROUP_V1);
+    assert_int_equal(h.memory, VPACK_CGROUP_V1);
+    vpack_cgroup_host_clear(&h);
+    /* v2 with no memory controller enabled at its root: memory is unavailable. */
+    put("proc/self/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+    put("sys/fs/cgroup/cgroup.controllers", "cpuset cpu pids\n");
+    assert_int_equal(vpack_cgroup_detect(root, &h), 0);
+    assert_string_equal(vpack_cgroup_version(&h), "v2");
+    assert_int_equal(h.cpuset, VPACK_CGROUP_V2);
+    assert_int_equal(h.memory, VPACK_CGROUP_NONE);
+    assert_string_equal(vpack_cgroup_ver_name(h.memory), "none");
+    vpack_cgroup_host_clear(&h);
+    /* No cgroups at all. */
+    put("proc/self/mounts", "proc /proc proc rw 0 0\n");
+    assert_int_equal(vpack_cgroup_detect(root, &h), 0);
+    assert_string_equal(vpack_cgroup_version(&h), "none");
+    vpack_cgroup_host_clear(&h);
 }
 
 int main(void)
@@ -235,6 +552,10 @@ int main(void)
         cmocka_unit_test(test_process_cgroups),
         cmocka_unit_test(test_iothread_ticks),
         cmocka_unit_test(test_numa_stat),
+        cmocka_unit_test(test_v2_systemd),
+        cmocka_unit_test(test_v2_machine),
+        cmocka_unit_test_setup_teardown(test_v2_hotplug_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cgroup_detect, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,28 +100,88 @@ static void test_overflow(void **state)
     assert_true(ticks == UINT64_MAX);
     const char *numa = "total=99999999999999999999 N0=1\n";
     struct vpack_mem_share out[2];
-    assert_int_equal(vpack_numastat_parse(numa, strlen(numa), out, 2, &n), -EINVAL);
+    assert_int_equal(vpack_numastat_parse(numa, strlen(numa), 4096, out, 2, &n, NULL), -EINVAL);
 }
 
 static void test_numastat(void **state)
 {
     (void)state;
-    /* A cgroup v1 memory.numa_stat of a domain on a 2-node host. */
+    /* A cgroup v1 memory.numa_stat of a domain on a 2-node host, in pages. */
     const char text[] = "total=1000 N0=750 N1=250\nfile=10 N0=10 N1=0\nanon=990 N0=740 N1=250\n"
                         "hierarchical_total=1000 N0=750 N1=250\n";
     struct vpack_mem_share m[4];
     unsigned n = 0;
-    assert_int_equal(vpack_numastat_parse(text, sizeof(text) - 1, m, 4, &n), 0);
+    uint64_t bytes = 0;
+    assert_int_equal(vpack_numastat_parse(text, sizeof(text) - 1, 4096, m, 4, &n, &bytes), 1);
     assert_int_equal(n, 2);
     assert_int_equal(m[0].node, 0);
     assert_true(m[0].share > 0.7499 && m[0].share < 0.7501);
     assert_int_equal(m[1].node, 1);
     assert_true(m[1].share > 0.2499 && m[1].share < 0.2501);
+    /* Pages times the page size. */
+    assert_int_equal(bytes, 1000 * 4096);
+    /* hierarchical_total (the group and its children: libvirt's nested group) wins. */
+    const char nested[] = "total=0 N0=0 N1=0\nhierarchical_total=100 N0=0 N1=100\n";
+    assert_int_equal(vpack_numastat_parse(nested, sizeof(nested) - 1, 65536, m, 4, &n, &bytes), 1);
+    assert_int_equal(n, 2);
+    assert_true(m[1].share > 0.9999);
+    assert_int_equal(bytes, 100 * 65536);
     const char empty[] = "total=0 N0=0\n";
-    assert_int_equal(vpack_numastat_parse(empty, sizeof(empty) - 1, m, 4, &n), -ENODATA);
+    assert_int_equal(vpack_numastat_parse(empty, sizeof(empty) - 1, 4096, m, 4, &n, NULL),
+                     -ENODATA);
     const char bad[] = "total=5 X0=5\n";
-    assert_int_equal(vpack_numastat_parse(bad, sizeof(bad) - 1, m, 4, &n), -EINVAL);
-    assert_int_equal(vpack_numastat_parse("file=1 N0=1\n", 12, m, 4, &n), -EINVAL);
+    assert_int_equal(vpack_numastat_parse(bad, sizeof(bad) - 1, 4096, m, 4, &n, NULL), -EINVAL);
+    assert_int_equal(vpack_numastat_parse("file=1 N0=1\n", 12, 4096, m, 4, &n, NULL), -EINVAL);
+}
+
+/*
+ * cgroup v2 (Linux 6.1): one line per type, in bytes, with the node list
+ * on each; new lines may come anywhere. The share is taken over the page
+ * lists (what v1's total counts), not anon + file + ... (shmem is in both).
+ */
+static void test_numastat_v2(void **state)
+{
+    (void)state;
+    const char text[] = "anon N0=100663296 N1=0\n"
+                        "file N0=4194304 N1=4194304\n"
+                        "kernel_stack N0=32768 N1=0\n"
+                        "shmem N0=0 N1=0\n"
+                        "inactive_anon N0=67108864 N1=0\n"
+                        "active_anon N0=33554432 N1=0\n"
+                        "inactive_file N0=2097152 N1=4194304\n"
+                        "active_file N0=2097152 N1=0\n"
+                        "unevictable N0=0 N1=0\n"
+                        "slab_reclaimable N0=999999999 N1=0\n";
+    struct vpack_mem_share m[4];
+    unsigned n = 0;
+    uint64_t bytes = 0;
+    assert_int_equal(vpack_numastat_parse(text, sizeof(text) - 1, 4096, m, 4, &n, &bytes), 2);
+    assert_int_equal(n, 2);
+    assert_int_equal(m[0].node, 0);
+    assert_int_equal(m[1].node, 1);
+    /* 64 + 32 + 2 + 2 MiB on node 0, 4 MiB on node 1: bytes, the page size plays no part. */
+    assert_int_equal(bytes, (uint64_t)104 << 20);
+    assert_true(m[0].share > 100.0 / 104 - 1e-9 && m[0].share < 100.0 / 104 + 1e-9);
+    assert_true(m[1].share > 4.0 / 104 - 1e-9 && m[1].share < 4.0 / 104 + 1e-9);
+    /* Without the page lists (an older kernel's file): anon + file. */
+    const char old[] = "anon N0=3072 N1=1024\nfile N0=0 N1=0\n";
+    assert_int_equal(vpack_numastat_parse(old, sizeof(old) - 1, 4096, m, 4, &n, &bytes), 2);
+    assert_int_equal(bytes, 4096);
+    assert_true(m[0].share > 0.7499 && m[0].share < 0.7501);
+    /* Room for one node: the other is left out, the shares still sum to 1. */
+    assert_int_equal(vpack_numastat_parse(text, sizeof(text) - 1, 4096, m, 1, &n, NULL), 2);
+    assert_int_equal(n, 1);
+    assert_true(m[0].share > 0.9999);
+    const char zero[] = "anon N0=0\ninactive_anon N0=0\n";
+    assert_int_equal(vpack_numastat_parse(zero, sizeof(zero) - 1, 4096, m, 4, &n, NULL),
+                     -ENODATA);
+    const char broken[] = "active_anon N0=1 N1=x\n";
+    assert_int_equal(vpack_numastat_parse(broken, sizeof(broken) - 1, 4096, m, 4, &n, NULL),
+                     -EINVAL);
+    const char other[] = "kernel_stack N0=1\nslab_reclaimable N0=5\n";
+    assert_int_equal(vpack_numastat_parse(other, sizeof(other) - 1, 4096, m, 4, &n, NULL),
+                     -EINVAL);
+    assert_int_equal(vpack_numastat_parse("", 0, 4096, m, 4, &n, NULL), -EINVAL);
 }
 
 static void test_task_stat(void **state)
@@ -194,6 +254,98 @@ static void test_proc_cgroup(void **state)
     free(p);
 }
 
+/* cgroup v2's line, and a hybrid host's (v1 controllers, v2 for tracking). */
+static void test_proc_cgroup_v2(void **state)
+{
+    (void)state;
+    const char v2[] = "0::/machine.slice/machine-qemu\\x2d1\\x2dweb.scope/libvirt/emulator\n";
+    char *p = vpack_proc_cgroup_parse(v2, strlen(v2), NULL);
+    assert_string_equal(p, "/machine.slice/machine-qemu\\x2d1\\x2dweb.scope/libvirt/emulator");
+    free(p);
+    assert_null(vpack_proc_cgroup_parse(v2, strlen(v2), "memory"));
+    const char hybrid[] = "4:memory:/machine/qemu-1-a.libvirt-qemu\n1:name=systemd:/\n0::/\n";
+    p = vpack_proc_cgroup_parse(hybrid, strlen(hybrid), NULL);
+    assert_string_equal(p, "/");
+    free(p);
+    /* "1::/x" is not v2's line (hierarchy 0); a v1 line is not either. */
+    assert_null(vpack_proc_cgroup_parse("1::/x\n3:memory:/y\n", 18, NULL));
+    assert_null(vpack_proc_cgroup_parse("0::relative\n", 12, NULL));
+}
+
+static void test_cgroup_mounts(void **state)
+{
+    (void)state;
+    struct vpack_cgroup_mounts m;
+    /* Debian 12 without systemd as PID 1 (this project's test machines): hybrid. */
+    const char hybrid[] =
+        "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
+        "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"
+        "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n"
+        "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n"
+        "cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,nodev,noexec,relatime,memory 0 0\n"
+        "cgroup /sys/fs/cgroup/systemd cgroup rw,relatime,name=systemd 0 0\n"
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+    assert_int_equal(vpack_cgroup_mounts_parse(hybrid, sizeof(hybrid) - 1, &m), 0);
+    assert_string_equal(m.cpuset, "/sys/fs/cgroup/cpuset");
+    assert_string_equal(m.memory, "/sys/fs/cgroup/memory");
+    assert_string_equal(m.unified, "/sys/fs/cgroup/unified");
+    vpack_cgroup_mounts_clear(&m);
+    assert_null(m.cpuset);
+    /* Debian 12 with systemd: one cgroup2 mount. */
+    const char v2[] = "cgroup2 /sys/fs/cgroup cgroup2 "
+                      "rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0";
+    assert_int_equal(vpack_cgroup_mounts_parse(v2, sizeof(v2) - 1, &m), 0);
+    assert_null(m.cpuset);
+    assert_null(m.memory);
+    assert_string_equal(m.unified, "/sys/fs/cgroup");
+    vpack_cgroup_mounts_clear(&m);
+    /* Controllers sharing a hierarchy, a blank escaped, "cpuset" not matched by prefix. */
+    const char odd[] = "cgroup /cg/cpu\\040mem cgroup rw,cpuset,memory 0 0\n"
+                       "cgroup /cg/x cgroup rw,cpusetx 0 0\n"
+                       "garbage\n"
+                       "cgroup relative cgroup rw,memory 0 0\n";
+    assert_int_equal(vpack_cgroup_mounts_parse(odd, sizeof(odd) - 1, &m), 0);
+    assert_string_equal(m.cpuset, "/cg/cpu mem");
+    assert_string_equal(m.memory, "/cg/cpu mem");
+    assert_null(m.unified);
+    vpack_cgroup_mounts_clear(&m);
+    /* An escaped NUL is not a path. */
+    assert_int_equal(vpack_cgroup_mounts_parse("cgroup2 /a\\000b cgroup2 rw 0 0", 29, &m), 0);
+    assert_null(m.unified);
+    vpack_cgroup_mounts_clear(&m);
+}
+
+/* QEMU's thread names with debug-threads=on, as /proc/PID/task/TID/comm has them. */
+static void test_qemu_threads(void **state)
+{
+    (void)state;
+    int v = -7;
+    assert_int_equal(vpack_qemu_thread_kind("CPU 0/KVM", &v), VPACK_QEMU_VCPU);
+    assert_int_equal(v, 0);
+    assert_int_equal(vpack_qemu_thread_kind("CPU 11/TCG", &v), VPACK_QEMU_VCPU);
+    assert_int_equal(v, 11);
+    assert_int_equal(vpack_qemu_thread_kind("ALL CPUs/TCG", &v), VPACK_QEMU_VCPU);
+    assert_int_equal(v, -1);
+    assert_int_equal(vpack_qemu_thread_kind("IO iothread1", &v), VPACK_QEMU_IOTHREAD);
+    assert_int_equal(vpack_qemu_thread_kind("IO mon_iothread", &v), VPACK_QEMU_IOTHREAD);
+    assert_int_equal(vpack_qemu_thread_kind("qemu-system-x86", &v), VPACK_QEMU_OTHER);
+    assert_int_equal(vpack_qemu_thread_kind("CPU 0/KVM x", &v), VPACK_QEMU_OTHER);
+    assert_int_equal(vpack_qemu_thread_kind("CPU x/KVM", &v), VPACK_QEMU_OTHER);
+    assert_int_equal(vpack_qemu_thread_kind("worker", &v), VPACK_QEMU_OTHER);
+
+    const unsigned ids[] = {1, 2, 1000, 10000, 99999};
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread1", ids, 5), 0);
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread2", ids, 5), 1);
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread3", ids, 5), -1);
+    assert_int_equal(vpack_qemu_iothread_match("IO mon_iothread", ids, 5), -1);
+    /* 15 bytes: "IO iothread1000" is 1000's name and 10000's cut one. */
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread1000", ids, 5), -2);
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread1000", ids, 3), 2);
+    /* Cut, but only one of the ids reads so. */
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread9999", ids, 5), 4);
+    assert_int_equal(vpack_qemu_iothread_match("IO iothread99999", ids, 5), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,9 +354,13 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_numastat),
+        cmocka_unit_test(test_numastat_v2),
         cmocka_unit_test(test_task_stat),
         cmocka_unit_test(test_uevent),
         cmocka_unit_test(test_proc_cgroup),
+        cmocka_unit_test(test_proc_cgroup_v2),
+        cmocka_unit_test(test_cgroup_mounts),
+        cmocka_unit_test(test_qemu_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
