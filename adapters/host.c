@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int vpack_host_read_fd(int fd, size_t max, char **buf, size_t *len)
@@ -59,15 +61,21 @@ cleanup:
     return ret;
 }
 
-int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len)
+/* Opens root/rel with flags; returns the descriptor or -errno. */
+static int open_under(const char *root, const char *rel, int flags)
 {
     char full[4096];
-
-    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", path) >= (int)sizeof(full))
+    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", rel) >= (int)sizeof(full))
         return -ENAMETOOLONG;
-    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    int fd = open(full, flags | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len)
+{
+    int fd = open_under(root, path, O_RDONLY);
     if (fd < 0)
-        return -errno;
+        return fd;
     int ret = vpack_host_read_fd(fd, max, buf, len);
     close(fd);
     return ret;
@@ -197,6 +205,117 @@ int vpack_host_threads_ticks(const char *root, int pid, const int *tids, unsigne
         (*found)++;
     }
     return 0;
+}
+
+int vpack_host_schedstat_open(const char *root, int pid, int tid)
+{
+    char rel[64];
+    if (pid <= 0 || tid <= 0)
+        return -ENOENT;
+    snprintf(rel, sizeof(rel), "proc/%d/task/%d/schedstat", pid, tid);
+    return open_under(root, rel, O_RDONLY);
+}
+
+int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out)
+{
+    char buf[128];
+    ssize_t n;
+    do
+        n = pread(fd, buf, sizeof(buf), 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    /* Three 64-bit numbers fit: a full buffer is not a schedstat text. */
+    if ((size_t)n == sizeof(buf))
+        return -EINVAL;
+    return vpack_schedstat_parse(buf, (size_t)n, out);
+}
+
+int vpack_host_task_dir_open(const char *root, int pid)
+{
+    char rel[64];
+    if (pid <= 0)
+        return -ENOENT;
+    snprintf(rel, sizeof(rel), "proc/%d/task", pid);
+    return open_under(root, rel, O_RDONLY | O_DIRECTORY);
+}
+
+int vpack_host_task_count(int dirfd)
+{
+    struct stat st;
+    if (fstat(dirfd, &st) < 0)
+        return -errno;
+    if (st.st_nlink < 3)
+        return -ENOTSUP;
+    return st.st_nlink - 2 > INT32_MAX ? INT32_MAX : (int)(st.st_nlink - 2);
+}
+
+static void to_cpu_set(const vpack_cpuset *in, cpu_set_t *out, size_t size)
+{
+    CPU_ZERO_S(size, out);
+    VPACK_CPUSET_FOREACH(c, in)
+    {
+        if ((size_t)c >= size * 8)
+            break;
+        CPU_SET_S((size_t)c, size, out);
+    }
+}
+
+int vpack_host_set_own_affinity(const char *root, const vpack_cpuset *cpus)
+{
+    char path[4096];
+    size_t size = CPU_ALLOC_SIZE(VPACK_CPUSET_MAX);
+    cpu_set_t *set = CPU_ALLOC(VPACK_CPUSET_MAX);
+    struct dirent *e;
+    int n = 0, ret = 0;
+    if (!set)
+        return -ENOMEM;
+    to_cpu_set(cpus, set, size);
+    if (snprintf(path, sizeof(path), "%s/proc/self/task", root && *root ? root : "/") >=
+        (int)sizeof(path)) {
+        CPU_FREE(set);
+        return -ENAMETOOLONG;
+    }
+    DIR *d = opendir(path);
+    if (!d) {
+        ret = -errno;
+        CPU_FREE(set);
+        return ret;
+    }
+    while ((e = readdir(d))) {
+        int tid;
+        char tail;
+        if (sscanf(e->d_name, "%d%c", &tid, &tail) != 1 || tid <= 0)
+            continue;
+        if (sched_setaffinity(tid, size, set) == 0) {
+            n++;
+        } else if (errno != ESRCH) {
+            ret = -errno;
+            break;
+        }
+    }
+    closedir(d);
+    CPU_FREE(set);
+    return ret < 0 ? ret : n;
+}
+
+int vpack_host_own_affinity(vpack_cpuset *out)
+{
+    size_t size = CPU_ALLOC_SIZE(VPACK_CPUSET_MAX);
+    cpu_set_t *set = CPU_ALLOC(VPACK_CPUSET_MAX);
+    int ret = 0;
+    if (!set)
+        return -ENOMEM;
+    if (sched_getaffinity(0, size, set) < 0) {
+        ret = -errno;
+    } else {
+        vpack_cpuset_zero(out);
+        for (unsigned c = 0; c < VPACK_CPUSET_MAX; c++)
+            if (CPU_ISSET_S(c, size, set))
+                vpack_cpuset_set(out, c);
+    }
+    CPU_FREE(set);
+    return ret;
 }
 
 struct vpack_hotplug {

@@ -66,6 +66,39 @@ int vpack_host_threads_ticks(const char *root, int pid, const int *tids, unsigne
                              uint64_t *ticks, unsigned *found);
 
 /*
+ * A thread's schedstat (vpack_schedstat_parse), read through a descriptor
+ * held open, so that a reading each interval is one pread() and no path
+ * lookup. vpack_host_schedstat_open() opens root/proc/PID/task/TID/schedstat
+ * and returns the descriptor (the caller closes it) or -errno (-ENOENT: no
+ * such thread). vpack_host_schedstat_read() returns 0, -ESRCH when the
+ * thread has ended since (the kernel's answer on a held file), -EINVAL for
+ * a text it cannot read, or -errno.
+ */
+int vpack_host_schedstat_open(const char *root, int pid, int tid);
+int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out);
+
+/*
+ * root/proc/PID/task held open (O_DIRECTORY; the caller closes it), and the
+ * number of threads the process has now, from that descriptor alone: procfs
+ * gives the directory one link per thread plus two. -ENOTSUP where the
+ * directory's link count says nothing (a fixture on a filesystem that
+ * counts no links). The cheap check that a process started or ended a
+ * thread.
+ */
+int vpack_host_task_dir_open(const char *root, int pid);
+int vpack_host_task_count(int dirfd);
+
+/*
+ * Sets the CPU affinity of every thread of the calling process, listed in
+ * root/proc/self/task, to cpus (threads started later inherit their
+ * creator's). Returns the number of threads set, or -errno from the first
+ * failure other than a thread that ended meanwhile.
+ */
+int vpack_host_set_own_affinity(const char *root, const vpack_cpuset *cpus);
+/* The calling thread's CPU affinity. Returns 0 or -errno. */
+int vpack_host_own_affinity(vpack_cpuset *out);
+
+/*
  * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or
  * offline and calls cb on the loop for each, with the CPU id and its new
  * state. The socket is polled by the loop; nothing blocks.

@@ -220,6 +220,21 @@ int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
     return 0;
 }
 
+int vpack_schedstat_parse(const char *buf, size_t len, struct vpack_schedstat *out)
+{
+    const char *p = buf, *end = buf + len;
+    struct vpack_schedstat s;
+    if (read_u64(&p, end, &s.run_ns) < 0 || read_u64(&p, end, &s.wait_ns) < 0 ||
+        read_u64(&p, end, &s.slices) < 0)
+        return -EINVAL;
+    if (p < end && *p == '\n')
+        p++;
+    if (p != end)
+        return -EINVAL;
+    *out = s;
+    return 0;
+}
+
 int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online)
 {
     const char *at = memchr(buf, '@', len);

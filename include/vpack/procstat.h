@@ -35,6 +35,21 @@ double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct v
  */
 int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
 
+/* A thread's scheduler statistics, from /proc/PID/task/TID/schedstat. */
+struct vpack_schedstat {
+    uint64_t run_ns;   /* time on a CPU */
+    uint64_t wait_ns;  /* time runnable, waiting in a run queue */
+    uint64_t slices;   /* timeslices run */
+};
+
+/*
+ * Parses a /proc/PID/task/TID/schedstat text ("run_ns wait_ns slices\n",
+ * the three numbers the kernel prints with CONFIG_SCHED_INFO). Returns 0 or
+ * -EINVAL (fewer than three numbers, anything after them but a newline, a
+ * number beyond 64 bits).
+ */
+int vpack_schedstat_parse(const char *buf, size_t len, struct vpack_schedstat *out);
+
 /*
  * Parses a memory.numa_stat text of either cgroup version into the share of
  * the group's memory per NUMA node:

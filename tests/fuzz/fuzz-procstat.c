@@ -10,6 +10,8 @@
  *    that line's id, busy <= total, and the busy fraction between any two
  *    readings is -1 or within 0..1; on failure -EINVAL and nothing returned;
  *  - task stat: success only when there is a ')' followed by the fields;
+ *  - schedstat: success only for three numbers of digits and one optional
+ *    newline; on failure the output is untouched;
  *  - numa_stat: at most max entries, node ids below 2^20, every share in
  *    0..1 and the shares summing to 1; -EINVAL or -ENODATA otherwise;
  *  - /proc/PID/cgroup: NULL, or an absolute path without newline or NUL
@@ -159,6 +161,24 @@ static void check_qemu_thread(const char *buf, size_t len)
     CHECK(i < 0 || k == VPACK_QEMU_IOTHREAD);
 }
 
+static void check_schedstat(const char *buf, size_t len)
+{
+    struct vpack_schedstat s = {7, 7, 7};
+    int r = vpack_schedstat_parse(buf, len, &s);
+    unsigned digits_runs = 0;
+    bool in = false, other = false;
+    for (size_t i = 0; i < len; i++) {
+        bool d = isdigit((unsigned char)buf[i]);
+        digits_runs += d && !in;
+        in = d;
+        other |= !d && buf[i] != ' ' && buf[i] != '\t' && !(buf[i] == '\n' && i == len - 1);
+    }
+    if (r == 0)
+        CHECK(digits_runs == 3 && !other);
+    else
+        CHECK(r == -EINVAL && s.run_ns == 7 && s.wait_ns == 7 && s.slices == 7);
+}
+
 static void check_uevent(const char *buf, size_t len)
 {
     int cpu = -7, online = -7;
@@ -187,6 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
     check_procstat(buf, size);
     check_task_stat(buf, size);
+    check_schedstat(buf, size);
     check_numastat(buf, size);
     check_proc_cgroup(buf, size);
     check_mounts(buf, size);

@@ -543,6 +543,51 @@ static void test_cgroup_detect(void **state)
     vpack_cgroup_host_clear(&h);
 }
 
+/*
+ * QEMU's threads read through held schedstat descriptors (v2-systemd's
+ * domain web, pid 5151), the task directory's thread count, and what a
+ * missing thread or a broken text gives.
+ */
+static void test_schedstat(void **state)
+{
+    char r[4096], tmp[4200];
+    struct vpack_schedstat s = {0};
+    (void)state;
+    host_root("v2-systemd", r, sizeof(r));
+    int fd = vpack_host_schedstat_open(r, 5151, 5157); /* "CPU 0/KVM" */
+    assert_true(fd >= 0);
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), 0);
+    assert_int_equal(s.run_ns, 435330123456ULL);
+    assert_int_equal(s.wait_ns, 9203180931ULL);
+    assert_int_equal(s.slices, 40311);
+    /* Read again from the start: the same descriptor serves every interval. */
+    s.run_ns = 0;
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), 0);
+    assert_int_equal(s.run_ns, 435330123456ULL);
+    close(fd);
+    assert_int_equal(vpack_host_schedstat_open(r, 5151, 5199), -ENOENT);
+    assert_int_equal(vpack_host_schedstat_open(r, 5151, 0), -ENOENT);
+    assert_int_equal(vpack_host_schedstat_open(r, -1, 5157), -ENOENT);
+
+    /* Eight threads: the directory's link count says so without listing it. */
+    int dfd = vpack_host_task_dir_open(r, 5151);
+    assert_true(dfd >= 0);
+    struct vpack_host_thread *t = NULL;
+    unsigned n = 0;
+    assert_int_equal(vpack_host_threads(r, 5151, &t, &n), 0);
+    free(t);
+    assert_int_equal(vpack_host_task_count(dfd), (int)n);
+    close(dfd);
+    assert_int_equal(vpack_host_task_dir_open(r, 5199), -ENOENT);
+
+    /* Not a schedstat text: a stat file read through the same call. */
+    snprintf(tmp, sizeof(tmp), "%s/proc/5151/task/5157/stat", r);
+    fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), -EINVAL);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -554,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_numa_stat),
         cmocka_unit_test(test_v2_systemd),
         cmocka_unit_test(test_v2_machine),
+        cmocka_unit_test(test_schedstat),
         cmocka_unit_test_setup_teardown(test_v2_hotplug_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_detect, setup, teardown),
     };

@@ -197,6 +197,28 @@ static void test_task_stat(void **state)
     assert_int_equal(vpack_task_stat_parse("garbage", 7, &t), -EINVAL);
 }
 
+static void test_schedstat(void **state)
+{
+    (void)state;
+    struct vpack_schedstat s = {0};
+    /* A TCG vCPU thread's schedstat on Linux 6.1. */
+    const char text[] = "435330123456 9203180931 40311\n";
+    assert_int_equal(vpack_schedstat_parse(text, sizeof(text) - 1, &s), 0);
+    assert_int_equal(s.run_ns, 435330123456ULL);
+    assert_int_equal(s.wait_ns, 9203180931ULL);
+    assert_int_equal(s.slices, 40311);
+    /* Without the newline (a short read cannot cut a number: the text is one line). */
+    assert_int_equal(vpack_schedstat_parse("1 2 3", 5, &s), 0);
+    assert_int_equal(s.run_ns + s.wait_ns + s.slices, 6);
+    const char *bad[] = {"", "1 2", "1 2 x", "1 2 3 4", "1 2 3\n\n", "-1 2 3",
+                         "18446744073709551616 0 0", "a b c"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        s.run_ns = 77;
+        assert_int_equal(vpack_schedstat_parse(bad[i], strlen(bad[i]), &s), -EINVAL);
+        assert_int_equal(s.run_ns, 77); /* untouched on error */
+    }
+}
+
 static void test_uevent(void **state)
 {
     (void)state;
@@ -356,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_numastat),
         cmocka_unit_test(test_numastat_v2),
         cmocka_unit_test(test_task_stat),
+        cmocka_unit_test(test_schedstat),
         cmocka_unit_test(test_uevent),
         cmocka_unit_test(test_proc_cgroup),
         cmocka_unit_test(test_proc_cgroup_v2),
