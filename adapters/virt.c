@@ -69,7 +69,15 @@ struct vpack_virt {
     bool freeing;
 
     char last_error[512];
+    uint64_t calls;           /* libvirt calls answered by libvirtd (RPC()) */
 };
+
+/*
+ * Counts one libvirt call that goes to libvirtd, then makes it: every call
+ * vpack makes into libvirt's API that libvirtd answers (an RPC) is counted
+ * in v->calls (vpack_virt_calls()); keepalive probes are libvirt's own.
+ */
+#define RPC(v, call) ((v)->calls++, (call))
 
 static void silent_error(void *opaque, virErrorPtr err)
 {
@@ -337,7 +345,7 @@ static int try_connect(struct vpack_virt *v)
         return 0;
 
     /* Not fatal: a local socket still reports EOF when libvirtd dies. */
-    if (virConnectSetKeepAlive(v->conn, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT) < 0)
+    if (RPC(v, virConnectSetKeepAlive(v->conn, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)) < 0)
         virResetLastError();
 
     if (virConnectRegisterCloseCallback(v->conn, on_conn_closed, v, NULL) < 0) {
@@ -345,16 +353,16 @@ static int try_connect(struct vpack_virt *v)
         goto fail;
     }
     v->close_cb_registered = true;
-    v->lifecycle_cb_id = virConnectDomainEventRegisterAny(
+    v->lifecycle_cb_id = RPC(v, virConnectDomainEventRegisterAny(
         v->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK(on_lifecycle), v,
-        NULL);
+        NULL));
     if (v->lifecycle_cb_id < 0) {
         r = connect_error(v, "registering lifecycle events");
         goto fail;
     }
-    v->metadata_cb_id = virConnectDomainEventRegisterAny(
+    v->metadata_cb_id = RPC(v, virConnectDomainEventRegisterAny(
         v->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
-        VIR_DOMAIN_EVENT_CALLBACK(on_metadata), v, NULL);
+        VIR_DOMAIN_EVENT_CALLBACK(on_metadata), v, NULL));
     if (v->metadata_cb_id < 0) {
         r = connect_error(v, "registering metadata events");
         goto fail;
@@ -520,6 +528,11 @@ bool vpack_virt_connected(const struct vpack_virt *v)
     return v && v->conn && atomic_load(&((struct vpack_virt *)v)->alive);
 }
 
+uint64_t vpack_virt_calls(const struct vpack_virt *v)
+{
+    return v ? v->calls : 0;
+}
+
 const char *vpack_virt_last_error(const struct vpack_virt *v)
 {
     return v ? v->last_error : "";
@@ -542,7 +555,7 @@ static int lookup_uuid(struct vpack_virt *v, const char *uuid, virDomainPtr *dom
     *dom = NULL;
     if ((r = need_conn(v, errmsg)) < 0)
         return r;
-    *dom = virDomainLookupByUUIDString(v->conn, uuid);
+    *dom = RPC(v, virDomainLookupByUUIDString(v->conn, uuid));
     if (!*dom)
         return virt_error(v, errmsg, "domain %s", uuid);
     return 0;
@@ -591,11 +604,11 @@ static int lookup_ident(struct vpack_virt *v, const char *ident, virDomainPtr *d
         return r;
     if (!ident || !*ident)
         return vpack_errmsg_set(-EINVAL, errmsg, "empty domain name");
-    *dom = virDomainLookupByName(v->conn, ident);
+    *dom = RPC(v, virDomainLookupByName(v->conn, ident));
     if (!*dom && last_error_is_no_domain() && uuid_like(ident))
-        *dom = virDomainLookupByUUIDString(v->conn, ident);
+        *dom = RPC(v, virDomainLookupByUUIDString(v->conn, ident));
     if (!*dom && last_error_is_no_domain() && all_digits(ident) && strlen(ident) < 10)
-        *dom = virDomainLookupByID(v->conn, atoi(ident));
+        *dom = RPC(v, virDomainLookupByID(v->conn, atoi(ident)));
     if (!*dom) {
         if (last_error_is_no_domain()) {
             virResetLastError();
@@ -637,7 +650,7 @@ int vpack_virt_list_running(struct vpack_virt *v, char ***uuids, unsigned *n, ch
     *n = 0;
     if ((r = need_conn(v, errmsg)) < 0)
         return r;
-    ndoms = virConnectListAllDomains(v->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+    ndoms = RPC(v, virConnectListAllDomains(v->conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE));
     if (ndoms < 0) {
         ndoms = 0;
         r = virt_error(v, errmsg, "listing running domains");
@@ -738,16 +751,16 @@ int vpack_virt_domain_get(struct vpack_virt *v, const char *uuid, struct vpack_v
     }
     id = virDomainGetID(dom);
     d.id = id == (unsigned)-1 ? -1 : (int)id;
-    if ((persistent = virDomainIsPersistent(dom)) < 0) {
+    if ((persistent = RPC(v, virDomainIsPersistent(dom))) < 0) {
         r = virt_error(v, errmsg, "domain %s", d.name);
         goto cleanup;
     }
     d.persistent = persistent == 1;
-    if (!(d.live_xml = virDomainGetXMLDesc(dom, 0))) {
+    if (!(d.live_xml = RPC(v, virDomainGetXMLDesc(dom, 0)))) {
         r = virt_error(v, errmsg, "reading the XML of %s", d.name);
         goto cleanup;
     }
-    if (d.persistent && !(d.inactive_xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE))) {
+    if (d.persistent && !(d.inactive_xml = RPC(v, virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE)))) {
         r = virt_error(v, errmsg, "reading the persistent XML of %s", d.name);
         goto cleanup;
     }
@@ -876,10 +889,10 @@ int vpack_virt_stats_all(struct vpack_virt *v, struct vpack_virt_stats **recs, u
      * migration) would otherwise stall this call, and the whole loop, for
      * libvirt's 30 s job timeout; without the job libvirt skips only what
      * needs the monitor (vcpu.N.halted), not the fields we read. */
-    nrec = virConnectGetAllDomainStats(v->conn, VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_CPU_TOTAL,
+    nrec = RPC(v, virConnectGetAllDomainStats(v->conn, VIR_DOMAIN_STATS_VCPU | VIR_DOMAIN_STATS_CPU_TOTAL,
                                        &records,
                                        VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE |
-                                           VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
+                                           VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT));
     if (nrec < 0) {
         records = NULL;
         r = virt_error(v, errmsg, "reading domain statistics");
@@ -913,7 +926,7 @@ cleanup:
 /* Number of host CPUs libvirt knows (highest id + 1, offline ones too). */
 static int host_cpus(struct vpack_virt *v, char **errmsg)
 {
-    int n = virNodeGetCPUMap(v->conn, NULL, NULL, 0);
+    int n = RPC(v, virNodeGetCPUMap(v->conn, NULL, NULL, 0));
     if (n < 0)
         return virt_error(v, errmsg, "reading the host CPU map");
     if (n == 0)
@@ -957,7 +970,7 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
         goto cleanup;
     maplen = VIR_CPU_MAPLEN(ncpus);
 
-    nmax = virDomainGetVcpusFlags(dom, VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_VCPU_MAXIMUM);
+    nmax = RPC(v, virDomainGetVcpusFlags(dom, VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_VCPU_MAXIMUM));
     if (nmax < 0) {
         r = virt_error(v, errmsg, "reading the vCPU count of %s", uuid);
         goto cleanup;
@@ -968,7 +981,7 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
         r = vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
         goto cleanup;
     }
-    nv = nmax ? virDomainGetVcpuPinInfo(dom, nmax, maps, maplen, VIR_DOMAIN_AFFECT_LIVE) : 0;
+    nv = nmax ? RPC(v, virDomainGetVcpuPinInfo(dom, nmax, maps, maplen, VIR_DOMAIN_AFFECT_LIVE)) : 0;
     if (nv < 0) {
         r = virt_error(v, errmsg, "reading the vCPU pins of %s", uuid);
         goto cleanup;
@@ -978,7 +991,7 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
     p.nvcpus = (unsigned)(nv < nmax ? nv : nmax);
 
     memset(maps, 0, (size_t)maplen);
-    r = virDomainGetEmulatorPinInfo(dom, maps, maplen, VIR_DOMAIN_AFFECT_LIVE);
+    r = RPC(v, virDomainGetEmulatorPinInfo(dom, maps, maplen, VIR_DOMAIN_AFFECT_LIVE));
     if (r < 0) {
         r = virt_error(v, errmsg, "reading the emulator pin of %s", uuid);
         goto cleanup;
@@ -987,7 +1000,7 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
     if (r == 0 || vpack_cpuset_empty(&p.emulator)) /* "not pinned": every host CPU */
         vpack_cpuset_set_range(&p.emulator, 0, (unsigned)ncpus - 1);
 
-    ninfo = virDomainGetIOThreadInfo(dom, &info, VIR_DOMAIN_AFFECT_LIVE);
+    ninfo = RPC(v, virDomainGetIOThreadInfo(dom, &info, VIR_DOMAIN_AFFECT_LIVE));
     if (ninfo < 0) {
         ninfo = 0;
         info = NULL;
@@ -1057,15 +1070,15 @@ int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kin
         goto cleanup;
     switch (kind) {
     case VPACK_THREAD_VCPU:
-        if (virDomainPinVcpuFlags(dom, (unsigned)id, map, maplen, flags) < 0)
+        if (RPC(v, virDomainPinVcpuFlags(dom, (unsigned)id, map, maplen, flags)) < 0)
             r = virt_error(v, errmsg, "pinning vCPU %d", id);
         break;
     case VPACK_THREAD_EMULATOR:
-        if (virDomainPinEmulator(dom, map, maplen, flags) < 0)
+        if (RPC(v, virDomainPinEmulator(dom, map, maplen, flags)) < 0)
             r = virt_error(v, errmsg, "pinning the emulator");
         break;
     case VPACK_THREAD_IOTHREAD:
-        if (virDomainPinIOThread(dom, (unsigned)id, map, maplen, flags) < 0)
+        if (RPC(v, virDomainPinIOThread(dom, (unsigned)id, map, maplen, flags)) < 0)
             r = virt_error(v, errmsg, "pinning iothread %d", id);
         break;
     default:
@@ -1103,8 +1116,8 @@ int vpack_virt_set_level(struct vpack_virt *v, const char *ident, int level, boo
     snprintf(xml, sizeof(xml), "<%s %s='%d'/>", VPACK_XML_POLICY_ELEMENT, VPACK_XML_POLICY_LEVEL,
              level);
     /* The element replaces any earlier one in our namespace; NULL removes it. */
-    if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, level >= 0 ? xml : NULL,
-                             level >= 0 ? VPACK_XML_NS_PREFIX : NULL, VPACK_XML_NS, flags) < 0) {
+    if (RPC(v, virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, level >= 0 ? xml : NULL,
+                             level >= 0 ? VPACK_XML_NS_PREFIX : NULL, VPACK_XML_NS, flags)) < 0) {
         r = virt_error(v, errmsg, "setting the power policy of '%s'", ident);
         goto cleanup;
     }
@@ -1125,7 +1138,7 @@ int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out
         *name_out = NULL;
     if ((r = need_conn(v, errmsg)) < 0)
         return r;
-    if (!(dom = virDomainDefineXML(v->conn, xml))) {
+    if (!(dom = RPC(v, virDomainDefineXML(v->conn, xml)))) {
         r = virt_error(v, errmsg, "defining the domain");
         goto cleanup;
     }

@@ -70,6 +70,12 @@ int vpack_virt_open_sync(const char *uri, struct vpack_virt **out, char **errmsg
  */
 void vpack_virt_free(struct vpack_virt *v);
 bool vpack_virt_connected(const struct vpack_virt *v);
+/*
+ * How many calls vpack made into libvirt that libvirtd answers (each API
+ * call is one round trip to libvirtd; libvirt's own keepalive probes are
+ * not counted), since the adapter was created.
+ */
+uint64_t vpack_virt_calls(const struct vpack_virt *v);
 /* Why the last connection attempt failed or the connection was lost; ""
  * while connected. Borrowed: valid until the next call on v. */
 const char *vpack_virt_last_error(const struct vpack_virt *v);

@@ -1208,3 +1208,19 @@ cleanup:
     planner_free(&pl, ret);
     return ret;
 }
+
+bool vpack_policy_state_settled(const struct vpack_policy_state *s,
+                                const struct vpack_policy_params *params)
+{
+    if (!s->initialized || s->ndemand == 0 || s->over_count || s->under_ms)
+        return false;
+    for (unsigned i = 0; i < s->ndoms; i++)
+        if (s->now_ms - s->doms[i].placed_ms < params->min_residency_ms)
+            return false;
+    return true;
+}
+
+void vpack_policy_state_advance(struct vpack_policy_state *s, unsigned ms)
+{
+    s->now_ms += ms;
+}

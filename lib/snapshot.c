@@ -1115,3 +1115,57 @@ char *vpack_snapshot_to_json(const struct vpack_snapshot *s)
     json_object_put(root);
     return text;
 }
+
+static bool near(double a, double b, double band)
+{
+    return fabs(a - b) <= band;
+}
+
+static bool same_set(const vpack_cpuset *a, const vpack_cpuset *b)
+{
+    return !a || !b ? a == b : vpack_cpuset_equal(a, b);
+}
+
+static bool thread_within(const struct vpack_thread_sample *a,
+                          const struct vpack_thread_sample *b, double band)
+{
+    return a->id == b->id && same_set(a->pin, b->pin) && near(a->util, b->util, band) &&
+           near(a->delay, b->delay, band);
+}
+
+static bool domain_within(const struct vpack_domain_sample *a,
+                          const struct vpack_domain_sample *b, double band)
+{
+    if (strcmp(a->name, b->name) || a->level != b->level || !same_set(a->cpuset, b->cpuset) ||
+        a->nvcpus != b->nvcpus || a->niothreads != b->niothreads || a->nmemory != b->nmemory ||
+        !thread_within(&a->emulator, &b->emulator, band))
+        return false;
+    for (unsigned i = 0; i < a->nvcpus; i++)
+        if (!thread_within(&a->vcpus[i], &b->vcpus[i], band))
+            return false;
+    for (unsigned i = 0; i < a->niothreads; i++)
+        if (!thread_within(&a->iothreads[i], &b->iothreads[i], band))
+            return false;
+    for (unsigned i = 0; i < a->nmemory; i++)
+        if (a->memory[i].node != b->memory[i].node ||
+            !near(a->memory[i].share, b->memory[i].share, band))
+            return false;
+    return true;
+}
+
+bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_snapshot *b,
+                           double band)
+{
+    if (!a || !b || a->interval_ms != b->interval_ms || a->ncpus != b->ncpus ||
+        a->ndomains != b->ndomains)
+        return false;
+    for (unsigned c = 0; c < a->ncpus; c++) {
+        bool ra = a->cpu_busy[c] >= 0, rb = b->cpu_busy[c] >= 0;
+        if (ra != rb || (ra && !near(a->cpu_busy[c], b->cpu_busy[c], band)))
+            return false;
+    }
+    for (unsigned i = 0; i < a->ndomains; i++)
+        if (!domain_within(&a->domains[i], &b->domains[i], band))
+            return false;
+    return true;
+}

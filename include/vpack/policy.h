@@ -90,6 +90,17 @@ void vpack_policy_params_default(struct vpack_policy_params *p);
 struct vpack_policy_state;
 struct vpack_policy_state *vpack_policy_state_new(void);
 void vpack_policy_state_free(struct vpack_policy_state *s);
+/*
+ * True when nothing in the state is counting down: a plan was made, no
+ * spread trigger is being counted (spread_samples), no pack is waiting
+ * (pack_delay_ms) and every domain was placed at least min_residency_ms
+ * ago. The plan on the same snapshot would then be the same: an agent may
+ * skip planning while its input stays put (vpack_snapshot_within()).
+ */
+bool vpack_policy_state_settled(const struct vpack_policy_state *s,
+                                const struct vpack_policy_params *params);
+/* Time passes with nothing to plan: advances the state's clock by ms. */
+void vpack_policy_state_advance(struct vpack_policy_state *s, unsigned ms);
 
 struct vpack_plan_thread {
     int id;                    /* vCPU or iothread id, -1 for the emulator */

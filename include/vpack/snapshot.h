@@ -7,6 +7,7 @@
 #ifndef VPACK_SNAPSHOT_H
 #define VPACK_SNAPSHOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "vpack/cpuset.h"
@@ -90,5 +91,18 @@ struct vpack_snapshot *vpack_snapshot_new(unsigned ncpus, unsigned ndomains);
  */
 int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, int level,
                              unsigned nvcpus, unsigned niothreads);
+
+/*
+ * True when b would be the same input to the policy as a, up to band: the
+ * same interval, CPUs (reported or not) and domains in the same order with
+ * the same names, levels, bounds, thread ids, pins and memory nodes, and
+ * every CPU's busy fraction, every thread's util and delay and every memory
+ * share within band of a's (|b - a| <= band). The "cpu" a thread last ran
+ * on is not compared: the policy does not read it. vpackd skips planning
+ * while each interval's snapshot stays within its band of the last
+ * planned one (a drift is measured from that plan, so it cannot creep).
+ */
+bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_snapshot *b,
+                           double band);
 
 #endif

@@ -2069,6 +2069,52 @@ static bool plans_equal(const struct vpack_plan *a, const struct vpack_plan *b)
 }
 
 /* A failed call returns a negative errno and leaves the state as it was. */
+/*
+ * Settled: nothing counts down, so the same input gives the same plan. The
+ * state settles only once the last move is min_residency_ms old, and a
+ * spike or a drop starts a count again.
+ */
+static void test_settled(void **unused)
+{
+    (void)unused;
+    struct runner r;
+    runner_init(&r, "package:4 core:4 pu:2");
+    assert_false(vpack_policy_state_settled(r.state, &r.params)); /* no plan yet */
+    struct vpack_plan *p = model_step(&r, 1.5, 0.0);
+    vpack_plan_free(p);
+    /* Domains were just placed: young until min_residency_ms. */
+    assert_false(vpack_policy_state_settled(r.state, &r.params));
+    vpack_policy_state_advance(r.state, r.params.min_residency_ms - 1);
+    assert_false(vpack_policy_state_settled(r.state, &r.params));
+    vpack_policy_state_advance(r.state, 1);
+    assert_true(vpack_policy_state_settled(r.state, &r.params));
+    /* The same input planned again: still settled, and the same packages. */
+    p = model_step(&r, 1.5, 0.0);
+    assert_int_equal(p->nactive, 1);
+    assert_int_equal(p->why, VPACK_WHY_HOLD);
+    vpack_plan_free(p);
+    assert_true(vpack_policy_state_settled(r.state, &r.params));
+    /* A spike over the spread watermark: one sample counted, not settled. */
+    p = model_step(&r, 3.5, 0.0);
+    assert_int_equal(p->nactive, 1);
+    vpack_plan_free(p);
+    assert_false(vpack_policy_state_settled(r.state, &r.params));
+    p = model_step(&r, 3.5, 0.0);
+    assert_true(p->nactive >= 2);
+    bool moved = false;
+    for (unsigned i = 0; i < p->ndomains; i++)
+        moved |= p->domains[i].moved;
+    vpack_plan_free(p);
+    /* Spread: settled again unless a domain moved (then it is young). */
+    assert_true(vpack_policy_state_settled(r.state, &r.params) == !moved);
+    /* Load gone: a pack is waiting for pack_delay_ms. */
+    vpack_policy_state_advance(r.state, r.params.min_residency_ms);
+    p = model_step(&r, 0.5, 0.0);
+    vpack_plan_free(p);
+    assert_false(vpack_policy_state_settled(r.state, &r.params));
+    runner_fini(&r);
+}
+
 static void test_failure_leaves_state(void **unused)
 {
     (void)unused;
@@ -2145,6 +2191,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_empty_bound),
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_domains_disappear),
+        cmocka_unit_test(test_settled),
         cmocka_unit_test(test_failure_leaves_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1028,6 +1028,61 @@ static void test_plan_to_json_order(void **state)
     free(text);
 }
 
+/* Two parses of one text: the same input, then one field changed at a time. */
+static void test_within(void **state)
+{
+    (void)state;
+    const char base[] =
+        "{\"interval_ms\": 1000, \"cpus\": {\"0\": 0.50, \"1\": 0.02}, \"domains\": ["
+        "{\"name\": \"web\", \"level\": 2, \"cpuset\": \"0-1\", \"vcpus\": ["
+        "{\"id\": 0, \"util\": 0.40, \"delay\": 0.01, \"pin\": \"0\"},"
+        "{\"id\": 1, \"util\": 0.00, \"delay\": 0.0}],"
+        "\"emulator\": {\"util\": 0.01}, \"iothreads\": [{\"id\": 1, \"util\": 0.0}],"
+        "\"memory\": {\"0\": 1.0}}]}";
+    static const struct {
+        const char *from, *to;
+        bool within; /* with a band of 0.02 */
+    } cases[] = {
+        {"\"0\": 0.50", "\"0\": 0.515", true},    /* CPU load inside the band */
+        {"\"0\": 0.50", "\"0\": 0.53", false},    /* ... and outside it */
+        {"\"1\": 0.02", "\"1\": 0.00", true},
+        {"\"1\": 0.02", "\"2\": 0.02", false},    /* another CPU reports */
+        {"\"util\": 0.40", "\"util\": 0.41", true},
+        {"\"util\": 0.40", "\"util\": 1.40", false}, /* a load step */
+        {"\"delay\": 0.01", "\"delay\": 0.30", false},
+        {"\"level\": 2", "\"level\": 1", false},
+        {"\"cpuset\": \"0-1\"", "\"cpuset\": \"0\"", false},
+        {"\"pin\": \"0\"", "\"pin\": \"1\"", false},
+        {"\"emulator\": {\"util\": 0.01}", "\"emulator\": {\"util\": 0.05}", false},
+        {"\"memory\": {\"0\": 1.0}", "\"memory\": {\"1\": 1.0}", false},
+        {"\"name\": \"web\"", "\"name\": \"db\"", false},
+        {"\"interval_ms\": 1000", "\"interval_ms\": 2000", false},
+        {",{\"id\": 1, \"util\": 0.00, \"delay\": 0.0}]", "]", false}, /* a vCPU went */
+    };
+    struct vpack_snapshot *a = NULL, *b = NULL;
+    char *err = NULL;
+    assert_int_equal(vpack_snapshot_parse(base, strlen(base), &a, &err), 0);
+    assert_int_equal(vpack_snapshot_parse(base, strlen(base), &b, &err), 0);
+    assert_true(vpack_snapshot_within(a, b, 0.0));
+    assert_false(vpack_snapshot_within(a, NULL, 1.0));
+    vpack_snapshot_free(b);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[2048];
+        const char *at = strstr(base, cases[i].from);
+        assert_non_null(at);
+        snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - base), base, cases[i].to,
+                 at + strlen(cases[i].from));
+        if (vpack_snapshot_parse(text, strlen(text), &b, &err) < 0)
+            fail_msg("case %zu: %s", i, err ? err : "?");
+        if (vpack_snapshot_within(a, b, 0.02) != cases[i].within ||
+            vpack_snapshot_within(b, a, 0.02) != cases[i].within)
+            fail_msg("case %zu (%s -> %s): within is %d, want %d", i, cases[i].from, cases[i].to,
+                     !cases[i].within, cases[i].within);
+        vpack_snapshot_free(b);
+    }
+    vpack_snapshot_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1052,6 +1107,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_plan_to_json),
         cmocka_unit_test(test_plan_to_json_order),
+        cmocka_unit_test(test_within),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
