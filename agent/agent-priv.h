@@ -27,10 +27,18 @@
 #include "vpack/topology.h"
 
 /*
- * Where an iothread's load or a domain's memory placement was read from
- * (explain's "source"): the thread QEMU named, or libvirt's cgroup group.
+ * Where a thread's load or a domain's memory placement was read from
+ * (explain's "source"): the schedstat of the thread(s) QEMU named,
+ * libvirt's cgroup group, libvirt's bulk stats, or (the emulator, with
+ * libvirt's stats) what the domain's cpu.time leaves.
  */
-enum load_source { SRC_NONE, SRC_NAME, SRC_CGROUP_V1, SRC_CGROUP_V2 };
+enum load_source { SRC_NONE, SRC_NAME, SRC_CGROUP_V1, SRC_CGROUP_V2, SRC_LIBVIRT, SRC_REMAINDER };
+
+/* One QEMU thread and its schedstat file, held open (adapters/host.h); fd -1: not open. */
+struct agent_tid {
+    int tid;
+    int fd;
+};
 
 struct agent_thread {
     int id;
@@ -39,12 +47,13 @@ struct agent_thread {
     bool applied_known;    /* applied holds the live mask */
     vpack_cpuset applied;
     bool have_prev;
-    uint64_t prev_time, prev_delay;
+    uint64_t prev_time, prev_delay; /* ns run and waiting, summed over its threads */
     double util, delay;    /* smoothed */
-    uint64_t prev_ticks;   /* iothreads: CPU time of its thread(s), in ticks */
-    bool have_ticks;
-    int tid;               /* iothreads: the thread QEMU named "IO iothreadN", 0: none */
-    enum load_source source; /* iothreads: where prev_ticks was read */
+    enum load_source source; /* where prev_time was read: readings of two sources do not subtract */
+    /* Its threads by QEMU's names: one for a vCPU or an iothread (none: not
+     * found), every other thread of QEMU for the emulator. */
+    unsigned ntids;
+    struct agent_tid *tids;
 };
 
 struct agent_dom {
@@ -66,13 +75,15 @@ struct agent_dom {
     uint64_t prev_cpu_time;
     bool refresh;          /* re-read XML and live pins at the next cycle */
     bool managed;          /* vpack restricted it at some point */
-    bool seen;             /* in the last stats call */
     char *reason;          /* the policy's last word on it */
     unsigned npackages;
     int *packages;         /* the packages the last plan placed it on */
     struct vpack_cgroup_domain cg; /* its groups: memory.numa_stat, the iothreads' fallback */
     int pid;               /* QEMU's pid */
-    bool rescan_threads;   /* an iothread's named thread is gone: look for them again */
+    int task_fd;           /* QEMU's /proc/PID/task, held: its thread count; -1: not open */
+    int nthreads;          /* QEMU's threads when they were last sorted */
+    bool rescan_threads;   /* a thread is gone or new: sort QEMU's threads again */
+    bool stats_libvirt;    /* a vCPU has no thread of its own by name: libvirt's stats read it */
     unsigned nmem;
     struct vpack_mem_share *mem; /* share of its memory per NUMA node */
     uint64_t mem_bytes;    /* its memory on the page lists, from memory.numa_stat */
@@ -96,6 +107,7 @@ struct agent_counters {
     uint64_t cgroup_repairs;
     uint64_t cgroup_stale;  /* v2 groups found without an online CPU they should have */
     uint64_t reconnects;
+    uint64_t plans_skipped; /* steady intervals: nothing moved beyond the band, nothing planned */
 };
 
 struct vpack_agent {
@@ -123,6 +135,11 @@ struct vpack_agent {
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];
     struct vpack_prom_histogram plan_hist, cycle_hist;
+    bool replan;           /* plan at the next interval whatever the load (topology, failed pin) */
+    /* vpackd's own threads follow the wake-up package (agent.c, own_affinity()). */
+    bool own_known;        /* own_mask holds the affinity vpackd started with */
+    vpack_cpuset own_mask;
+    int own_package;       /* the package its threads are on now; -1: not confined */
     bool stopping;
 };
 
@@ -152,11 +169,15 @@ bool vpack__dom_placed(const struct vpack_agent *a, const struct agent_dom *d);
 void vpack__dom_free_mask(const struct vpack_agent *a, const struct agent_dom *d,
                           const struct agent_thread *t, vpack_cpuset *out);
 /*
- * Finds d's iothreads among QEMU's threads by the names QEMU gives them
- * ("IO iothreadN"); the ones not found are read through their cgroup.
+ * Sorts QEMU's threads by the names QEMU gives them ("CPU N/TCG", "IO
+ * iothreadN", the rest the emulator's) and opens their schedstat files;
+ * iothreads not found are read through their cgroup, and a domain with a
+ * vCPU not found through libvirt's stats (stats_libvirt).
  */
 void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d);
-/* "thread-name", "cgroup-v1", "cgroup-v2" or "none". */
+/* Closes d's schedstat files and its task directory; forgets its threads. */
+void vpack__dom_threads_close(struct agent_dom *d);
+/* "thread-name", "cgroup-v1", "cgroup-v2", "libvirt", "remainder" or "none". */
 const char *vpack__source_name(enum load_source s);
 /* Keeps the plan's word on d: its reason and its packages. Returns 0 or -ENOMEM. */
 int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain *pd);
@@ -164,6 +185,12 @@ int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);
 void vpack__sample_domains(struct vpack_agent *a);
+/*
+ * True when the interval may skip planning: nothing asks for a plan, the
+ * policy state is settled and snap is within agent.steady_band of the last
+ * planned snapshot.
+ */
+bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapshot *snap);
 /*
  * The policy's input: one snapshot of every domain that is read. (*map)[i]
  * is the index in a->doms of the snapshot's domain i. Returns 0 or -ENOMEM.

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * The agent's loop, after irqbalance's scan(): every interval, sample
- * (sample.c: /proc/stat and one libvirt bulk stats call), plan (the pure
- * policy), act (act.c: pin what differs, LIVE only). Everything runs on the
- * one libuv loop; libvirt's events only mark domains (domains.c) for a
- * refresh that the next cycle does.
+ * (sample.c: /proc/stat and each QEMU thread's schedstat), plan (the pure
+ * policy), act (act.c: pin what differs, LIVE only). An interval whose
+ * input stayed within agent.steady_band of the last plan's, with nothing
+ * counting down in the policy, plans nothing and calls nothing (the
+ * Linux scheduler's idea: skip balancing that cannot change anything).
+ * Everything runs on the one libuv loop; libvirt's events only mark domains
+ * (domains.c) for a refresh that the next cycle does. vpackd's own threads
+ * stay on the plan's wake-up package.
  */
 #include "agent-priv.h"
 
@@ -16,6 +20,9 @@
 
 #include "cgroup.h"
 #include "log.h"
+
+/* own_package when the affinity must be set again whatever the package. */
+#define OWN_AGAIN (-2)
 
 int vpack__errmsg(char **errmsg, int r, const char *fmt, ...)
 {
@@ -101,6 +108,8 @@ static void handle_hotplug(struct vpack_agent *a)
     }
     /* The kernel moved threads and libvirt's view may be stale: pin everything again. */
     vpack__act_forget_applied(a);
+    a->replan = true;
+    a->own_package = OWN_AGAIN; /* the package's CPUs may have changed */
     char *cpus = vpack_cpuset_format(&a->online);
     log_info("CPUs online now: %s; re-applying guest pins and the plan", cpus ? cpus : "?");
     free(cpus);
@@ -148,6 +157,8 @@ static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
     if ((r = vpack__sample_snapshot(a, &snap, &map)) < 0 ||
         (r = plan(a, snap, out->dry_run, &p)) < 0)
         goto cleanup;
+    if (!out->dry_run)
+        a->replan = false; /* a pin that fails below leaves its mask unknown: act again */
     unsigned moved = vpack__act(a, p, map, out);
     if (!out->dry_run) {
         vpack__act_restore_after_hotplug(a, p, map);
@@ -167,6 +178,70 @@ cleanup:
     return r;
 }
 
+/*
+ * vpackd's own threads (the loop's, libvirt's, the metrics endpoint's: all
+ * of /proc/self/task) follow the plan's wake-up package, within the
+ * affinity vpackd started with, so that its own work does not wake a
+ * parked package; threads started later inherit it. Set again when the
+ * wake-up package changes; the start affinity comes back when the plan
+ * names none (restrictions lifted) and at stop.
+ */
+static void own_affinity(struct vpack_agent *a, int package)
+{
+    vpack_cpuset m;
+    int idx = package >= 0 ? vpack_topology_package_index(a->topo, package) : -1;
+    if (package == a->own_package || (!a->own_known && package < 0))
+        return;
+    if (!a->own_known) {
+        int r = vpack_host_own_affinity(&a->own_mask);
+        if (r < 0) {
+            log_warn("cannot read vpackd's CPU affinity: %s; its threads stay where they are",
+                     strerror(-r));
+            a->own_package = package;
+            return;
+        }
+        a->own_known = true;
+    }
+    m = a->own_mask;
+    if (idx >= 0)
+        vpack_cpuset_and(&m, &m, &a->topo->packages[idx].cpus);
+    if (idx < 0 || vpack_cpuset_empty(&m)) {
+        m = a->own_mask;
+        package = -1;
+    }
+    /* The agent's threads are its own process's: always the live /proc. */
+    int n = vpack_host_set_own_affinity(NULL, &m);
+    char cpus[256];
+    vpack_cpuset_format_buf(&m, cpus, sizeof(cpus));
+    if (n < 0)
+        log_warn("cannot set vpackd's CPU affinity to %s: %s", cpus, strerror(-n));
+    else if (package >= 0)
+        log_info("vpackd's %d threads follow wake-up package %d (CPUs %s)", n, package, cpus);
+    else
+        log_info("vpackd's %d threads on CPUs %s again", n, cpus);
+    a->own_package = package;
+}
+
+/*
+ * True when this interval need not plan (vpack__sample_steady); the
+ * policy's clock still advances. Out of memory plans, to be safe.
+ */
+static bool steady(struct vpack_agent *a)
+{
+    struct vpack_snapshot *snap = NULL;
+    unsigned *map = NULL;
+    if (a->replan || !a->plan || vpack__sample_snapshot(a, &snap, &map) < 0)
+        return false;
+    bool s = vpack__sample_steady(a, snap);
+    vpack_snapshot_free(snap);
+    free(map);
+    if (s) {
+        a->ctr.plans_skipped++;
+        vpack_policy_state_advance(a->pstate, a->cfg.interval_ms);
+    }
+    return s;
+}
+
 static void on_tick(uv_timer_t *timer)
 {
     static const struct vpack__act_out out = {false, NULL, NULL};
@@ -181,9 +256,12 @@ static void on_tick(uv_timer_t *timer)
     if (a->need_list)
         vpack__doms_list_running(a);
     vpack__sample_domains(a);
-    int r = cycle(a, &out);
-    if (r < 0 && r != -ENOTCONN)
-        log_warn("cycle failed: %s", strerror(-r));
+    if (!steady(a)) {
+        int r = cycle(a, &out);
+        if (r < 0 && r != -ENOTCONN)
+            log_warn("cycle failed: %s", strerror(-r));
+    }
+    own_affinity(a, a->plan && !a->plan->lifted ? a->plan->wakeup_package : -1);
     vpack_prom_observe(&a->cycle_hist, (double)(uv_hrtime() - t0) / 1e9);
 }
 
@@ -192,6 +270,7 @@ static void on_connected(void *opaque)
     struct vpack_agent *a = opaque;
     a->ctr.reconnects++;
     a->need_list = true;
+    a->replan = true;
     a->prev_ns = 0;
     for (unsigned i = 0; i < a->ndoms; i++) {
         a->doms[i].refresh = true;
@@ -290,6 +369,7 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
     if (!a)
         return -ENOMEM;
     a->loop = loop;
+    a->own_package = -1;
     if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0 ||
         (r = vpack_cgroup_detect(a->cfg.sysfs_root, &a->cgroup)) < 0)
         goto fail;
@@ -352,6 +432,9 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
     a->cfg.policy = cfg->policy;
     a->cfg.smoothing_rise = cfg->smoothing_rise;
     a->cfg.smoothing_fall = cfg->smoothing_fall;
+    a->cfg.steady_band = cfg->steady_band;
+    a->replan = true;
+    a->own_package = OWN_AGAIN;
     a->cfg.keep_placement = cfg->keep_placement;
     /* The rules are matched against each domain's XML: read them all again. */
     vpack_rules_clear(&a->cfg.rules);
@@ -389,6 +472,7 @@ void vpack_agent_stop(struct vpack_agent *a)
         log_info("stopping: keeping the current placement (keep_placement)");
     }
     uv_timer_stop(&a->tick);
+    own_affinity(a, -1);
     if (a->hotplug)
         vpack_hotplug_stop(a->hotplug);
     vpack_virt_free(a->virt);

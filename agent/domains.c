@@ -20,6 +20,7 @@
 /* Frees what d owns (free()s in a row, alike in shape to every destructor). */
 void vpack__dom_free(struct agent_dom *d)
 {
+    vpack__dom_threads_close(d);
     free(d->name);
     free(d->rule);
     free(d->vcpus);
@@ -55,6 +56,7 @@ struct agent_dom *vpack__dom_add(struct vpack_agent *a, const char *uuid)
     d->level = -1;
     d->refresh = true;
     d->emulator.id = -1;
+    d->task_fd = -1;
     return d;
 }
 
@@ -100,57 +102,120 @@ void vpack__dom_free_mask(const struct vpack_agent *a, const struct agent_dom *d
 
 const char *vpack__source_name(enum load_source s)
 {
-    static const char *const names[] = {"none", "thread-name", "cgroup-v1", "cgroup-v2"};
+    static const char *const names[] = {"none",    "thread-name", "cgroup-v1",
+                                        "cgroup-v2", "libvirt",   "remainder"};
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "none";
 }
 
+static void tids_close(struct agent_thread *t)
+{
+    for (unsigned i = 0; i < t->ntids; i++)
+        if (t->tids[i].fd >= 0)
+            close(t->tids[i].fd);
+    free(t->tids);
+    t->tids = NULL;
+    t->ntids = 0;
+    t->have_prev = false; /* a new set of threads: its sum starts again */
+}
+
+void vpack__dom_threads_close(struct agent_dom *d)
+{
+    for (unsigned v = 0; v < d->nvcpus; v++)
+        tids_close(&d->vcpus[v]);
+    tids_close(&d->emulator);
+    for (unsigned i = 0; i < d->niothreads; i++)
+        tids_close(&d->iothreads[i]);
+    if (d->task_fd >= 0)
+        close(d->task_fd);
+    d->task_fd = -1;
+}
+
+/* Adds a thread to t, its schedstat file opened. Returns 0 or -ENOMEM. */
+static int tid_add(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t, int tid)
+{
+    struct agent_tid *n = realloc(t->tids, (t->ntids + 1) * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    t->tids = n;
+    int fd = vpack_host_schedstat_open(a->cfg.sysfs_root, d->pid, tid);
+    if (fd < 0)
+        d->rescan_threads = true; /* ended since it was listed */
+    t->tids[t->ntids++] = (struct agent_tid){tid, fd < 0 ? -1 : fd};
+    return 0;
+}
+
 /*
- * QEMU's threads, by the names it gives them with debug-threads=on:
- * "CPU N/KVM" (or /TCG) runs vCPU N, "IO iothreadN" libvirt's iothread N;
- * every other thread (the main thread, call_rcu, the thread pool's
- * "worker"s, the monitor's "IO mon_iothread", ...) is the emulator's. Only
- * the iothreads are looked up here: libvirt's bulk stats give each vCPU's
- * time, and the emulator's load is the rest of the domain's cpu.time
- * (sample.c). A "worker" that an iothread's block layer starts inherits the
- * iothread's cgroup, so the cgroup fallback counts it to the iothread; by
- * name it is the emulator's.
+ * QEMU's threads, by the names it gives them with debug-threads=on
+ * (libvirt always asks for it): "CPU N/KVM" (or /TCG) runs vCPU N, "IO
+ * iothreadN" libvirt's iothread N; every other thread (the main thread,
+ * call_rcu, the thread pool's "worker"s, the monitor's "IO mon_iothread",
+ * ...) is the emulator's. libvirt 9.0's API gives no thread ids (vCPU pins,
+ * virDomainGetVcpus and the bulk stats carry none), so the threads are
+ * sorted here once per domain start or refresh, and again when one ends or
+ * the process starts a thread (the task directory's link count). A vCPU
+ * without a thread of its own (single-threaded TCG, "ALL CPUs/TCG"; QEMU
+ * without debug-threads) makes the domain one libvirt's stats read. An
+ * iothread not found is read from its cgroup: a "worker" that an
+ * iothread's block layer starts inherits the iothread's cgroup, so the
+ * cgroup fallback counts it to the iothread; by name it is the emulator's.
  */
 void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
 {
     struct vpack_host_thread *t = NULL;
-    unsigned nt = 0, *ids = NULL, named = 0;
+    unsigned nt = 0, *ids = NULL, named = 0, missing = 0;
+    int *owner = NULL;
+    vpack__dom_threads_close(d);
     d->rescan_threads = false;
-    for (unsigned i = 0; i < d->niothreads; i++)
-        d->iothreads[i].tid = 0;
-    if (!d->niothreads || vpack_host_threads(a->cfg.sysfs_root, d->pid, &t, &nt) < 0)
+    d->stats_libvirt = true;
+    if (vpack_host_threads(a->cfg.sysfs_root, d->pid, &t, &nt) < 0)
         return;
-    if (!(ids = calloc(d->niothreads, sizeof(*ids)))) {
-        free(t);
-        return;
-    }
+    if (!(ids = calloc(d->niothreads + 1, sizeof(*ids))) || !(owner = calloc(nt + 1, sizeof(*owner))))
+        goto cleanup;
     for (unsigned i = 0; i < d->niothreads; i++)
         ids[i] = (unsigned)d->iothreads[i].id;
+    /* owner[k]: 1 + the vCPU, -(1 + the iothread index), or 0 for the emulator. */
     for (unsigned k = 0; k < nt; k++) {
         int vcpu;
-        if (vpack_qemu_thread_kind(t[k].comm, &vcpu) != VPACK_QEMU_IOTHREAD)
-            continue;
-        int i = vpack_qemu_iothread_match(t[k].comm, ids, d->niothreads);
-        if (i == -2)
-            log_debug("domain %s: thread %d '%s' could be more than one iothread (its name is "
-                      "cut): reading those from their cgroups", d->name, t[k].tid, t[k].comm);
-        if (i < 0)
-            continue;
-        /* Two threads of one name cannot be told apart: the cgroup decides. */
-        d->iothreads[i].tid = d->iothreads[i].tid ? -1 : t[k].tid;
+        enum vpack_qemu_thread kind = vpack_qemu_thread_kind(t[k].comm, &vcpu);
+        if (kind == VPACK_QEMU_VCPU && vcpu >= 0 && (unsigned)vcpu < d->nvcpus) {
+            owner[k] = 1 + vcpu;
+        } else if (kind == VPACK_QEMU_IOTHREAD) {
+            int i = vpack_qemu_iothread_match(t[k].comm, ids, d->niothreads);
+            if (i == -2)
+                log_debug("domain %s: thread %d '%s' could be more than one iothread (its name "
+                          "is cut): reading those from their cgroups", d->name, t[k].tid,
+                          t[k].comm);
+            owner[k] = i >= 0 ? -(1 + i) : 0;
+        }
     }
+    for (unsigned k = 0; k < nt; k++) {
+        struct agent_thread *th = owner[k] > 0   ? &d->vcpus[owner[k] - 1]
+                                  : owner[k] < 0 ? &d->iothreads[-owner[k] - 1]
+                                                 : &d->emulator;
+        if (tid_add(a, d, th, t[k].tid) < 0)
+            goto cleanup;
+    }
+    /* Two threads of one name cannot be told apart: none of them is read as that thread. */
     for (unsigned i = 0; i < d->niothreads; i++) {
-        if (d->iothreads[i].tid < 0)
-            d->iothreads[i].tid = 0;
-        named += d->iothreads[i].tid > 0;
+        if (d->iothreads[i].ntids > 1)
+            tids_close(&d->iothreads[i]);
+        named += d->iothreads[i].ntids == 1;
     }
+    for (unsigned v = 0; v < d->nvcpus; v++)
+        missing += d->vcpu_online[v] && d->vcpus[v].ntids != 1;
+    d->stats_libvirt = missing > 0;
+    int dfd = vpack_host_task_dir_open(a->cfg.sysfs_root, d->pid);
+    d->task_fd = dfd < 0 ? -1 : dfd;
+    d->nthreads = (int)nt;
+    if (missing)
+        log_debug("domain %s: %u vCPUs have no thread of their own by name (single-threaded "
+                  "TCG, or QEMU without debug-threads?): libvirt's stats read them", d->name,
+                  missing);
     if (named < d->niothreads)
         log_debug("domain %s: %u of %u iothreads found by name (QEMU without debug-threads?); "
                   "the others are read from their cgroups", d->name, named, d->niothreads);
+cleanup:
+    free(owner);
     free(ids);
     free(t);
 }
@@ -396,8 +461,10 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
 {
     struct dom_read rd = {0};
     int r = dom_read(a, d->uuid, &rd);
-    if (r < 0 || (r = take_identity(d, &rd)) < 0 || (r = take_rule(a, d, &rd)) < 0 ||
-        (r = size_threads(d, rd.live)) < 0)
+    if (r < 0 || (r = take_identity(d, &rd)) < 0 || (r = take_rule(a, d, &rd)) < 0)
+        goto cleanup;
+    vpack__dom_threads_close(d); /* found again below, for the vCPUs the live XML has */
+    if ((r = size_threads(d, rd.live)) < 0)
         goto cleanup;
     if (rd.req) {
         d->known = take_request(d, rd.req, false);
@@ -416,6 +483,7 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
     d->pid = rd.info.pid;
     vpack__dom_find_threads(a, d);
     d->refresh = false;
+    a->replan = true; /* its pins may have changed under vpack: compare them with a plan */
     log_debug("domain %s: refreshed (level %d, %u vCPUs, %u iothreads%s)", d->name, d->level,
               d->nvcpus, d->niothreads, d->known ? "" : ", transient: unmanaged");
 cleanup:

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * Observe: per-CPU busy time from /proc/stat, per-thread load from one
- * libvirt bulk stats call (iothreads from the threads QEMU names, else their
- * cgroups; memory from memory.numa_stat of either cgroup version),
- * smoothed; and the snapshot the policy plans on.
+ * Observe: per-CPU busy time from /proc/stat, each QEMU thread's run time
+ * and run-queue delay from its /proc/PID/task/TID/schedstat (held open; the
+ * threads sorted by QEMU's names once per domain start, libvirt's bulk
+ * stats only for a domain whose vCPUs have no threads of their own;
+ * iothreads not found by name from their cgroups; memory from
+ * memory.numa_stat of either cgroup version), smoothed; the snapshot the
+ * policy plans on; and whether it moved enough since the last plan to plan
+ * again.
  */
 #include "agent-priv.h"
 
@@ -108,123 +112,234 @@ static void sample_memory(struct vpack_agent *a, struct agent_dom *d)
     d->mem_error = 0;
 }
 
-/* The vCPUs' run time and delay; returns the run time they took since the last sample. */
-static uint64_t sample_vcpus(struct vpack_agent *a, struct agent_dom *d,
-                             const struct vpack_virt_stats *rec, double dt)
+/*
+ * A new reading of a thread's run and wait time (ns, summed over its
+ * threads) from src: its util and delay over dt. Returns the run time since
+ * the last reading of the same source, 0 when there is none.
+ */
+static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t, uint64_t run,
+                             uint64_t wait, double dt, enum load_source src)
+{
+    uint64_t ran = 0;
+    if (t->have_prev && t->source == src && dt > 0 && run >= t->prev_time) {
+        ran = run - t->prev_time;
+        smooth(a, &t->util, (double)ran / dt);
+        smooth(a, &t->delay, wait >= t->prev_delay ? (double)(wait - t->prev_delay) / dt : 0);
+    }
+    t->prev_time = run;
+    t->prev_delay = wait;
+    t->have_prev = true;
+    t->source = src;
+    return ran;
+}
+
+/*
+ * Sums the schedstat of t's threads. Returns 0; -ESRCH when one of them
+ * ended (d->rescan_threads is set: the threads are sorted again next
+ * interval); -ENOENT when t has no thread; or -errno.
+ */
+static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint64_t *run,
+                        uint64_t *wait)
+{
+    *run = *wait = 0;
+    if (!t->ntids)
+        return -ENOENT;
+    for (unsigned i = 0; i < t->ntids; i++) {
+        struct vpack_schedstat st;
+        int r = t->tids[i].fd < 0 ? -ESRCH : vpack_host_schedstat_read(t->tids[i].fd, &st);
+        if (r == -ESRCH || r == -ENOENT) {
+            d->rescan_threads = true;
+            return -ESRCH;
+        }
+        if (r < 0)
+            return r;
+        *run += st.run_ns;
+        *wait += st.wait_ns;
+    }
+    return 0;
+}
+
+/* One thread (or the emulator's set) from its schedstat files. */
+static void sample_threads(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t,
+                           double dt)
+{
+    uint64_t run, wait;
+    if (read_threads(d, t, &run, &wait) == 0)
+        take_reading(a, t, run, wait, dt, SRC_NAME);
+    else
+        t->have_prev = false;
+}
+
+/* The vCPUs' run time and delay from libvirt's stats; returns the run time since the last. */
+static uint64_t sample_vcpus_libvirt(struct vpack_agent *a, struct agent_dom *d,
+                                     const struct vpack_virt_stats *rec, double dt)
 {
     uint64_t vsum = 0;
     for (unsigned v = 0; v < rec->nvcpus && v < d->nvcpus; v++) {
-        struct agent_thread *t = &d->vcpus[v];
-        uint64_t tm = rec->vcpu_time_ns[v], dl = rec->vcpu_delay_ns[v];
-        if (t->have_prev && dt > 0 && tm >= t->prev_time) {
-            double util = (double)(tm - t->prev_time) / dt;
-            double delay = dl >= t->prev_delay ? (double)(dl - t->prev_delay) / dt : 0;
-            smooth(a, &t->util, util);
-            smooth(a, &t->delay, delay);
-            vsum += tm - t->prev_time;
-        }
-        t->prev_time = tm;
-        t->prev_delay = dl;
-        t->have_prev = true;
+        vsum += take_reading(a, &d->vcpus[v], rec->vcpu_time_ns[v], rec->vcpu_delay_ns[v], dt,
+                             SRC_LIBVIRT);
         d->vcpu_online[v] = rec->vcpu_online[v];
     }
     return vsum;
 }
 
-/*
- * CPU time of one iothread, in ticks, from the thread QEMU named for it, or
- * else from its cgroup; *src says which. Returns 0 or -errno.
- */
-static int iothread_ticks(struct vpack_agent *a, struct agent_dom *d,
-                          const struct agent_thread *io, uint64_t *ticks, enum load_source *src)
+/* An iothread not found by name: its cgroup's threads (ticks, no run-queue delay). */
+static void sample_iothread_cgroup(struct vpack_agent *a, struct agent_dom *d,
+                                   struct agent_thread *io, double dt)
 {
-    unsigned found = 0;
-    if (io->tid > 0 &&
-        vpack_host_threads_ticks(a->cfg.sysfs_root, d->pid, &io->tid, 1, ticks, &found) == 0 &&
-        found == 1) {
-        *src = SRC_NAME;
-        return 0;
+    uint64_t ticks;
+    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    enum load_source src = d->cg.threads_ver == VPACK_CGROUP_V2 ? SRC_CGROUP_V2 : SRC_CGROUP_V1;
+    if (vpack_cgroup_iothread_ticks(a->cfg.sysfs_root, &d->cg, d->pid, io->id, &ticks) < 0) {
+        io->have_prev = false;
+        io->source = SRC_NONE;
+        return;
     }
-    if (io->tid > 0)
-        d->rescan_threads = true; /* the thread is gone: the iothread may have a new one */
-    *src = d->cg.threads_ver == VPACK_CGROUP_V2 ? SRC_CGROUP_V2 : SRC_CGROUP_V1;
-    int r = vpack_cgroup_iothread_ticks(a->cfg.sysfs_root, &d->cg, d->pid, io->id, ticks);
-    if (r < 0)
-        *src = SRC_NONE;
-    return r;
+    take_reading(a, io, (uint64_t)((double)ticks * tick_ns), 0, dt, src);
 }
 
 /* The iothreads' load; returns the nanoseconds they ran since the last sample. */
-static double sample_iothreads(struct vpack_agent *a, struct agent_dom *d, double dt)
+static uint64_t sample_iothreads(struct vpack_agent *a, struct agent_dom *d, double dt)
 {
-    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
-    double iosum = 0;
-    if (d->rescan_threads)
-        vpack__dom_find_threads(a, d);
+    uint64_t iosum = 0;
     for (unsigned t = 0; t < d->niothreads; t++) {
         struct agent_thread *io = &d->iothreads[t];
-        enum load_source src;
-        uint64_t ticks;
-        if (iothread_ticks(a, d, io, &ticks, &src) < 0) {
-            io->have_ticks = false;
-            io->source = SRC_NONE;
-            continue;
-        }
-        /* Readings from two sources do not subtract. */
-        if (io->have_ticks && src == io->source && dt > 0 && ticks >= io->prev_ticks) {
-            double ns = (double)(ticks - io->prev_ticks) * tick_ns;
-            smooth(a, &io->util, ns / dt);
-            iosum += ns;
-        }
-        io->prev_ticks = ticks;
-        io->have_ticks = true;
-        io->source = src;
+        uint64_t before = io->prev_time, run, wait;
+        bool had = io->have_prev;
+        if (io->ntids == 1 && read_threads(d, io, &run, &wait) == 0)
+            take_reading(a, io, run, wait, dt, SRC_NAME);
+        else
+            sample_iothread_cgroup(a, d, io, dt);
+        if (had && io->have_prev && io->prev_time >= before)
+            iosum += io->prev_time - before;
     }
     return iosum;
 }
 
-static void sample_domain(struct vpack_agent *a, struct agent_dom *d,
-                          const struct vpack_virt_stats *rec, double dt)
+/*
+ * A domain read through libvirt's bulk stats (a vCPU without a thread of its
+ * own): the vCPUs from the stats, the emulator as what is left of cpu.time.
+ */
+static void sample_domain_libvirt(struct vpack_agent *a, struct agent_dom *d,
+                                  const struct vpack_virt_stats *rec, double dt)
 {
-    d->seen = true;
-    uint64_t vsum = sample_vcpus(a, d, rec, dt);
-    double iosum = sample_iothreads(a, d, dt);
-    /* The emulator is what is left of cpu.time. */
+    uint64_t vsum = sample_vcpus_libvirt(a, d, rec, dt);
+    uint64_t iosum = sample_iothreads(a, d, dt);
     if (d->have_prev_cpu && dt > 0 && rec->cpu_time_ns >= d->prev_cpu_time) {
-        double all = (double)(rec->cpu_time_ns - d->prev_cpu_time);
-        double rest = all - (double)vsum - iosum;
+        double rest = (double)(rec->cpu_time_ns - d->prev_cpu_time) - (double)vsum - (double)iosum;
         smooth(a, &d->emulator.util, rest > 0 ? rest / dt : 0);
     }
+    d->emulator.source = SRC_REMAINDER;
     d->prev_cpu_time = rec->cpu_time_ns;
     d->have_prev_cpu = true;
-    /* Memory moves slowly: read it at once for a new domain, then every 5th sample. */
+}
+
+/* A domain from its threads' schedstat files: no libvirt call. */
+static void sample_domain_threads(struct vpack_agent *a, struct agent_dom *d, double dt)
+{
+    for (unsigned v = 0; v < d->nvcpus; v++)
+        if (d->vcpu_online[v])
+            sample_threads(a, d, &d->vcpus[v], dt);
+    sample_threads(a, d, &d->emulator, dt);
+    sample_iothreads(a, d, dt);
+    d->have_prev_cpu = true; /* read at least once (views.c: what could not be read) */
+}
+
+/* Memory moves slowly: read it at once for a new domain, then every 5th sample. */
+static void sample_domain_memory(struct vpack_agent *a, struct agent_dom *d)
+{
     if (d->nmem == 0 || a->ctr.samples % 5 == 1)
         sample_memory(a, d);
 }
 
-/* One bulk stats call: per-vCPU run time and delay, the rest to the emulator. */
-void vpack__sample_domains(struct vpack_agent *a)
+/* The domains libvirt's stats read: one bulk call for all, made only when one needs it. */
+static void sample_libvirt(struct vpack_agent *a, double dt)
 {
     struct vpack_virt_stats *recs = NULL;
     unsigned n = 0;
     char *err = NULL;
-    uint64_t now = uv_hrtime();
-    double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
-
     if (vpack_virt_stats_all(a->virt, &recs, &n, &err) < 0) {
         log_warn("cannot read domain statistics: %s", err ? err : "?");
         free(err);
         return;
     }
-    for (unsigned i = 0; i < a->ndoms; i++)
-        a->doms[i].seen = false;
     for (unsigned i = 0; i < n; i++) {
-        struct agent_dom *d = vpack__dom_add(a, recs[i].uuid);
-        if (d)
-            sample_domain(a, d, &recs[i], dt);
+        struct agent_dom *d = vpack__dom_find(a, recs[i].uuid);
+        if (d && d->stats_libvirt && d->name && !d->refresh)
+            sample_domain_libvirt(a, d, &recs[i], dt);
     }
     vpack_virt_stats_free(recs, n);
+}
+
+/* A vCPU came or went since the live XML was read: a thread of its own appeared or ended. */
+static bool vcpus_changed(const struct agent_dom *d)
+{
+    bool named = false, differ = false;
+    for (unsigned v = 0; v < d->nvcpus; v++) {
+        named |= d->vcpus[v].ntids > 0;
+        differ |= (d->vcpus[v].ntids > 0) != d->vcpu_online[v];
+    }
+    return named && differ;
+}
+
+/*
+ * Each domain's threads from their schedstat files, sorted again where one
+ * ended or QEMU started one; libvirt's bulk stats only for domains with a
+ * vCPU that has no thread of its own.
+ */
+void vpack__sample_domains(struct vpack_agent *a)
+{
+    uint64_t now = uv_hrtime();
+    double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
+    bool libvirt = false;
+
+    for (unsigned i = 0; i < a->ndoms; i++) {
+        struct agent_dom *d = &a->doms[i];
+        if (!d->name || d->refresh)
+            continue; /* read at the next refresh first */
+        if (!d->rescan_threads && d->task_fd >= 0 &&
+            vpack_host_task_count(d->task_fd) != d->nthreads)
+            d->rescan_threads = true;
+        if (d->rescan_threads) {
+            vpack__dom_find_threads(a, d);
+            if (vcpus_changed(d)) {
+                d->refresh = true; /* the next cycle reads its live XML */
+                continue;
+            }
+        }
+        if (d->stats_libvirt)
+            libvirt = true;
+        else
+            sample_domain_threads(a, d, dt);
+        sample_domain_memory(a, d);
+    }
+    if (libvirt)
+        sample_libvirt(a, dt);
     a->prev_ns = now;
+}
+
+bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapshot *snap)
+{
+    if (a->replan || a->need_list || a->hotplug_pending || !a->plan || !a->snap ||
+        a->cfg.steady_band <= 0 || !vpack_policy_state_settled(a->pstate, &a->cfg.policy))
+        return false;
+    /* A pin that failed, or a mask not known since a hotplug: act again. */
+    for (unsigned i = 0; i < a->ndoms; i++) {
+        const struct agent_dom *d = &a->doms[i];
+        if (d->refresh)
+            return false;
+        if (!d->managed)
+            continue;
+        for (unsigned v = 0; v < d->nvcpus; v++)
+            if (d->vcpu_online[v] && !d->vcpus[v].applied_known)
+                return false;
+        if (!d->emulator.applied_known)
+            return false;
+        for (unsigned t = 0; t < d->niothreads; t++)
+            if (!d->iothreads[t].applied_known)
+                return false;
+    }
+    return vpack_snapshot_within(a->snap, snap, a->cfg.steady_band);
 }
 
 static int thread_to_sample(const struct agent_thread *t, struct vpack_thread_sample *s)

@@ -103,6 +103,25 @@ static struct json_object *status_counters(const struct vpack_agent *a, bool *ok
     vpack_json_set_int(o, "cgroup_repairs", (int64_t)a->ctr.cgroup_repairs, ok);
     vpack_json_set_int(o, "cgroup_stale", (int64_t)a->ctr.cgroup_stale, ok);
     vpack_json_set_int(o, "connects", (int64_t)a->ctr.reconnects, ok);
+    vpack_json_set_int(o, "plans_skipped", (int64_t)a->ctr.plans_skipped, ok);
+    vpack_json_set_int(o, "libvirt_calls", (int64_t)vpack_virt_calls(a->virt), ok);
+    return o;
+}
+
+/* "agent_threads": the package vpackd's own threads follow (null: not confined) and their CPUs. */
+static struct json_object *status_own(const struct vpack_agent *a, bool *ok)
+{
+    struct json_object *o = json_object_new_object();
+    int pk = a->own_package >= 0 ? vpack_topology_package_index(a->topo, a->own_package) : -1;
+    if (pk >= 0) {
+        vpack_cpuset m;
+        vpack_cpuset_and(&m, &a->own_mask, &a->topo->packages[pk].cpus);
+        vpack_json_set_int(o, "package", a->own_package, ok);
+        vpack_json_set_cpuset(o, "cpus", &m, ok);
+    } else {
+        vpack_json_set_null(o, "package", ok);
+        vpack_json_set_cpuset(o, "cpus", a->own_known ? &a->own_mask : NULL, ok);
+    }
     return o;
 }
 
@@ -208,6 +227,7 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
     vpack_json_set(root, "domains", doms, &ok);
     vpack_json_set(root, "cgroup", status_cgroup(a, &ok), &ok);
     vpack_json_set(root, "counters", status_counters(a, &ok), &ok);
+    vpack_json_set(root, "agent_threads", status_own(a, &ok), &ok);
     *out = vpack_json_finish(root, ok);
     return *out ? 0 : -ENOMEM;
 }
@@ -229,23 +249,34 @@ static struct json_object *thread_json(const struct agent_thread *t, const char 
     return o;
 }
 
-/* "vcpus" (the online ones), "emulator" and "iothreads" of d into o. */
+/* A vCPU's or an iothread's thread, with its "tid" when it is read by its name. */
+static struct json_object *named_thread_json(const struct agent_thread *t, bool *ok)
+{
+    struct json_object *j = thread_json(t, NULL, vpack__source_name(t->source), ok);
+    if (t->source == SRC_NAME && t->ntids == 1)
+        vpack_json_set_int(j, "tid", t->tids[0].tid, ok);
+    return j;
+}
+
+/*
+ * "vcpus" (the online ones), "emulator" and "iothreads" of d into o; each
+ * says where its load is read ("thread-name": the schedstat of the thread
+ * QEMU named; "libvirt"; the emulator's "remainder" of cpu.time).
+ */
 static void explain_threads(const struct agent_dom *d, struct json_object *o, bool *ok)
 {
     struct json_object *vc = json_object_new_array(), *io = json_object_new_array();
     for (unsigned v = 0; v < d->nvcpus; v++)
         if (d->vcpu_online[v])
-            vpack_json_append(vc, thread_json(&d->vcpus[v], NULL, "libvirt", ok), ok);
+            vpack_json_append(vc, named_thread_json(&d->vcpus[v], ok), ok);
     vpack_json_set(o, "vcpus", vc, ok);
-    /* The emulator is what the domain's cpu.time leaves (sample.c). */
-    vpack_json_set(o, "emulator", thread_json(&d->emulator, "emulator", "remainder", ok), ok);
-    for (unsigned t = 0; t < d->niothreads; t++) {
-        const struct agent_thread *it = &d->iothreads[t];
-        struct json_object *j = thread_json(it, NULL, vpack__source_name(it->source), ok);
-        if (it->source == SRC_NAME)
-            vpack_json_set_int(j, "tid", it->tid, ok);
-        vpack_json_append(io, j, ok);
-    }
+    struct json_object *em =
+        thread_json(&d->emulator, "emulator", vpack__source_name(d->emulator.source), ok);
+    if (d->emulator.source == SRC_NAME)
+        vpack_json_set_int(em, "threads", d->emulator.ntids, ok);
+    vpack_json_set(o, "emulator", em, ok);
+    for (unsigned t = 0; t < d->niothreads; t++)
+        vpack_json_append(io, named_thread_json(&d->iothreads[t], ok), ok);
     vpack_json_set(o, "iothreads", io, ok);
 }
 
@@ -430,6 +461,8 @@ struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
     m->samples = a->ctr.samples;
     m->hotplug_events = a->ctr.hotplug_events;
     m->cgroup_repairs = a->ctr.cgroup_repairs;
+    m->plans_skipped = a->ctr.plans_skipped;
+    m->libvirt_calls = vpack_virt_calls(a->virt);
     if (!(m->packages = calloc(a->topo->npackages, sizeof(*m->packages))) ||
         (a->ndoms && !(m->domains = calloc(a->ndoms, sizeof(*m->domains)))) ||
         metrics_counts(a, m) < 0)

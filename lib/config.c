@@ -17,6 +17,7 @@ int vpack_config_init(struct vpack_config *c)
     c->keep_placement = false;
     c->smoothing_rise = 0.8;
     c->smoothing_fall = 0.3;
+    c->steady_band = 0.02;
     vpack_policy_params_default(&c->policy);
     c->max_clients = 64;
     c->idle_timeout_ms = 30000;
@@ -72,6 +73,7 @@ static const struct key keys[] = {
     {"agent", "keep_placement", K_BOOL, OFF(keep_placement), 0, 0},
     {"agent", "smoothing_rise", K_DOUBLE01, OFF(smoothing_rise), 0, 0},
     {"agent", "smoothing_fall", K_DOUBLE01, OFF(smoothing_fall), 0, 0},
+    {"agent", "steady_band", K_DOUBLE01, OFF(steady_band), 0, 0},
     {"agent", "sysfs_root", K_STR, OFF(sysfs_root), 0, 0},
     {"agent", "log_level", K_LOG, OFF(log_level), 0, 0},
     {"policy", "default_level", K_LEVEL, OFF(policy.default_level), 0, 0},

@@ -469,6 +469,10 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
                "CPU online and offline events seen.");
     scalar_u64(&b, m->cgroup_repairs, "vpack_cgroup_repairs_total", "counter",
                "cpuset cgroups repaired after a CPU came back online.");
+    scalar_u64(&b, m->plans_skipped, "vpack_plans_skipped_total", "counter",
+               "Sampling cycles that planned nothing: no load moved beyond the steady band.");
+    scalar_u64(&b, m->libvirt_calls, "vpack_libvirt_calls_total", "counter",
+               "Calls into libvirt that libvirtd answered (reads and pins).");
     buf_add(&b, "", 0);
     if (b.oom) {
         free(b.p);

@@ -29,6 +29,8 @@ struct vpack_config {
     bool keep_placement;        /* keep pins on stop; false */
     double smoothing_rise;      /* EWMA weight of a new sample above the average; 0.8 */
     double smoothing_fall;      /* ... below the average; 0.3 */
+    double steady_band;         /* skip planning while no load moved more than this since the
+                                   last plan (CPUs' worth, and delay fraction); 0.02; 0: never */
     char *sysfs_root;           /* root for /sys and /proc reads; "/" */
     char *log_level;            /* error, warning, info, debug; "info" */
     /* [policy] */

@@ -102,6 +102,8 @@ struct vpack_prom_metrics {
     size_t npin_ops;
     struct vpack_prom_histogram plan_duration, cycle_duration;
     uint64_t samples, hotplug_events, cgroup_repairs;
+    uint64_t plans_skipped;  /* steady intervals that planned nothing */
+    uint64_t libvirt_calls;  /* calls into libvirt that libvirtd answered */
 };
 
 void vpack_prom_metrics_free(struct vpack_prom_metrics *m);

@@ -96,6 +96,8 @@ static struct vpack_prom_metrics *fixture(void)
     fill_hist(&m->plan_duration, plan_at, 0.0125, 5);
     fill_hist(&m->cycle_duration, cycle_at, 0.009, 2);
     m->samples = 42;
+    m->plans_skipped = 40;
+    m->libvirt_calls = 9;
     m->hotplug_events = 3;
     return m;
 }
@@ -257,6 +259,10 @@ static void test_render_lines(void **state)
     assert_line(t, "vpack_samples_total 42");
     assert_line(t, "vpack_hotplug_events_total 3");
     assert_line(t, "vpack_cgroup_repairs_total 0");
+    assert_line(t, "# TYPE vpack_plans_skipped_total counter");
+    assert_line(t, "vpack_plans_skipped_total 40");
+    assert_line(t, "# TYPE vpack_libvirt_calls_total counter");
+    assert_line(t, "vpack_libvirt_calls_total 9");
     /* No host readings: neither family, not even its header. */
     assert_null(strstr(t, "vpack_cpu_idle_state"));
     assert_null(strstr(t, "vpack_package_energy"));
