@@ -15,7 +15,9 @@
 #
 # Environment: VPACK_BUILDDIR, VPB_OUT, VPB_ROUNDS (3), VPB_MEASURE_S (10),
 # VPB_TRIALS (3, reaction), VPB_STABLE_S (40), VPB_OSC_DEFAULT_S (60),
-# VPB_COST_GUESTS ("1 10 30").
+# VPB_COST_GUESTS ("1 10 30 60"), VPB_COST_ROUNDS (3), VPB_COST_WINDOW_S (12),
+# VPB_COST_PROFILE ("10 30"), VPB_COST_PROFILE_S (20), VPB_BASELINE_VPACKD
+# (the old path's vpackd, for cost), VPB_BASELINE_REV (its revision).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
@@ -31,7 +33,7 @@ VPACKCTL=$builddir/ctl/vpackctl
 : "${VPB_TRIALS:=3}"
 : "${VPB_STABLE_S:=40}"
 : "${VPB_OSC_DEFAULT_S:=60}"
-: "${VPB_COST_GUESTS:=1 10 30}"
+: "${VPB_COST_GUESTS:=1 10 30 60}"
 # The agent's configuration for the whole suite: defaults but for shorter
 # pack delay and residency, so that a level change settles in seconds.
 VPB_AGENT_SET=(--set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000)
@@ -60,11 +62,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_agent() {
+start_agent() { # [BINARY [EXTRA_ARGS...]]: this build's vpackd by default
+    local bin=${1:-$VPACKD}
+    [ $# -eq 0 ] || shift
     vp_wait_no_other_vpackd 600 "the benchmark's vpackd"
-    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    "$bin" --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$work/state" --set control.socket="$sock" \
-        --set metrics.enabled=false "${VPB_AGENT_SET[@]}" >>"$work/vpackd.log" 2>&1 &
+        --set metrics.enabled=false "${VPB_AGENT_SET[@]}" "$@" >>"$work/vpackd.log" 2>&1 &
     agent_pid=$!
     for _ in $(seq 100); do [ -S "$sock" ] && return 0; sleep 0.1; done
     vp_die "vpackd did not open $sock"
@@ -316,24 +320,140 @@ stability() {
 }
 
 # ---------------------------------------------------------------------- cost
-# vpackd's CPU time per sampling interval and RSS with 1, 10, 30 idle
-# level-2 guests.
+# The whole cost of the agent: vpackd's threads plus the CPU libvirtd spends
+# on its behalf (libvirtd with vpackd running minus without), per interval,
+# with N idle level-2 guests of 1 vCPU (VPB_COST_GUESTS), for this build's
+# vpackd ("new") and the baseline's (VPB_BASELINE_VPACKD, "old": the bulk
+# stats sampler), side by side. Per N, VPB_COST_ROUNDS rounds of three
+# windows of VPB_COST_WINDOW_S seconds, the order rotated each round: no
+# vpackd ("none"), old, new. Every vpackd runs with --keep-placement, so the
+# guests keep the packed pins through all three windows: the "none" window
+# is the same pins held with vpackd stopped, and its parked CPU's idle share
+# is what vpackd's own work is compared with. Threads' CPU time is the sum
+# of /proc/PID/task/*/schedstat (ns). Then, for N in VPB_COST_PROFILE, perf
+# profiles of vpackd and libvirtd under each vpackd (VPB_COST_PROFILE_S s).
+: "${VPB_COST_ROUNDS:=3}"
+: "${VPB_COST_WINDOW_S:=12}"
+: "${VPB_COST_PROFILE:=10 30}"
+: "${VPB_COST_PROFILE_S:=20}"
+
+# Sum of the run time (ns) of every thread of PID, from schedstat.
+threads_ns() {
+    local t s=0 r _
+    for t in /proc/"$1"/task/*/schedstat; do
+        read -r r _ <"$t" 2>/dev/null || continue
+        s=$((s + r))
+    done
+    echo "$s"
+}
+
+# cost_snap FILE: host counters, libvirtd's and the agent's threads' run time,
+# and (outside the window, like snap) the agent's counters.
+cost_snap() {
+    local f=$1 lv
+    lv=$(pgrep -xo libvirtd) || vp_die "libvirtd is not running"
+    {
+        case $f in *.a) ;; *) snap_host; echo "D $(threads_ns "$lv")"
+            [ -z "$agent_pid" ] || echo "A $(threads_ns "$agent_pid") $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")" ;; esac
+        if [ -n "$agent_pid" ]; then
+            status_json | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+c = d["counters"]
+print("C samples %d\nC pins_ok %d\nC libvirt_calls %d\nC plans_skipped %d\nC wakeup %d" % (
+    c["samples"], c["pins_ok"], c.get("libvirt_calls", -1), c.get("plans_skipped", -1),
+    -1 if d.get("wakeup_package") is None else d["wakeup_package"]))'
+        fi
+        case $f in *.a) [ -z "$agent_pid" ] || echo "A $(threads_ns "$agent_pid") $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")"
+            echo "D $(threads_ns "$lv")"; snap_host ;; esac
+    } >"$f"
+}
+
+# start_cost_agent BINARY: a vpackd that keeps its pins when stopped.
+start_cost_agent() {
+    start_agent "$1" --keep-placement
+}
+stop_agent() {
+    [ -n "$agent_pid" ] || return 0
+    kill -TERM "$agent_pid"; wait "$agent_pid" || true; agent_pid=""
+}
+
+# Settled: no pin for 3 s, and for a vpackd that skips planning, skipping.
+cost_settle() {
+    settle
+    local s0 s1 t=0
+    s0=$(counter plans_skipped 2>/dev/null) || return 0
+    while [ $t -lt 20 ]; do
+        sleep 1; t=$((t + 1))
+        s1=$(counter plans_skipped)
+        [ "$s1" -gt "$s0" ] && return 0
+    done
+    vp_log "WARNING: vpackd did not skip a plan within 20 s of settling"
+}
+
+cost_window() { # FILE_PREFIX KIND
+    local f=$1 kind=$2
+    case $kind in
+    none) sleep 3 ;;   # libvirtd's tail of the last agent's calls
+    old) start_cost_agent "$VPB_BASELINE_VPACKD"; sleep 3; settle ;;
+    new) start_cost_agent "$VPACKD"; sleep 3; cost_settle ;;
+    esac
+    cost_snap "$f.a"
+    sleep "$VPB_COST_WINDOW_S"
+    cost_snap "$f.b"
+    stop_agent
+}
+
+# profile N KIND: perf's samples of vpackd and libvirtd under one vpackd.
+cost_profile() {
+    local n=$1 kind=$2 bin lv
+    bin=$VPACKD
+    [ "$kind" = new ] || bin=$VPB_BASELINE_VPACKD
+    lv=$(pgrep -xo libvirtd)
+    start_cost_agent "$bin"; sleep 3
+    if [ "$kind" = new ]; then cost_settle; else settle; fi
+    perf record -q -F 4999 -o "$work/perf.data" -p "$agent_pid,$lv" -- sleep "$VPB_COST_PROFILE_S" \
+        >/dev/null 2>&1 || vp_log "WARNING: perf record failed"
+    echo "samples=$(counter samples)" >"$dir/profile-g$n-$kind.info"
+    stop_agent
+    perf report -q -i "$work/perf.data" --stdio --sort comm,dso,symbol --percent-limit 0.5 \
+        2>/dev/null | sed '/^$/d' | head -n 40 >"$dir/profile-g$n-$kind.txt" || true
+    perf report -q -i "$work/perf.data" --stdio --sort comm 2>/dev/null | sed '/^$/d' \
+        >"$dir/profile-g$n-$kind.comm" || true
+    rm -f "$work/perf.data"
+}
+
 cost() {
-    local dir=$VPB_OUT/cost n have=0 i doms=()
+    local dir=$VPB_OUT/cost n have=0 i r k kind t0 order
+    : "${VPB_BASELINE_VPACKD:?set VPB_BASELINE_VPACKD (run-bench.sh builds it)}"
+    [ -x "$VPB_BASELINE_VPACKD" ] || vp_die "$VPB_BASELINE_VPACKD is not built"
+    command -v perf >/dev/null || vp_die "perf is not installed (run-bench.sh installs linux-perf)"
     mkdir -p "$dir"
-    start_agent
-    sleep 3
-    snap "$dir/g0.a"; sleep "$VPB_MEASURE_S"; snap "$dir/g0.b"
-    for n in $VPB_COST_GUESTS; do
-        for i in $(seq $((have + 1)) "$n"); do
-            boot "vpbench-g$i" 1 idle 2
-            doms+=("vpbench-g$i")
+    echo "guests=$VPB_COST_GUESTS rounds=$VPB_COST_ROUNDS window_s=$VPB_COST_WINDOW_S" \
+         "baseline=${VPB_BASELINE_REV:-?} memory_mib=$VP_MEMORY_MIB profile_s=$VPB_COST_PROFILE_S" \
+         "load=$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/info"
+    for n in 0 $VPB_COST_GUESTS; do
+        if [ "$n" -gt "$have" ]; then
+            t0=$EPOCHREALTIME
+            for i in $(seq $((have + 1)) "$n"); do boot "vpbench-g$i" 1 idle 2; done
+            for i in $(seq $((have + 1)) "$n"); do VP_READY_TIMEOUT=600 vp_wait_ready "vpbench-g$i"; done
+            echo "boot from=$have to=$n seconds=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')" >>"$dir/boots"
+            have=$n
+            sleep 5
+            # Pack them once, so that every window starts from the same pins.
+            start_cost_agent "$VPACKD"; sleep 3; cost_settle; stop_agent
+        fi
+        for r in $(seq "$VPB_COST_ROUNDS"); do
+            order=(none old new)
+            [ $((r % 3)) -eq 2 ] && order=(new none old)
+            [ $((r % 3)) -eq 0 ] && order=(old new none)
+            for kind in "${order[@]}"; do
+                vp_log "cost: $n guests, round $r, $kind"
+                cost_window "$dir/g$n-r$r-$kind" "$kind"
+            done
         done
-        for i in $(seq $((have + 1)) "$n"); do VP_READY_TIMEOUT=300 vp_wait_ready "vpbench-g$i"; done
-        have=$n
-        sleep 5; settle
-        vp_log "cost: $n guests"
-        measure "$dir/g$n" "$VPB_MEASURE_S" "${doms[@]}"
+        case " $VPB_COST_PROFILE " in
+        *" $n "*) for kind in old new; do vp_log "cost: profile, $n guests, $kind"; cost_profile "$n" "$kind"; done ;;
+        esac
     done
 }
 

@@ -3,6 +3,11 @@
 """Turns the raw measurements of tests/bench/run-bench.sh into BENCHMARKS.md.
 
     bench-report.py RESULTS_DIR OUT.md
+    bench-report.py RESULTS_DIR OUT.md --update
+
+With --update (a partial run), OUT.md keeps what it has and only the numbered
+sections this run measured are replaced, with a line in its header table
+saying which sections come from which run.
 
 Every number in the output is computed here from RESULTS_DIR (snapshots
 written by bench-live.sh, bench-policy's and bench-hook.sh's output); none is
@@ -337,44 +342,272 @@ def stability(res, out):
 
 
 # ----------------------------------------------------------------------- cost
+# The issue 15 targets, checked against what this run measured.
+COST_TARGET_30 = 0.05        # % of one CPU per 1 s interval at 30 idle guests
+COST_TARGET_GROWTH = 0.002   # % of one CPU per added guest, up to 60
+IDLE_TARGET_POINTS = 0.1     # parked package idle: vpackd vs the same pins held without it
+
+
+def parse_cost_snap(path):
+    s = {"cpu": {}, "ctr": {}}
+    for line in open(path):
+        f = line.split()
+        if not f:
+            continue
+        if f[0] == "T":
+            s["t"] = float(f[1])
+        elif f[0] == "P":
+            v = [int(x) for x in f[2:10]]
+            s["cpu"][int(f[1][3:])] = (sum(v), v[3] + v[4])
+        elif f[0] == "D":
+            s["libvirtd_ns"] = int(f[1])
+        elif f[0] == "A":
+            s["agent_ns"] = int(f[1])
+            s["rss_kb"] = int(f[2]) if len(f) > 2 else 0
+        elif f[0] == "C":
+            s["ctr"][f[1]] = int(f[2])
+    return s
+
+
+def cost_window(prefix):
+    a, b = parse_cost_snap(prefix + ".a"), parse_cost_snap(prefix + ".b")
+    dt = b["t"] - a["t"]
+    w = {"dt": dt, "libvirtd_rate": (b["libvirtd_ns"] - a["libvirtd_ns"]) / dt}
+    idle = {}
+    for cpu in b["cpu"]:
+        tot = b["cpu"][cpu][0] - a["cpu"][cpu][0]
+        idle[cpu] = (b["cpu"][cpu][1] - a["cpu"][cpu][1]) / tot if tot > 0 else 0.0
+    w["idle"] = idle
+    if "agent_ns" in a and "agent_ns" in b:
+        w["agent_ns"] = b["agent_ns"] - a["agent_ns"]
+        w["rss_kb"] = b["rss_kb"]
+        for k in ("samples", "pins_ok", "libvirt_calls", "plans_skipped"):
+            if k in a["ctr"] and k in b["ctr"] and a["ctr"][k] >= 0:
+                w[k] = b["ctr"][k] - a["ctr"][k]
+        w["wakeup"] = b["ctr"].get("wakeup", -1)
+    return w
+
+
+def slope(points):
+    """Least-squares slope of (x, y) points; None for fewer than two x values."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    mx = statistics.mean(x for x, _ in points)
+    my = statistics.mean(y for _, y in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+def profile_block(d, n, kind):
+    p = os.path.join(d, "profile-g%d-%s.txt" % (n, kind))
+    if not os.path.exists(p):
+        return None
+    comm = os.path.join(d, "profile-g%d-%s.comm" % (n, kind))
+    info = read_kv(os.path.join(d, "profile-g%d-%s.info" % (n, kind)))
+    head = "perf record -F 4999 of vpackd and libvirtd, %s guests, %s vpackd" % (n, kind)
+    if info.get("samples"):
+        head += " (vpackd's samples counter at the end: %s)" % info["samples"]
+    txt = open(p).read().strip()
+    ctxt = open(comm).read().strip() if os.path.exists(comm) else ""
+    return head, ctxt, txt
+
+
 def cost(res, out):
     d = os.path.join(res, "cost")
-    rows = []
-    for f in sorted(glob.glob(os.path.join(d, "g*.a")), key=lambda p: int(re.search(r'g(\d+)\.a$', p).group(1))):
-        n = int(re.search(r'g(\d+)\.a$', f).group(1))
-        if not os.path.exists(f[:-2] + ".b"):
-            continue
-        c = load_pair(f[:-2])
-        if "agent_cpu_s" not in c or c["samples"] <= 0:
-            continue
-        rows.append((n, c["agent_cpu_s"] * 1000 / c["samples"], c["agent_cpu_s"] / c["dt"] * 100,
-                     c["agent_rss_kb"] / 1024, c["samples"]))
+    info = read_kv(os.path.join(d, "info"))
+    windows = {}
+    for f in glob.glob(os.path.join(d, "g*-r*-*.a")):
+        m = re.search(r'g(\d+)-r(\d+)-(none|old|new)\.a$', f)
+        if m and os.path.exists(f[:-2] + ".b"):
+            windows[(int(m.group(1)), int(m.group(2)), m.group(3))] = cost_window(f[:-2])
     hook = os.path.join(res, "hook.txt")
-    if not rows and not os.path.exists(hook):
-        return
+    if not windows and not os.path.exists(hook):
+        return None
     out.append("## 4. Cost of the agent\n")
-    if rows:
-        out.append("vpackd (1 s interval, metrics endpoint off) with N idle level-2 guests of 1 vCPU. "
-                   "CPU time is the sum of its threads' run time (`/proc/PID/task/*/schedstat`, ns; "
-                   "utime+stime from `/proc/PID/stat` only has 10 ms ticks) over the measurement, "
-                   "divided by the sampling cycles it ran; RSS from `/proc/PID/status` at the end.\n")
-        out.append("| guests | CPU per interval (ms) | CPU share (%) | RSS (MiB) | intervals measured |")
-        out.append("|---|---|---|---|---|")
-        for n, ms, share, rss, samples in rows:
-            out.append("| %d | %.2f | %.3f | %.1f | %d |" % (n, ms, share, rss, samples))
-        out.append("")
-        base = [r for r in rows if r[0] > 0]
-        if len(base) >= 2:
-            (n0, ms0, _s0, rss0, _), (n1, ms1, _s1, rss1, _) = base[0], base[-1]
-            out.append("Growth from %d to %d guests: %+.3f ms of CPU per interval per added guest, "
-                       "%+.0f KiB of RSS per added guest.\n" % (
-                           n0, n1, (ms1 - ms0) / (n1 - n0), (rss1 - rss0) * 1024 / (n1 - n0)))
+    verdict = None
+    if windows:
+        verdict = cost_tables(d, info, windows, out)
     if os.path.exists(hook):
         txt = open(hook).read().strip()
         out.append("The hook's added latency to `virsh start` (`tests/bench/bench-hook.sh` with "
                    "VPHK_STARTS=8, VPHK_HOOK_RUNS=30; (a) no hook, (b) hook with vpackd down, "
                    "(c) hook with vpackd up):\n")
         out.append("```\n" + (txt if txt else "(bench-hook.sh printed nothing: see hook.log)") + "\n```\n")
+    return verdict
+
+
+def cost_tables(d, info, windows, out):
+    ns = sorted({n for n, _, _ in windows})
+    rounds = sorted({r for _, r, _ in windows})
+    out.append("The whole cost: vpackd's threads plus the CPU libvirtd spends on vpackd's "
+               "behalf, per 1 s interval, with N idle level-2 guests (TCG, 1 vCPU, %s MiB). "
+               "Per N, %d rounds of three %s s windows, the order rotated each round: no vpackd "
+               "(\"none\"), the old path (vpackd %s: one libvirt bulk stats call and a plan every "
+               "interval) and the new one (this build: each thread's schedstat, no plan while "
+               "steady). Every vpackd runs with `--keep-placement`, so all three windows hold the "
+               "same packed pins. CPU time is the sum of the threads' run time from "
+               "`/proc/PID/task/*/schedstat`; libvirtd's share is its run time per second with "
+               "that vpackd minus its mean in the same N's \"none\" windows; per interval = per "
+               "sampling cycle vpackd ran (its `samples` counter). Background: load average "
+               "%s at the start of the part, other sessions' work on the shared machine "
+               "included.\n" % (info.get("memory_mib", "?"), len(rounds),
+                                info.get("window_s", "?"), info.get("baseline", "?"),
+                                info.get("load", "?")))
+    rows = {}
+    for n in ns:
+        none_rates = [windows[(n, r, "none")]["libvirtd_rate"] for r in rounds if (n, r, "none") in windows]
+        base = statistics.mean(none_rates) if none_rates else None
+        for kind in ("old", "new"):
+            per = []
+            for r in rounds:
+                w = windows.get((n, r, kind))
+                if not w or not w.get("samples") or base is None:
+                    continue
+                interval = w["dt"] / w["samples"]
+                agent_ms = w["agent_ns"] / w["samples"] / 1e6
+                lv_ms = (w["libvirtd_rate"] - base) * interval / 1e6
+                per.append({"agent": agent_ms, "libvirtd": lv_ms, "whole": agent_ms + lv_ms,
+                            "share": (agent_ms + lv_ms) / (interval * 1e3) * 100,
+                            "calls": w.get("libvirt_calls"), "pins": w.get("pins_ok"),
+                            "skipped": w.get("plans_skipped"), "samples": w["samples"],
+                            "rss": w["rss_kb"] / 1024})
+            rows[(n, kind)] = per
+    out.append("| guests | path | vpackd (ms/interval) | libvirtd on its behalf (ms/interval) | "
+               "whole (ms/interval) | whole (% of one CPU) | libvirt calls / interval | "
+               "pin calls / interval | plans skipped | RSS (MiB) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for n in ns:
+        for kind in ("old", "new"):
+            per = rows.get((n, kind)) or []
+            if not per:
+                continue
+            calls = [p["calls"] / p["samples"] for p in per if p["calls"] is not None]
+            skipped = [p["skipped"] for p in per if p["skipped"] is not None]
+            samples = sum(p["samples"] for p in per)
+            out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                n, kind, mstat([p["agent"] for p in per], "%.3f"),
+                mstat([p["libvirtd"] for p in per], "%.3f"),
+                mstat([p["whole"] for p in per], "%.3f"),
+                mstat([p["share"] for p in per], "%.4f"),
+                mstat(calls, "%.2f") if calls else "not counted",
+                "%.2f" % (sum(p["pins"] for p in per) / samples),
+                "%d of %d" % (sum(skipped), samples) if skipped else "—",
+                mstat([p["rss"] for p in per], "%.1f")))
+    out.append("")
+    mean = {k: statistics.mean(p["whole"] for p in v) for k, v in rows.items() if v}
+    growth = {}
+    for kind in ("old", "new"):
+        pts = [(n, mean[(n, kind)]) for n in ns if n > 0 and (n, kind) in mean]
+        segs = ["%d→%d: %+.4f ms (%+.5f%%)" % (a[0], b[0], (b[1] - a[1]) / (b[0] - a[0]),
+                                               (b[1] - a[1]) / (b[0] - a[0]) / 10)
+                for a, b in zip(pts, pts[1:])]
+        sl = slope(pts)
+        worst = max(((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pts, pts[1:])), default=None)
+        growth[kind] = (sl, worst)
+        if sl is not None:
+            out.append("Growth per added guest, %s path: %+.4f ms per interval (%+.5f%% of one CPU; "
+                       "least squares over %s guests); by segment %s.\n" % (
+                           kind, sl, sl / 10, ", ".join(str(n) for n, _ in pts), "; ".join(segs)))
+    # The parked package: idle share with vpackd against the same pins held without it.
+    idle_rows = []
+    for n in ns:
+        wake = [windows[(n, r, k)].get("wakeup", -1) for r in rounds for k in ("new", "old")
+                if (n, r, k) in windows]
+        wake = [x for x in wake if x is not None and x >= 0]
+        if not wake or n == 0:
+            continue
+        parked = [p for p in PACKAGES if p != statistics.mode(wake)]
+        if not parked:
+            continue
+        cpus = PACKAGES[parked[0]]
+        vals = {}
+        for kind in ("none", "old", "new"):
+            v = [statistics.mean(windows[(n, r, kind)]["idle"].get(c, 0.0) for c in cpus)
+                 for r in rounds if (n, r, kind) in windows]
+            vals[kind] = v
+        if vals["none"] and vals["new"]:
+            idle_rows.append((n, parked[0], vals))
+    idle_ok = None
+    if idle_rows:
+        out.append("The parked package's idle share (`/proc/stat`, idle + iowait of its CPU) in the same "
+                   "windows: under each vpackd, and with the same pins held and vpackd stopped "
+                   "(\"none\"). The target is the new vpackd within %.1f point of \"none\".\n"
+                   % IDLE_TARGET_POINTS)
+        out.append("| guests | parked package | none (%) | old (%) | new (%) | new − none (points) |")
+        out.append("|---|---|---|---|---|---|")
+        idle_ok = True
+        for n, pk, vals in idle_rows:
+            diff = (statistics.mean(vals["new"]) - statistics.mean(vals["none"])) * 100
+            idle_ok &= abs(diff) <= IDLE_TARGET_POINTS or diff > 0
+            out.append("| %d | %d | %s | %s | %s | %+.2f |" % (
+                n, pk, mstat(vals["none"], "%.2f", 100), mstat(vals["old"], "%.2f", 100),
+                mstat(vals["new"], "%.2f", 100), diff))
+        out.append("")
+    boots = os.path.join(d, "boots")
+    if os.path.exists(boots):
+        b = [read_kv_line(line) for line in open(boots) if line.strip()]
+        out.append("Booting the guests (define, start, wait for the guest's ready line; TCG, all "
+                   "at once): %s.\n" % "; ".join("%s → %s guests in %s s" % (
+                       x.get("from"), x.get("to"), x.get("seconds")) for x in b))
+    profs = []
+    for n in ns:
+        for kind in ("old", "new"):
+            pb = profile_block(d, n, kind)
+            if pb:
+                profs.append(pb)
+    if profs:
+        out.append("### Where the time goes (perf)\n")
+        out.append("`perf record -F 4999 -p VPACKD,LIBVIRTD` for %s s under each vpackd, after it "
+                   "settled; `perf report --sort comm` (share of the samples by thread name), then "
+                   "`--sort comm,dso,symbol` down to 0.5%%. The samples of one profile add up to "
+                   "vpackd's and libvirtd's CPU time over the window, so the shares compare within a "
+                   "profile; the tables above give the absolute cost.\n" %
+                   info.get("profile_s", "20"))
+        for head, ctxt, txt in profs:
+            out.append("%s:\n" % head)
+            out.append("```\n" + (ctxt + "\n\n" if ctxt else "") + (txt or "(no samples)") + "\n```\n")
+    # Against the targets.
+    w30 = mean.get((30, "new"))
+    calls_new = [p["calls"] for k, v in rows.items() if k[1] == "new" for p in v if p["calls"] is not None]
+    pins_new = [p["pins"] for k, v in rows.items() if k[1] == "new" for p in v]
+    return {"whole30": w30, "whole30_old": mean.get((30, "old")), "growth": growth.get("new"),
+            "growth_old": growth.get("old"), "calls": calls_new, "pins": pins_new,
+            "idle_ok": idle_ok, "idle_rows": idle_rows}
+
+
+def cost_verdict(v, out):
+    """The issue's targets against this run's figures, met or not."""
+    if not v:
+        return
+    out.append("### Against the targets (issue 15)\n")
+    out.append("| target | measured | |")
+    out.append("|---|---|---|")
+    if v["whole30"] is not None:
+        share = v["whole30"] / 10
+        out.append("| whole cost at 30 idle guests ≤ %.2f%% of one CPU per 1 s interval | %.4f%% "
+                   "(%.3f ms; old path %s) | %s |" % (
+                       COST_TARGET_30, share, v["whole30"],
+                       "%.4f%%" % (v["whole30_old"] / 10) if v["whole30_old"] is not None else "n/a",
+                       "**met**" if share <= COST_TARGET_30 else "**not met**"))
+    if v["growth"] and v["growth"][0] is not None:
+        sl, worst = v["growth"]
+        out.append("| growth ≤ %.3f%% of one CPU per added guest up to 60 | %+.5f%% (least squares), "
+                   "worst segment %+.5f%%%s | %s |" % (
+                       COST_TARGET_GROWTH, sl / 10, worst / 10,
+                       "; old path %+.5f%%" % (v["growth_old"][0] / 10)
+                       if v["growth_old"] and v["growth_old"][0] is not None else "",
+                       "**met**" if max(sl, worst) / 10 <= COST_TARGET_GROWTH else "**not met**"))
+    if v["calls"]:
+        out.append("| zero libvirt calls and zero pin calls per steady interval (vpackd's counters) "
+                   "| %d libvirt calls and %d pin calls in all new-path windows | %s |" % (
+                       sum(v["calls"]), sum(v["pins"]),
+                       "**met**" if sum(v["calls"]) == 0 and sum(v["pins"]) == 0 else "**not met**"))
+    if v["idle_ok"] is not None:
+        diffs = ", ".join("%d guests %+.2f" % (n, (statistics.mean(x["new"]) - statistics.mean(x["none"])) * 100)
+                          for n, _pk, x in v["idle_rows"])
+        out.append("| parked package idle under vpackd within %.1f point of the same pins held "
+                   "without it | %s points | %s |" % (
+                       IDLE_TARGET_POINTS, diffs, "**met**" if v["idle_ok"] else "**not met**"))
+    out.append("")
 
 
 def planner(res, out):
@@ -479,7 +712,8 @@ def main():
     verdict = placement(res, body, None)
     reaction(res, body)
     stability(res, body)
-    cost(res, body)
+    cv = cost(res, body)
+    cost_verdict(cv, body)
     planner(res, body)
     if verdict is not None:
         ok_idle, ok_rate, idle, ratio, idle_min, _other, _packed = verdict
@@ -500,9 +734,52 @@ def main():
         out.append(line + "\n")
     out.extend(body)
     out.extend(closing_notes(verdict, info))
+    text = "\n".join(out).rstrip() + "\n"
+    if "--update" in sys.argv[3:] and os.path.exists(dest):
+        text = update(open(dest).read(), "\n".join(body), info, res)
     with open(dest + ".tmp", "w") as fh:
-        fh.write("\n".join(out).rstrip() + "\n")
+        fh.write(text)
     os.replace(dest + ".tmp", dest)
+
+
+def sections(text):
+    """[(title, text)] split at '## ' lines; the part before the first has title ''."""
+    parts, title, cur = [], "", []
+    for line in text.split("\n"):
+        if line.startswith("## "):
+            parts.append((title, "\n".join(cur)))
+            title, cur = line, [line]
+        else:
+            cur.append(line)
+    parts.append((title, "\n".join(cur)))
+    return parts
+
+
+def update(old, body, info, res):
+    """old with its numbered sections replaced by the ones in body, and a header row."""
+    new = {t.split(".")[0]: txt for t, txt in sections(body) if re.match(r"## \d+\.", t)}
+    out, done = [], set()
+    for title, txt in sections(old):
+        key = title.split(".")[0]
+        if key in new:
+            out.append(new[key].rstrip() + "\n")
+            done.add(key)
+        else:
+            out.append(txt.rstrip() + "\n")
+    for key, txt in new.items():
+        if key not in done:
+            out.append(txt.rstrip() + "\n")
+    names = ", ".join(t.split(" ", 1)[1] for t, _ in sections(body) if re.match(r"## \d+\.", t))
+    row = "| updated | %s: %s, from a partial run (vpack %s; %s s; parts %s) |" % (
+        info.get("date", "?"), names, info.get("commit", "?"), info.get("duration_s", "?"),
+        durations(res))
+    text = "\n".join(out)
+    lines = [l for l in text.split("\n") if not l.startswith("| updated | %s:" % info.get("date", "?"))]
+    for i, l in enumerate(lines):
+        if l.startswith("| RAPL |"):
+            lines.insert(i + 1, row)
+            break
+    return "\n".join(lines).rstrip() + "\n"
 
 
 if __name__ == "__main__":

@@ -13,8 +13,12 @@
 #   placement   light / medium / heavy load x level 0, 1, 2, VPB_ROUNDS rounds
 #   reaction    load step -> spread and work-rate recovery; drop -> re-pack
 #   stability   pin operations per minute, steady and oscillating load
-#   cost        vpackd CPU time per interval and RSS with 1, 10, 30 guests;
-#               the hook's added latency to `virsh start` (bench-hook.sh)
+#   cost        the agent's whole cost per interval (vpackd's threads plus
+#               libvirtd's CPU on its behalf) with 0, 1, 10, 30, 60 idle
+#               guests, this build against the baseline's vpackd (--baseline),
+#               the parked package's idle share with vpackd against the same
+#               pins held with it stopped, and perf profiles at 10 and 30
+#   hook        the hook's added latency to `virsh start` (bench-hook.sh)
 #   planner     bench-policy: plan time up to 1,024 CPUs / 8,000 vCPUs
 #
 # and rewrites BENCHMARKS.md from what this run measured.
@@ -26,9 +30,14 @@
 #   --rounds N       placement rounds (3)
 #   --measure S      seconds per measurement (10)
 #   --out FILE       where the report goes
+#   --update         a partial run replaces only its own sections of BENCHMARKS.md
 #   --no-build       use build-bench as it is
 #   --builddir DIR   use the binaries of an existing build (not rebuilt; meant
 #                    for `meson test --benchmark`); raw data in DIR/bench-results
+#   --baseline REV   the old path's vpackd for the cost part, built from REV
+#                    (git archive, in BUILDDIR/baseline/); default: see
+#                    baseline= below, the last commit reading the guests through one
+#                    libvirt bulk stats call every interval
 # VPACK_LIVE_LOCK=FILE: run each live part under `flock FILE` (a shared
 # machine); the raw data stays in build-bench/bench-results/.
 set -euo pipefail
@@ -39,6 +48,10 @@ loads=light,medium,heavy
 rounds=3
 measure=10
 out=""
+update=""
+# The last commit whose vpackd makes one libvirt bulk stats call every
+# interval and plans every interval (issue 15's "old path").
+baseline=f27bd3f
 build=1
 full=1
 bdir=$top/build-bench
@@ -49,20 +62,22 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; full=""; shift 2 ;;
     --measure) measure=$2; full=""; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --update) update=1; shift ;;
     --no-build) build=""; shift ;;
     --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
-    -h|--help) sed -n '3,33p' "$0"; exit 0 ;;
+    --baseline) baseline=$2; shift 2 ;;
+    -h|--help) sed -n '3,40p' "$0"; exit 0 ;;
     *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
-[ -n "$out" ] || { if [ -n "$full" ]; then out=$top/BENCHMARKS.md; else out=$top/BENCHMARKS.partial.md; fi; }
+[ -n "$out" ] || { if [ -n "$full" ] || [ -n "$update" ]; then out=$top/BENCHMARKS.md; else out=$top/BENCHMARKS.partial.md; fi; }
 [ "$(id -u)" -eq 0 ] || { echo "run-bench.sh: run as root" >&2; exit 1; }
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 t_start=$SECONDS
 log() { printf '[bench %s +%ds] %s\n' "$(date +%H:%M:%S)" $((SECONDS - t_start)) "$*" >&2; }
 
 pkgs=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev libxml2-dev libinih-dev
-      libuv1-dev libvirt-dev libcmocka-dev libmicrohttpd-dev python3)
+      libuv1-dev libvirt-dev libcmocka-dev libmicrohttpd-dev python3 linux-perf)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -81,6 +96,20 @@ if [ -f "$bdir/meson-info/intro-buildoptions.json" ] &&
     log "WARNING: $bdir is a sanitizer build: its numbers are not the product's"
 fi
 export VPACK_BUILDDIR=$bdir
+if has cost; then
+    # The old path, built from its own sources (no git worktree: nothing of
+    # this checkout's git state changes).
+    src=$bdir/baseline/src-$baseline
+    if [ ! -x "$bdir/baseline/build-$baseline/agent/vpackd" ]; then
+        log "building the baseline vpackd ($baseline) in $bdir/baseline/"
+        rm -rf "$src"; mkdir -p "$src"
+        git archive "$baseline" | tar -x -C "$src"
+        meson setup "$bdir/baseline/build-$baseline" "$src" >/dev/null
+        ninja -C "$bdir/baseline/build-$baseline" agent/vpackd >/dev/null
+    fi
+    export VPB_BASELINE_VPACKD=$bdir/baseline/build-$baseline/agent/vpackd
+    export VPB_BASELINE_REV=$(git rev-parse --short "$baseline")
+fi
 results=$bdir/bench-results
 rm -rf "$results"; mkdir -p "$results"
 export VPB_OUT=$results VPB_ROUNDS=$rounds VPB_MEASURE_S=$measure
@@ -133,6 +162,6 @@ if has hook; then
 fi
 echo "duration_s=$((SECONDS - t_start)) status=$rc" >>"$results/info"
 log "writing $out"
-python3 tests/bench/bench-report.py "$results" "$out"
+python3 tests/bench/bench-report.py "$results" "$out" ${update:+--update}
 log "done in $((SECONDS - t_start)) s (status $rc)"
 exit $rc
