@@ -130,18 +130,50 @@ void vpack__dom_threads_close(struct agent_dom *d)
     d->task_fd = -1;
 }
 
-/* Adds a thread to t, its schedstat file opened. Returns 0 or -ENOMEM. */
-static int tid_add(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t, int tid)
+/* True when t reads exactly the threads tids[0..n), in that order, all open. */
+static bool same_tids(const struct agent_thread *t, const int *tids, unsigned n)
 {
-    struct agent_tid *n = realloc(t->tids, (t->ntids + 1) * sizeof(*n));
+    if (t->ntids != n)
+        return false;
+    for (unsigned i = 0; i < n; i++)
+        if (t->tids[i].tid != tids[i] || t->tids[i].fd < 0)
+            return false;
+    return true;
+}
+
+/*
+ * Gives t the threads tids[0..n), their schedstat files opened. A thread
+ * that already reads exactly these keeps its files and its last reading, so
+ * that a new sort (a refresh, a worker thread come or gone) loses no
+ * interval. Returns 0 or -ENOMEM.
+ */
+static int tids_set(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t,
+                    const int *tids, unsigned n)
+{
+    if (same_tids(t, tids, n))
+        return 0;
+    tids_close(t);
     if (!n)
+        return 0;
+    if (!(t->tids = calloc(n, sizeof(*t->tids))))
         return -ENOMEM;
-    t->tids = n;
-    int fd = vpack_host_schedstat_open(a->cfg.sysfs_root, d->pid, tid);
-    if (fd < 0)
-        d->rescan_threads = true; /* ended since it was listed */
-    t->tids[t->ntids++] = (struct agent_tid){tid, fd < 0 ? -1 : fd};
+    for (unsigned i = 0; i < n; i++) {
+        int fd = vpack_host_schedstat_open(a->cfg.sysfs_root, d->pid, tids[i]);
+        if (fd < 0)
+            d->rescan_threads = true; /* ended since it was listed */
+        t->tids[t->ntids++] = (struct agent_tid){tids[i], fd < 0 ? -1 : fd};
+    }
     return 0;
+}
+
+/* The tids of the threads whose owner is want, in listing order; *n counts them. */
+static void tids_of(const struct vpack_host_thread *t, const int *owner, unsigned nt, int want,
+                    int *out, unsigned *n)
+{
+    *n = 0;
+    for (unsigned k = 0; k < nt; k++)
+        if (owner[k] == want)
+            out[(*n)++] = t[k].tid;
 }
 
 /*
@@ -162,14 +194,19 @@ static int tid_add(struct vpack_agent *a, struct agent_dom *d, struct agent_thre
 void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
 {
     struct vpack_host_thread *t = NULL;
-    unsigned nt = 0, *ids = NULL, named = 0, missing = 0;
-    int *owner = NULL;
-    vpack__dom_threads_close(d);
+    unsigned nt = 0, *ids = NULL, named = 0, missing = 0, n;
+    int *owner = NULL, *tids = NULL;
     d->rescan_threads = false;
-    d->stats_libvirt = true;
-    if (vpack_host_threads(a->cfg.sysfs_root, d->pid, &t, &nt) < 0)
+    if (d->task_fd >= 0)
+        close(d->task_fd);
+    d->task_fd = -1;
+    if (vpack_host_threads(a->cfg.sysfs_root, d->pid, &t, &nt) < 0) {
+        vpack__dom_threads_close(d);
+        d->stats_libvirt = true;
         return;
-    if (!(ids = calloc(d->niothreads + 1, sizeof(*ids))) || !(owner = calloc(nt + 1, sizeof(*owner))))
+    }
+    if (!(ids = calloc(d->niothreads + 1, sizeof(*ids))) ||
+        !(owner = calloc(nt + 1, sizeof(*owner))) || !(tids = calloc(nt + 1, sizeof(*tids))))
         goto cleanup;
     for (unsigned i = 0; i < d->niothreads; i++)
         ids[i] = (unsigned)d->iothreads[i].id;
@@ -188,21 +225,23 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
             owner[k] = i >= 0 ? -(1 + i) : 0;
         }
     }
-    for (unsigned k = 0; k < nt; k++) {
-        struct agent_thread *th = owner[k] > 0   ? &d->vcpus[owner[k] - 1]
-                                  : owner[k] < 0 ? &d->iothreads[-owner[k] - 1]
-                                                 : &d->emulator;
-        if (tid_add(a, d, th, t[k].tid) < 0)
+    for (unsigned v = 0; v < d->nvcpus; v++) {
+        tids_of(t, owner, nt, 1 + (int)v, tids, &n);
+        /* Two threads of one vCPU's name cannot be told apart: libvirt reads it. */
+        if (tids_set(a, d, &d->vcpus[v], tids, n == 1 ? 1 : 0) < 0)
             goto cleanup;
+        missing += d->vcpu_online[v] && n != 1;
     }
-    /* Two threads of one name cannot be told apart: none of them is read as that thread. */
+    tids_of(t, owner, nt, 0, tids, &n);
+    if (tids_set(a, d, &d->emulator, tids, n) < 0)
+        goto cleanup;
     for (unsigned i = 0; i < d->niothreads; i++) {
-        if (d->iothreads[i].ntids > 1)
-            tids_close(&d->iothreads[i]);
-        named += d->iothreads[i].ntids == 1;
+        tids_of(t, owner, nt, -(1 + (int)i), tids, &n);
+        /* Two threads of one name: the cgroup decides. */
+        if (tids_set(a, d, &d->iothreads[i], tids, n == 1 ? 1 : 0) < 0)
+            goto cleanup;
+        named += n == 1;
     }
-    for (unsigned v = 0; v < d->nvcpus; v++)
-        missing += d->vcpu_online[v] && d->vcpus[v].ntids != 1;
     d->stats_libvirt = missing > 0;
     int dfd = vpack_host_task_dir_open(a->cfg.sysfs_root, d->pid);
     d->task_fd = dfd < 0 ? -1 : dfd;
@@ -215,6 +254,7 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
         log_debug("domain %s: %u of %u iothreads found by name (QEMU without debug-threads?); "
                   "the others are read from their cgroups", d->name, named, d->niothreads);
 cleanup:
+    free(tids);
     free(owner);
     free(ids);
     free(t);
@@ -463,7 +503,11 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
     int r = dom_read(a, d->uuid, &rd);
     if (r < 0 || (r = take_identity(d, &rd)) < 0 || (r = take_rule(a, d, &rd)) < 0)
         goto cleanup;
-    vpack__dom_threads_close(d); /* found again below, for the vCPUs the live XML has */
+    /* Threads are kept across a refresh (sorted again below) unless the process or the
+     * thread arrays change. */
+    if (rd.info.pid != d->pid || rd.live->vcpus != d->nvcpus ||
+        rd.live->niothreads != d->niothreads)
+        vpack__dom_threads_close(d);
     if ((r = size_threads(d, rd.live)) < 0)
         goto cleanup;
     if (rd.req) {

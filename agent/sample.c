@@ -265,7 +265,7 @@ static void sample_libvirt(struct vpack_agent *a, double dt)
     }
     for (unsigned i = 0; i < n; i++) {
         struct agent_dom *d = vpack__dom_find(a, recs[i].uuid);
-        if (d && d->stats_libvirt && d->name && !d->refresh)
+        if (d && d->stats_libvirt && d->name)
             sample_domain_libvirt(a, d, &recs[i], dt);
     }
     vpack_virt_stats_free(recs, n);
@@ -295,8 +295,8 @@ void vpack__sample_domains(struct vpack_agent *a)
 
     for (unsigned i = 0; i < a->ndoms; i++) {
         struct agent_dom *d = &a->doms[i];
-        if (!d->name || d->refresh)
-            continue; /* read at the next refresh first */
+        if (!d->name)
+            continue; /* never read from libvirt yet: its threads are not known */
         if (!d->rescan_threads && d->task_fd >= 0 &&
             vpack_host_task_count(d->task_fd) != d->nthreads)
             d->rescan_threads = true;
