@@ -245,10 +245,16 @@ static void sample_domain_threads(struct vpack_agent *a, struct agent_dom *d, do
     d->have_prev_cpu = true; /* read at least once (views.c: what could not be read) */
 }
 
-/* Memory moves slowly: read it at once for a new domain, then every 5th sample. */
+/*
+ * Memory moves slowly (vpack never migrates it; the kernel's balancing
+ * takes minutes): read it at once for a new domain, then every 30th
+ * sample. The kernel sums memory.numa_stat over the group's pages per node
+ * on every read: the costliest read of a steady interval.
+ */
+#define MEMORY_EVERY 30
 static void sample_domain_memory(struct vpack_agent *a, struct agent_dom *d)
 {
-    if (d->nmem == 0 || a->ctr.samples % 5 == 1)
+    if (d->nmem == 0 || a->ctr.samples % MEMORY_EVERY == 1)
         sample_memory(a, d);
 }
 

@@ -411,13 +411,13 @@ cost_profile() {
     lv=$(pgrep -xo libvirtd)
     start_cost_agent "$bin"; sleep 3
     if [ "$kind" = new ]; then cost_settle; else settle; fi
-    perf record -q -F 4999 -o "$work/perf.data" -p "$agent_pid,$lv" -- sleep "$VPB_COST_PROFILE_S" \
+    perf record -q -F 19999 -o "$work/perf.data" -p "$agent_pid,$lv" -- sleep "$VPB_COST_PROFILE_S" \
         >/dev/null 2>&1 || vp_log "WARNING: perf record failed"
     echo "samples=$(counter samples)" >"$dir/profile-g$n-$kind.info"
     stop_agent
-    perf report -q -i "$work/perf.data" --stdio --sort comm,dso,symbol --percent-limit 0.5 \
+    perf report -q -i "$work/perf.data" --stdio -F overhead,comm,dso,sym --percent-limit 0.5 \
         2>/dev/null | sed '/^$/d' | head -n 40 >"$dir/profile-g$n-$kind.txt" || true
-    perf report -q -i "$work/perf.data" --stdio --sort comm 2>/dev/null | sed '/^$/d' \
+    perf report -q -i "$work/perf.data" --stdio -F overhead,sample,comm 2>/dev/null | sed '/^$/d' \
         >"$dir/profile-g$n-$kind.comm" || true
     rm -f "$work/perf.data"
 }
@@ -431,6 +431,9 @@ cost() {
     echo "guests=$VPB_COST_GUESTS rounds=$VPB_COST_ROUNDS window_s=$VPB_COST_WINDOW_S" \
          "baseline=${VPB_BASELINE_REV:-?} memory_mib=$VP_MEMORY_MIB profile_s=$VPB_COST_PROFILE_S" \
          "load=$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/info"
+    # The floor: what a process that only wakes once a second (and reads
+    # /proc/stat) costs on this machine.
+    "$builddir/tests/bench/bench-wake" 10 >"$dir/floor" || vp_log "WARNING: bench-wake failed"
     for n in 0 $VPB_COST_GUESTS; do
         if [ "$n" -gt "$have" ]; then
             t0=$EPOCHREALTIME

@@ -403,7 +403,7 @@ def profile_block(d, n, kind):
         return None
     comm = os.path.join(d, "profile-g%d-%s.comm" % (n, kind))
     info = read_kv(os.path.join(d, "profile-g%d-%s.info" % (n, kind)))
-    head = "perf record -F 4999 of vpackd and libvirtd, %s guests, %s vpackd" % (n, kind)
+    head = "perf record -F 19999 of vpackd and libvirtd, %s guests, %s vpackd" % (n, kind)
     if info.get("samples"):
         head += " (vpackd's samples counter at the end: %s)" % info["samples"]
     txt = open(p).read().strip()
@@ -542,6 +542,13 @@ def cost_tables(d, info, windows, out):
                 n, pk, mstat(vals["none"], "%.2f", 100), mstat(vals["old"], "%.2f", 100),
                 mstat(vals["new"], "%.2f", 100), diff))
         out.append("")
+    floor = read_kv(os.path.join(d, "floor"))
+    if floor.get("wake_ns"):
+        out.append("The floor on this machine (`tests/bench/bench-wake`, no guest, no vpackd): a "
+                   "process that only sleeps and wakes once a second costs %.3f ms of CPU per wake; "
+                   "waking and reading `/proc/stat`, as vpackd must every interval, %.3f ms (%.4f%% "
+                   "of one CPU).\n" % (int(floor["wake_ns"]) / 1e6, int(floor["stat_ns"]) / 1e6,
+                                        int(floor["stat_ns"]) / 1e4))
     boots = os.path.join(d, "boots")
     if os.path.exists(boots):
         b = [read_kv_line(line) for line in open(boots) if line.strip()]
@@ -556,9 +563,11 @@ def cost_tables(d, info, windows, out):
                 profs.append(pb)
     if profs:
         out.append("### Where the time goes (perf)\n")
-        out.append("`perf record -F 4999 -p VPACKD,LIBVIRTD` for %s s under each vpackd, after it "
-                   "settled; `perf report --sort comm` (share of the samples by thread name), then "
-                   "`--sort comm,dso,symbol` down to 0.5%%. The samples of one profile add up to "
+        out.append("`perf record -F 19999 -p VPACKD,LIBVIRTD` for %s s under each vpackd, after it "
+                   "settled; `perf report -F overhead,sample,comm` (share and number of the samples "
+                   "by thread name: libvirtd's are `rpc-libvirtd`, `libvirtd` and its per-domain "
+                   "`vm-NAME` threads), then `-F overhead,comm,dso,sym` down to 0.5%%. The samples "
+                   "of one profile add up to "
                    "vpackd's and libvirtd's CPU time over the window, so the shares compare within a "
                    "profile; the tables above give the absolute cost.\n" %
                    info.get("profile_s", "20"))
