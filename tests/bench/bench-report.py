@@ -548,7 +548,7 @@ def cost_tables(d, info, windows, out):
                    "process that only sleeps and wakes once a second costs %.3f ms of CPU per wake; "
                    "waking and reading `/proc/stat`, as vpackd must every interval, %.3f ms (%.4f%% "
                    "of one CPU).\n" % (int(floor["wake_ns"]) / 1e6, int(floor["stat_ns"]) / 1e6,
-                                        int(floor["stat_ns"]) / 1e4))
+                                        int(floor["stat_ns"]) / 1e7))
     boots = os.path.join(d, "boots")
     if os.path.exists(boots):
         b = [read_kv_line(line) for line in open(boots) if line.strip()]
