@@ -507,6 +507,21 @@ def cost_tables(d, info, windows, out):
             out.append("Growth per added guest, %s path: %+.4f ms per interval (%+.5f%% of one CPU; "
                        "least squares over %s guests); by segment %s.\n" % (
                            kind, sl, sl / 10, ", ".join(str(n) for n, _ in pts), "; ".join(segs)))
+    # Where the growth is superlinear: per-guest slope of each component by segment.
+    comp = {}
+    for (n, kind), per in rows.items():
+        if per and n > 0:
+            comp.setdefault(kind, {})[n] = (statistics.mean(p["agent"] for p in per),
+                                            statistics.mean(p["libvirtd"] for p in per))
+    for kind in ("old", "new"):
+        pts = sorted(comp.get(kind, {}).items())
+        if len(pts) < 3:
+            continue
+        segs = []
+        for (n0, c0), (n1, c1) in zip(pts, pts[1:]):
+            segs.append((n0, n1, (c1[0] - c0[0]) / (n1 - n0) * 1000, (c1[1] - c0[1]) / (n1 - n0) * 1000))
+        out.append("Per added guest, by segment, %s path (µs per interval): %s.\n" % (
+            kind, "; ".join("%d→%d: vpackd %+.1f, libvirtd %+.1f" % x for x in segs)))
     # The parked package: idle share with vpackd against the same pins held without it.
     idle_rows = []
     for n in ns:
