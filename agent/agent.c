@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cgroup.h"
 #include "log.h"
@@ -354,6 +355,21 @@ static void agent_free(struct vpack_agent *a)
     free(a);
 }
 
+/*
+ * vpackd holds a few files open per guest thread (their schedstat): the
+ * soft limit on descriptors goes up to the hard one, so that a host with
+ * hundreds of guests does not run out.
+ */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            log_warn("cannot raise the open files limit: %s", strerror(errno));
+    }
+}
+
 int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent **out,
                       char **errmsg)
 {
@@ -370,6 +386,7 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
         return -ENOMEM;
     a->loop = loop;
     a->own_package = -1;
+    raise_nofile();
     if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0 ||
         (r = vpack_cgroup_detect(a->cfg.sysfs_root, &a->cgroup)) < 0)
         goto fail;

@@ -145,11 +145,13 @@ static bool same_tids(const struct agent_thread *t, const int *tids, unsigned n)
  * Gives t the threads tids[0..n), their schedstat files opened. A thread
  * that already reads exactly these keeps its files and its last reading, so
  * that a new sort (a refresh, a worker thread come or gone) loses no
- * interval. Returns 0 or -ENOMEM.
+ * interval. Returns 0; 1 when a file could not be opened for another reason
+ * than its thread having ended (out of descriptors: logged); or -ENOMEM.
  */
 static int tids_set(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t,
                     const int *tids, unsigned n)
 {
+    int ret = 0;
     if (same_tids(t, tids, n))
         return 0;
     tids_close(t);
@@ -159,11 +161,16 @@ static int tids_set(struct vpack_agent *a, struct agent_dom *d, struct agent_thr
         return -ENOMEM;
     for (unsigned i = 0; i < n; i++) {
         int fd = vpack_host_schedstat_open(a->cfg.sysfs_root, d->pid, tids[i]);
-        if (fd < 0)
+        if (fd == -ENOENT || fd == -ESRCH) {
             d->rescan_threads = true; /* ended since it was listed */
+        } else if (fd < 0) {
+            log_warn("domain %s: cannot open the schedstat of thread %d: %s", d->name, tids[i],
+                     strerror(-fd));
+            ret = 1;
+        }
         t->tids[t->ntids++] = (struct agent_tid){tids[i], fd < 0 ? -1 : fd};
     }
-    return 0;
+    return ret;
 }
 
 /* The tids of the threads whose owner is want, in listing order; *n counts them. */
@@ -227,10 +234,12 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
     }
     for (unsigned v = 0; v < d->nvcpus; v++) {
         tids_of(t, owner, nt, 1 + (int)v, tids, &n);
-        /* Two threads of one vCPU's name cannot be told apart: libvirt reads it. */
-        if (tids_set(a, d, &d->vcpus[v], tids, n == 1 ? 1 : 0) < 0)
+        /* Two threads of one vCPU's name cannot be told apart: libvirt reads it, as one
+         * whose file cannot be opened. */
+        int r = tids_set(a, d, &d->vcpus[v], tids, n == 1 ? 1 : 0);
+        if (r < 0)
             goto cleanup;
-        missing += d->vcpu_online[v] && n != 1;
+        missing += d->vcpu_online[v] && (n != 1 || r > 0);
     }
     tids_of(t, owner, nt, 0, tids, &n);
     if (tids_set(a, d, &d->emulator, tids, n) < 0)

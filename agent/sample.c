@@ -136,7 +136,8 @@ static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t
 /*
  * Sums the schedstat of t's threads. Returns 0; -ESRCH when one of them
  * ended (d->rescan_threads is set: the threads are sorted again next
- * interval); -ENOENT when t has no thread; or -errno.
+ * interval); -ENOENT when t has no thread; -EBADF when a file of it is not
+ * open; or -errno.
  */
 static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint64_t *run,
                         uint64_t *wait)
@@ -146,7 +147,9 @@ static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint6
         return -ENOENT;
     for (unsigned i = 0; i < t->ntids; i++) {
         struct vpack_schedstat st;
-        int r = t->tids[i].fd < 0 ? -ESRCH : vpack_host_schedstat_read(t->tids[i].fd, &st);
+        if (t->tids[i].fd < 0)
+            return -EBADF; /* not opened: gone (sorted again) or out of descriptors (logged) */
+        int r = vpack_host_schedstat_read(t->tids[i].fd, &st);
         if (r == -ESRCH || r == -ENOENT) {
             d->rescan_threads = true;
             return -ESRCH;
