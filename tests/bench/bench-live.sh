@@ -94,6 +94,9 @@ all_on() { # CPUS DOM...: every vCPU and emulator of each DOM pinned to exactly 
         for kv in $(pins "$d"); do [ "${kv#*=}" = "$want" ] || return 1; done
     done
 }
+# all_packed DOM...: every thread of them on CPU 0, or every one on CPU 1 (which
+# package stays awake is the policy's choice: the busier one at the first plan).
+all_packed() { all_on 0 "$@" || all_on 1 "$@"; }
 now() { echo "$EPOCHREALTIME"; }
 # wait_for SECONDS CMD...: polls every 0.1 s; prints the seconds it took.
 wait_for() {
@@ -251,7 +254,7 @@ reaction() {
     stamp_console vpbench-a "$dir/a-work.stamped"
     : >"$dir/events"
     for i in $(seq "$VPB_TRIALS"); do
-        if ! t=$(wait_for 40 all_on 0 vpbench-a vpbench-b); then
+        if ! t=$(wait_for 40 all_packed vpbench-a vpbench-b); then
             # Nothing to react to: report it (e.g. other load on the host).
             echo "trial=$i step=NA not_packed=1 a=$(pins vpbench-a | tr ' ' ,) b=$(pins vpbench-b | tr ' ' ,)" >>"$dir/events"
             vp_log "reaction trial $i: A and B not packed within 40 s; no step"
@@ -266,7 +269,7 @@ reaction() {
         sleep 8     # the work rate after the spread
         tw=$(now)
         vp_virsh suspend vpbench-b >/dev/null
-        t=$(wait_for 60 all_on 0 vpbench-a vpbench-b) || t=NA
+        t=$(wait_for 60 all_packed vpbench-a vpbench-b) || t=NA
         echo "trial=$i drop=$tw repack_s=$t" >>"$dir/events"
         vp_log "reaction trial $i: re-packed after ${t}s"
     done
@@ -295,7 +298,7 @@ stability() {
     boot vpbench-b 2 work:10 2
     vp_wait_ready vpbench-a; vp_wait_ready vpbench-b
     start_agent
-    wait_for 60 all_on 0 vpbench-a vpbench-b >/dev/null || vp_log "WARNING: light load not packed"
+    wait_for 60 all_packed vpbench-a vpbench-b >/dev/null || vp_log "WARNING: light load not packed"
     settle
     vp_log "stability: steady light load, ${VPB_STABLE_S}s"
     measure "$dir/steady" "$VPB_STABLE_S" vpbench-a vpbench-b

@@ -266,10 +266,10 @@ def reaction(res, out):
             rates.append((p1[0], (p1[2] - p0[2]) / (p1[1] - p0[1])))
     out.append("## 2. Reaction\n")
     out.append("Guest A (level 2) counts work (`work:10`); guest B (level 2, one vCPU "
-               "busy-looping) is suspended, so both are packed on package 0. Step: `virsh resume B` "
+               "busy-looping) is suspended, so both are packed on one package. Step: `virsh resume B` "
                "(+1 CPU of load); drop: `virsh suspend B`. Spread = every thread of A and B allowed "
                "on CPUs 0-1 again (libvirt's live pins, polled back to back: two `virsh` calls per guest a poll, so the times are upper bounds within a few tenths of a second); re-pack = all back on "
-               "CPU 0. A's work rate comes from its console lines (about every 0.5 s), stamped with "
+               "one CPU (0 or 1: the policy packs onto the busier package). A's work rate comes from its console lines (about every 0.5 s), stamped with "
                "the host time they arrived; recovery = end of the last interval after the step "
                "whose rate is below 0.9x the 5 s before the step. Agent: 1 s interval, "
                "spread after 2 samples over the watermark, pack delay 2 s, residency 4 s.\n")
