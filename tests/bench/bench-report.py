@@ -268,7 +268,7 @@ def reaction(res, out):
     out.append("Guest A (level 2) counts work (`work:10`); guest B (level 2, one vCPU "
                "busy-looping) is suspended, so both are packed on one package. Step: `virsh resume B` "
                "(+1 CPU of load); drop: `virsh suspend B`. Spread = every thread of A and B allowed "
-               "on CPUs 0-1 again (libvirt's live pins, polled back to back: two `virsh` calls per guest a poll, so the times are upper bounds within a few tenths of a second); re-pack = all back on "
+               "on CPUs 0-1 again (the kernel's view of each thread's affinity in `/proc`, polled every 0.1 s: the times are upper bounds within about a tenth of a second); re-pack = all back on "
                "one CPU (0 or 1: the policy packs onto the busier package). A's work rate comes from its console lines (about every 0.5 s), stamped with "
                "the host time they arrived; recovery = end of the last interval after the step "
                "whose rate is below 0.9x the 5 s before the step. Agent: 1 s interval, "
