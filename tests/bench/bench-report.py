@@ -800,11 +800,20 @@ def sections(text):
 def update(old, body, info, res):
     """old with its numbered sections replaced by the ones in body, and a header row."""
     new = {t.split(".")[0]: txt for t, txt in sections(body) if re.match(r"## \d+\.", t)}
+    m = re.search(r"^\| date \| ([^|]*) \|", old, re.M)
+    old_date = m.group(1).strip() if m else "an earlier run"
     out, done = [], set()
     for title, txt in sections(old):
         key = title.split(".")[0]
         if key in new:
-            out.append(new[key].rstrip() + "\n")
+            repl = new[key].rstrip() + "\n"
+            # The hook's latency shares section 4: kept from the old run when not measured now.
+            hook = txt.find("The hook's added latency")
+            if hook >= 0 and "The hook's added latency" not in repl:
+                end = txt.find("```", txt.find("```", hook) + 3)
+                repl += ("\n(Not measured in this partial run: from the run of %s.) " % old_date +
+                         txt[hook:end + 3].strip() + "\n")
+            out.append(repl)
             done.add(key)
         else:
             out.append(txt.rstrip() + "\n")
