@@ -213,7 +213,16 @@ int vpack_host_schedstat_open(const char *root, int pid, int tid)
     if (pid <= 0 || tid <= 0)
         return -ENOENT;
     snprintf(rel, sizeof(rel), "proc/%d/task/%d/schedstat", pid, tid);
-    return open_under(root, rel, O_RDONLY);
+    int fd = open_under(root, rel, O_RDONLY);
+    if (fd != -ENOENT)
+        return fd;
+    /* No file: the thread ended, or this kernel keeps no schedstat (CONFIG_SCHED_INFO). */
+    snprintf(rel, sizeof(rel), "proc/%d/task/%d", pid, tid);
+    int dfd = open_under(root, rel, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0)
+        return -ENOENT;
+    close(dfd);
+    return -ENOTSUP;
 }
 
 int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out)

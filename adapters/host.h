@@ -70,7 +70,8 @@ int vpack_host_threads_ticks(const char *root, int pid, const int *tids, unsigne
  * held open, so that a reading each interval is one pread() and no path
  * lookup. vpack_host_schedstat_open() opens root/proc/PID/task/TID/schedstat
  * and returns the descriptor (the caller closes it) or -errno (-ENOENT: no
- * such thread). vpack_host_schedstat_read() returns 0, -ESRCH when the
+ * such thread; -ENOTSUP: the thread is there but has no schedstat, a kernel
+ * without CONFIG_SCHED_INFO). vpack_host_schedstat_read() returns 0, -ESRCH when the
  * thread has ended since (the kernel's answer on a held file), -EINVAL for
  * a text it cannot read, or -errno.
  */

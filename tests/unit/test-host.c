@@ -588,6 +588,52 @@ static void test_schedstat(void **state)
     close(fd);
 }
 
+/*
+ * What the agent's sampler meets on a live host, on a tree of its own: a
+ * thread that has no schedstat file (a kernel without CONFIG_SCHED_INFO)
+ * is told from one that ended; a thread that ends while its file is held
+ * (the kernel then answers ESRCH; here the text is cut, as a file read
+ * while it is rewritten); an empty file; and a task directory on a
+ * filesystem that counts no links.
+ */
+static void test_schedstat_faults(void **state)
+{
+    struct vpack_schedstat s = {0};
+    char path[512];
+    (void)state;
+    put("proc/77/task/77/stat", "77 (qemu-system-x86) S 1\n");
+    put("proc/77/task/78/schedstat", "100 20 3\n");
+    assert_int_equal(vpack_host_schedstat_open(root, 77, 77), -ENOTSUP);
+    assert_int_equal(vpack_host_schedstat_open(root, 77, 79), -ENOENT);
+    assert_int_equal(vpack_host_schedstat_open(root, 78, 78), -ENOENT);
+
+    int fd = vpack_host_schedstat_open(root, 77, 78);
+    assert_true(fd >= 0);
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), 0);
+    assert_int_equal(s.run_ns, 100);
+    /* Cut short and then emptied under the held descriptor: no reading, no crash. */
+    put("proc/77/task/78/schedstat", "100 2");
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), -EINVAL);
+    put("proc/77/task/78/schedstat", "");
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), -EINVAL);
+    assert_int_equal(s.run_ns, 100); /* untouched on failure */
+    /* Removed while held (the file stays readable through the descriptor). */
+    snprintf(path, sizeof(path), "%s/proc/77/task/78/schedstat", root);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(vpack_host_schedstat_read(fd, &s), -EINVAL);
+    close(fd);
+    assert_int_equal(vpack_host_schedstat_open(root, 77, 78), -ENOTSUP);
+
+    /* tmpfs and most filesystems give a directory 2 + its subdirectories links,
+     * as procfs gives 2 + its threads: two thread directories here. */
+    int dfd = vpack_host_task_dir_open(root, 77);
+    assert_true(dfd >= 0);
+    int n = vpack_host_task_count(dfd);
+    assert_true(n == 2 || n == -ENOTSUP);
+    close(dfd);
+    assert_int_equal(vpack_host_task_count(-1), -EBADF);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_v2_systemd),
         cmocka_unit_test(test_v2_machine),
         cmocka_unit_test(test_schedstat),
+        cmocka_unit_test_setup_teardown(test_schedstat_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_hotplug_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_detect, setup, teardown),
     };
