@@ -96,6 +96,17 @@ double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct v
     return b > 1 ? 1 : b;
 }
 
+double vpack_gap_rate(double ns, double prev, double dt, double last)
+{
+    if (!(dt > 0))
+        return 0;
+    if (last > 0 && dt > last) {
+        double rest = ns - prev * (dt - last);
+        return rest > 0 ? rest / last : 0;
+    }
+    return ns / dt;
+}
+
 /*
  * Reads the " N0=5 N1=7" entries of one memory.numa_stat line from q to eol,
  * each value times scale, and adds them to out[] by node (a node not there

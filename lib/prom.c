@@ -471,6 +471,8 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
                "cpuset cgroups repaired after a CPU came back online.");
     scalar_u64(&b, m->plans_skipped, "vpack_plans_skipped_total", "counter",
                "Sampling cycles that planned nothing: no load moved beyond the steady band.");
+    scalar_u64(&b, m->reads_skipped, "vpack_reads_skipped_total", "counter",
+               "Steady sampling cycles that read no domain: every CPU's load stayed in the band.");
     scalar_u64(&b, m->libvirt_calls, "vpack_libvirt_calls_total", "counter",
                "Calls into libvirt that libvirtd answered (reads and pins).");
     buf_add(&b, "", 0);

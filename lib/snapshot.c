@@ -1153,17 +1153,25 @@ static bool domain_within(const struct vpack_domain_sample *a,
     return true;
 }
 
+bool vpack_snapshot_cpus_within(const struct vpack_snapshot *a, const double *busy,
+                                unsigned ncpus, double band)
+{
+    if (!a || (ncpus && !busy) || a->ncpus != ncpus)
+        return false;
+    for (unsigned c = 0; c < ncpus; c++) {
+        bool ra = a->cpu_busy[c] >= 0, rb = busy[c] >= 0;
+        if (ra != rb || (ra && !near(a->cpu_busy[c], busy[c], band)))
+            return false;
+    }
+    return true;
+}
+
 bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_snapshot *b,
                            double band)
 {
-    if (!a || !b || a->interval_ms != b->interval_ms || a->ncpus != b->ncpus ||
-        a->ndomains != b->ndomains)
+    if (!a || !b || a->interval_ms != b->interval_ms || a->ndomains != b->ndomains ||
+        !vpack_snapshot_cpus_within(a, b->cpu_busy, b->ncpus, band))
         return false;
-    for (unsigned c = 0; c < a->ncpus; c++) {
-        bool ra = a->cpu_busy[c] >= 0, rb = b->cpu_busy[c] >= 0;
-        if (ra != rb || (ra && !near(a->cpu_busy[c], b->cpu_busy[c], band)))
-            return false;
-    }
     for (unsigned i = 0; i < a->ndomains; i++)
         if (!domain_within(&a->domains[i], &b->domains[i], band))
             return false;

@@ -29,6 +29,17 @@ int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **o
 double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after);
 
 /*
+ * The rate (per ns) of ns of a counter (run or wait time) that grew over dt
+ * ns. last 0: the average, ns / dt. last > 0 (vpackd reads a thread after
+ * light intervals, dt spanning them, because a load moved in the last
+ * interval of length last): the gap before the last interval is taken at
+ * the thread's steady rate prev and the rest is the last interval's,
+ * max(0, ns - prev * (dt - last)) / last, so that a step is not averaged
+ * over the gap. dt <= last is the average again; dt <= 0 gives 0.
+ */
+double vpack_gap_rate(double ns, double prev, double dt, double last);
+
+/*
  * Reads the CPU time of one thread from its /proc/PID/task/TID/stat text:
  * utime + stime (fields 14 and 15, after the parenthesised name, which may
  * itself hold spaces and parentheses), in clock ticks. Returns 0 or -EINVAL.

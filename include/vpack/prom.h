@@ -103,6 +103,7 @@ struct vpack_prom_metrics {
     struct vpack_prom_histogram plan_duration, cycle_duration;
     uint64_t samples, hotplug_events, cgroup_repairs;
     uint64_t plans_skipped;  /* steady intervals that planned nothing */
+    uint64_t reads_skipped;  /* of those, intervals that read no domain (CPUs steady) */
     uint64_t libvirt_calls;  /* calls into libvirt that libvirtd answered */
 };
 

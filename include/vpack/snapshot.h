@@ -104,5 +104,13 @@ int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, in
  */
 bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_snapshot *b,
                            double band);
+/*
+ * The CPUs' part of vpack_snapshot_within(): true when busy[0..ncpus) has
+ * a's CPUs, the same ones reported (>= 0), each within band of a's. vpackd
+ * leaves the domains unread in an interval whose CPUs stay within the band
+ * of the last plan's: a load step on a thread moves its CPU's load.
+ */
+bool vpack_snapshot_cpus_within(const struct vpack_snapshot *a, const double *busy,
+                                unsigned ncpus, double band);
 
 #endif

@@ -58,6 +58,29 @@ static void test_busy(void **state)
     assert_true(vpack_cpu_times_busy(&b, &a) < 0);
 }
 
+static int close_to(double a, double b)
+{
+    return a - b < 1e-9 && b - a < 1e-9;
+}
+
+/* A thread read after light intervals: the gap at its steady rate, the step in the last one. */
+static void test_gap_rate(void **state)
+{
+    (void)state;
+    /* One interval: the average. */
+    assert_true(close_to(vpack_gap_rate(5e8, 0.0, 1e9, 0), 0.5));
+    assert_true(close_to(vpack_gap_rate(5e8, 0.3, 1e9, 1e9), 0.5));
+    /* 5 s read at once, average wanted (a read due by the count). */
+    assert_true(close_to(vpack_gap_rate(5e8, 0.1, 5e9, 0), 0.1));
+    /* Idle for 4 s (rate 0.01), then a busy loop in the last second. */
+    assert_true(close_to(vpack_gap_rate(0.04e9 + 1e9, 0.01, 5e9, 1e9), 1.0));
+    /* Less than the steady rate would give: 0, never negative. */
+    assert_true(close_to(vpack_gap_rate(1e8, 0.05, 5e9, 1e9), 0.0));
+    /* No time, or time backwards: 0, no division by zero. */
+    assert_true(close_to(vpack_gap_rate(1e8, 0.05, 0, 1e9), 0.0));
+    assert_true(close_to(vpack_gap_rate(1e8, 0.05, -1, 0), 0.0));
+}
+
 static void test_malformed(void **state)
 {
     (void)state;
@@ -373,6 +396,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_busy),
+        cmocka_unit_test(test_gap_rate),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_numastat),

@@ -97,6 +97,7 @@ static struct vpack_prom_metrics *fixture(void)
     fill_hist(&m->cycle_duration, cycle_at, 0.009, 2);
     m->samples = 42;
     m->plans_skipped = 40;
+    m->reads_skipped = 31;
     m->libvirt_calls = 9;
     m->hotplug_events = 3;
     return m;
@@ -261,6 +262,8 @@ static void test_render_lines(void **state)
     assert_line(t, "vpack_cgroup_repairs_total 0");
     assert_line(t, "# TYPE vpack_plans_skipped_total counter");
     assert_line(t, "vpack_plans_skipped_total 40");
+    assert_line(t, "# TYPE vpack_reads_skipped_total counter");
+    assert_line(t, "vpack_reads_skipped_total 31");
     assert_line(t, "# TYPE vpack_libvirt_calls_total counter");
     assert_line(t, "vpack_libvirt_calls_total 9");
     /* No host readings: neither family, not even its header. */

@@ -1083,6 +1083,30 @@ static void test_within(void **state)
     vpack_snapshot_free(a);
 }
 
+/* The CPUs' part alone: what vpackd compares before it reads the domains. */
+static void test_cpus_within(void **state)
+{
+    (void)state;
+    const char text[] = "{\"interval_ms\": 1000, \"cpus\": {\"0\": 0.50, \"2\": 0.10}, "
+                        "\"domains\": []}";
+    struct vpack_snapshot *a = NULL;
+    char *err = NULL;
+    assert_int_equal(vpack_snapshot_parse(text, strlen(text), &a, &err), 0);
+    assert_int_equal(a->ncpus, 3);
+    const double same[] = {0.51, -1, 0.09}, step[] = {0.50, -1, 0.13}, more[] = {0.5, -1, 0.1, 0},
+                 online[] = {0.50, 0.0, 0.10}, gone[] = {0.50, -1, -1};
+    assert_true(vpack_snapshot_cpus_within(a, same, 3, 0.02));
+    assert_false(vpack_snapshot_cpus_within(a, same, 3, 0.0));
+    assert_false(vpack_snapshot_cpus_within(a, step, 3, 0.02)); /* a load step on CPU 2 */
+    assert_false(vpack_snapshot_cpus_within(a, more, 4, 0.02)); /* a CPU more */
+    assert_false(vpack_snapshot_cpus_within(a, online, 3, 0.02)); /* CPU 1 reports now */
+    assert_false(vpack_snapshot_cpus_within(a, gone, 3, 0.02)); /* CPU 2 went offline */
+    assert_false(vpack_snapshot_cpus_within(a, same, 2, 0.02));
+    assert_false(vpack_snapshot_cpus_within(a, NULL, 3, 0.02));
+    assert_false(vpack_snapshot_cpus_within(NULL, same, 3, 0.02));
+    vpack_snapshot_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1108,6 +1132,7 @@ int main(void)
         cmocka_unit_test(test_plan_to_json),
         cmocka_unit_test(test_plan_to_json_order),
         cmocka_unit_test(test_within),
+        cmocka_unit_test(test_cpus_within),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
