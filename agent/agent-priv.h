@@ -97,6 +97,15 @@ enum pin_why { PIN_PLAN, PIN_HOTPLUG, PIN_STOP, PIN_NWHY };
 enum pin_result { RES_OK, RES_GONE, RES_INVALID, RES_TRANSIENT, RES_ERROR, RES_N };
 
 
+/*
+ * The parts of one interval whose time status reports (cycle_ns): reading
+ * /proc/stat; reading the domains (schedstat, memory, libvirt's stats for
+ * the domains that need them, sorting threads); deciding whether it is
+ * steady; planning and acting (with the domain table's refresh); vpackd's
+ * own threads' affinity.
+ */
+enum agent_phase { PHASE_CPUS, PHASE_DOMAINS, PHASE_STEADY, PHASE_PLAN, PHASE_OWN, PHASE_N };
+
 struct agent_counters {
     uint64_t samples;
     uint64_t plans;
@@ -108,6 +117,8 @@ struct agent_counters {
     uint64_t cgroup_stale;  /* v2 groups found without an online CPU they should have */
     uint64_t reconnects;
     uint64_t plans_skipped; /* steady intervals: nothing moved beyond the band, nothing planned */
+    uint64_t phase_ns[PHASE_N]; /* wall time spent in each part of the intervals */
+    uint64_t reads_skipped; /* light intervals: the CPUs steady, the domains left unread */
 };
 
 struct vpack_agent {
@@ -124,7 +135,12 @@ struct vpack_agent {
     unsigned nprev_times;
     double *cpu_busy;      /* smoothed, by CPU id */
     unsigned ncpu_busy;
-    uint64_t prev_ns;      /* time of the last stats sample */
+    uint64_t prev_ns;      /* time the domains were last read */
+    uint64_t tick_ns;      /* time the last interval began */
+    /* This read of the domains: the last interval's length (ns) when it follows light
+     * intervals and something moved (the gap's steady part is taken out, the rest is the
+     * last interval's); 0: the average over the gap. */
+    double read_last_ns;
     struct agent_dom *doms;
     unsigned ndoms;
     bool need_list;        /* list running domains at the next cycle */
@@ -136,10 +152,14 @@ struct vpack_agent {
     uint64_t rebalances[VPACK_WHY_N];
     struct vpack_prom_histogram plan_hist, cycle_hist;
     bool replan;           /* plan at the next interval whatever the load (topology, failed pin) */
+    unsigned light_streak; /* intervals since the domains were last read (sample.c) */
+    uint64_t mem_sample;   /* the sample at which memory placement was last read */
     /* vpackd's own threads follow the wake-up package (agent.c, own_affinity()). */
     bool own_known;        /* own_mask holds the affinity vpackd started with */
     vpack_cpuset own_mask;
     int own_package;       /* the package its threads are on now; -1: not confined */
+    int own_task_fd;       /* /proc/self/task, held: a new thread shows in its count; -1 */
+    int own_nthreads;      /* vpackd's threads when their affinity was last set */
     bool stopping;
 };
 
@@ -184,13 +204,27 @@ int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain
 
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);
-void vpack__sample_domains(struct vpack_agent *a);
+/* last_ns: see read_last_ns. */
+void vpack__sample_domains(struct vpack_agent *a, double last_ns);
 /*
  * True when the interval may skip planning: nothing asks for a plan, the
  * policy state is settled and snap is within agent.steady_band of the last
  * planned snapshot.
  */
 bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapshot *snap);
+/*
+ * Whether this interval reads the domains. READ_LIGHT: no (a light
+ * interval): nothing asks for a plan (what vpack__sample_steady() asks but
+ * the domains), every CPU's load is within the band of the last plan's, and
+ * the domains were read less than VPACK__LIGHT_MAX intervals ago; such an
+ * interval is steady, the domains' readings being those of a steady or
+ * planned interval. READ_DUE: yes, only because VPACK__LIGHT_MAX intervals
+ * went by. READ_MOVED: yes, a CPU's load left the band or a plan is asked
+ * for.
+ */
+#define VPACK__LIGHT_MAX 5
+enum vpack__read { READ_LIGHT, READ_DUE, READ_MOVED };
+enum vpack__read vpack__sample_read(const struct vpack_agent *a);
 /*
  * The policy's input: one snapshot of every domain that is read. (*map)[i]
  * is the index in a->doms of the snapshot's domain i. Returns 0 or -ENOMEM.

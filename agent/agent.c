@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cgroup.h"
 #include "log.h"
@@ -183,11 +184,13 @@ cleanup:
  * vpackd's own threads (the loop's, libvirt's, the metrics endpoint's: all
  * of /proc/self/task) follow the plan's wake-up package, within the
  * affinity vpackd started with, so that its own work does not wake a
- * parked package; threads started later inherit it. Set again when the
- * wake-up package changes; the start affinity comes back when the plan
- * names none (restrictions lifted) and at stop.
+ * parked package. Set again when the wake-up package changes and when a
+ * thread was started or ended since (own_threads_changed(): a thread
+ * started by one not yet set, or between the listing and the set, would
+ * otherwise stay free); the start affinity comes back when the plan names
+ * none (restrictions lifted) and at stop. why is for the log.
  */
-static void own_affinity(struct vpack_agent *a, int package)
+static void own_affinity(struct vpack_agent *a, int package, const char *why)
 {
     vpack_cpuset m;
     int idx = package >= 0 ? vpack_topology_package_index(a->topo, package) : -1;
@@ -211,16 +214,33 @@ static void own_affinity(struct vpack_agent *a, int package)
         package = -1;
     }
     /* The agent's threads are its own process's: always the live /proc. */
+    if (a->own_task_fd < 0) {
+        int fd = vpack_host_task_dir_open(NULL, (int)getpid());
+        a->own_task_fd = fd < 0 ? -1 : fd;
+    }
     int n = vpack_host_set_own_affinity(NULL, &m);
+    /* Counted after the set: a thread started during it is set at the next interval. */
+    a->own_nthreads = a->own_task_fd >= 0 ? vpack_host_task_count(a->own_task_fd) : -1;
     char cpus[256];
     vpack_cpuset_format_buf(&m, cpus, sizeof(cpus));
     if (n < 0)
         log_warn("cannot set vpackd's CPU affinity to %s: %s", cpus, strerror(-n));
     else if (package >= 0)
-        log_info("vpackd's %d threads follow wake-up package %d (CPUs %s)", n, package, cpus);
+        log_info("%s: vpackd's %d threads follow wake-up package %d (CPUs %s)", why, n, package,
+                 cpus);
     else
-        log_info("vpackd's %d threads on CPUs %s again", n, cpus);
+        log_info("%s: vpackd's %d threads on CPUs %s again", why, n, cpus);
     a->own_package = package;
+}
+
+/*
+ * True when vpackd's threads are confined and their number changed since
+ * they were set: one fstat() of the held /proc/self/task.
+ */
+static bool own_threads_changed(const struct vpack_agent *a)
+{
+    return a->own_package >= 0 && a->own_task_fd >= 0 &&
+           vpack_host_task_count(a->own_task_fd) != a->own_nthreads;
 }
 
 /*
@@ -243,26 +263,64 @@ static bool steady(struct vpack_agent *a)
     return s;
 }
 
+/*
+ * Adds the time since `since` to phase p (uv_hrtime(): the vDSO's clock, no
+ * system call); returns now.
+ */
+static uint64_t phase_end(struct vpack_agent *a, enum agent_phase p, uint64_t since)
+{
+    uint64_t now = uv_hrtime();
+    a->ctr.phase_ns[p] += now - since;
+    return now;
+}
+
 static void on_tick(uv_timer_t *timer)
 {
     static const struct vpack__act_out out = {false, NULL, NULL};
     struct vpack_agent *a = timer->data;
     if (a->stopping)
         return;
-    uint64_t t0 = uv_hrtime();
+    uint64_t t0 = uv_hrtime(), t;
+    double last = a->tick_ns ? (double)(t0 - a->tick_ns) : 0;
+    a->tick_ns = t0;
     a->ctr.samples++;
     vpack__sample_cpus(a);
+    t = phase_end(a, PHASE_CPUS, t0);
     if (!vpack_virt_connected(a->virt))
         return;
     if (a->need_list)
         vpack__doms_list_running(a);
-    vpack__sample_domains(a);
-    if (!steady(a)) {
+    /* A light interval reads /proc/stat alone and is steady (vpack__sample_read()). */
+    enum vpack__read rd = vpack__sample_read(a);
+    bool light = rd == READ_LIGHT, skip = light;
+    if (light) {
+        a->light_streak++;
+        a->ctr.reads_skipped++;
+        a->ctr.plans_skipped++;
+        vpack_policy_state_advance(a->pstate, a->cfg.interval_ms);
+    } else {
+        /* After light intervals, a read that something moved: the move is in the last one. */
+        bool step = a->light_streak > 0 && rd == READ_MOVED;
+        a->light_streak = 0;
+        vpack__sample_domains(a, step ? last : 0);
+    }
+    t = phase_end(a, PHASE_DOMAINS, t);
+    if (!light)
+        skip = steady(a);
+    t = phase_end(a, PHASE_STEADY, t);
+    if (!skip) {
         int r = cycle(a, &out);
         if (r < 0 && r != -ENOTCONN)
             log_warn("cycle failed: %s", strerror(-r));
+        t = phase_end(a, PHASE_PLAN, t);
     }
-    own_affinity(a, a->plan && !a->plan->lifted ? a->plan->wakeup_package : -1);
+    const char *why = "wake-up package";
+    if (own_threads_changed(a)) {
+        a->own_package = OWN_AGAIN;
+        why = "threads started or ended";
+    }
+    own_affinity(a, a->plan && !a->plan->lifted ? a->plan->wakeup_package : -1, why);
+    phase_end(a, PHASE_OWN, t);
     vpack_prom_observe(&a->cycle_hist, (double)(uv_hrtime() - t0) / 1e9);
 }
 
@@ -346,6 +404,8 @@ static void agent_free(struct vpack_agent *a)
     free(a->doms);
     free(a->prev_times);
     free(a->cpu_busy);
+    if (a->own_task_fd >= 0)
+        close(a->own_task_fd);
     vpack_plan_free(a->plan);
     vpack_snapshot_free(a->snap);
     vpack_policy_state_free(a->pstate);
@@ -386,6 +446,7 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
         return -ENOMEM;
     a->loop = loop;
     a->own_package = -1;
+    a->own_task_fd = -1;
     raise_nofile();
     if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0 ||
         (r = vpack_cgroup_detect(a->cfg.sysfs_root, &a->cgroup)) < 0)
@@ -489,7 +550,7 @@ void vpack_agent_stop(struct vpack_agent *a)
         log_info("stopping: keeping the current placement (keep_placement)");
     }
     uv_timer_stop(&a->tick);
-    own_affinity(a, -1);
+    own_affinity(a, -1, "stopping");
     if (a->hotplug)
         vpack_hotplug_stop(a->hotplug);
     vpack_virt_free(a->virt);

@@ -69,6 +69,7 @@ void vpack__dom_remove(struct vpack_agent *a, const char *uuid)
         vpack__dom_free(&a->doms[i]);
         memmove(&a->doms[i], &a->doms[i + 1], (a->ndoms - i - 1) * sizeof(*a->doms));
         a->ndoms--;
+        a->replan = true; /* the load it leaves: planned now, not at the next read */
         return;
     }
 }
@@ -163,6 +164,10 @@ static int tids_set(struct vpack_agent *a, struct agent_dom *d, struct agent_thr
         int fd = vpack_host_schedstat_open(a->cfg.sysfs_root, d->pid, tids[i]);
         if (fd == -ENOENT || fd == -ESRCH) {
             d->rescan_threads = true; /* ended since it was listed */
+        } else if (fd == -ENOTSUP) {
+            log_warn("domain %s: thread %d has no schedstat (a kernel without "
+                     "CONFIG_SCHED_INFO?): libvirt's stats read the domain", d->name, tids[i]);
+            ret = 1;
         } else if (fd < 0) {
             log_warn("domain %s: cannot open the schedstat of thread %d: %s", d->name, tids[i],
                      strerror(-fd));
@@ -242,8 +247,10 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
         missing += d->vcpu_online[v] && (n != 1 || r > 0);
     }
     tids_of(t, owner, nt, 0, tids, &n);
-    if (tids_set(a, d, &d->emulator, tids, n) < 0)
+    int er = tids_set(a, d, &d->emulator, tids, n);
+    if (er < 0)
         goto cleanup;
+    missing += er > 0; /* an emulator thread not read: libvirt's cpu.time leaves it */
     for (unsigned i = 0; i < d->niothreads; i++) {
         tids_of(t, owner, nt, -(1 + (int)i), tids, &n);
         /* Two threads of one name: the cgroup decides. */
@@ -256,9 +263,9 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
     d->task_fd = dfd < 0 ? -1 : dfd;
     d->nthreads = (int)nt;
     if (missing)
-        log_debug("domain %s: %u vCPUs have no thread of their own by name (single-threaded "
-                  "TCG, or QEMU without debug-threads?): libvirt's stats read them", d->name,
-                  missing);
+        log_debug("domain %s: %u vCPUs or emulator threads cannot be read by name (single-"
+                  "threaded TCG, QEMU without debug-threads, no schedstat?): libvirt's stats "
+                  "read the domain", d->name, missing);
     if (named < d->niothreads)
         log_debug("domain %s: %u of %u iothreads found by name (QEMU without debug-threads?); "
                   "the others are read from their cgroups", d->name, named, d->niothreads);

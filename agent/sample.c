@@ -123,8 +123,13 @@ static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t
     uint64_t ran = 0;
     if (t->have_prev && t->source == src && dt > 0 && run >= t->prev_time) {
         ran = run - t->prev_time;
-        smooth(a, &t->util, (double)ran / dt);
-        smooth(a, &t->delay, wait >= t->prev_delay ? (double)(wait - t->prev_delay) / dt : 0);
+        double u = vpack_gap_rate((double)ran, t->util, dt, a->read_last_ns);
+        double w = wait >= t->prev_delay
+                       ? vpack_gap_rate((double)(wait - t->prev_delay), t->delay, dt,
+                                        a->read_last_ns)
+                       : 0;
+        smooth(a, &t->util, u);
+        smooth(a, &t->delay, w);
     }
     t->prev_time = run;
     t->prev_delay = wait;
@@ -147,8 +152,9 @@ static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint6
         return -ENOENT;
     for (unsigned i = 0; i < t->ntids; i++) {
         struct vpack_schedstat st;
+        /* Not opened: it ended before it was opened (sorted again), or (logged) no file. */
         if (t->tids[i].fd < 0)
-            return -EBADF; /* not opened: gone (sorted again) or out of descriptors (logged) */
+            return d->rescan_threads ? -ESRCH : -EBADF;
         int r = vpack_host_schedstat_read(t->tids[i].fd, &st);
         if (r == -ESRCH || r == -ENOENT) {
             d->rescan_threads = true;
@@ -162,15 +168,30 @@ static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint6
     return 0;
 }
 
-/* One thread (or the emulator's set) from its schedstat files. */
+/*
+ * One thread (or the emulator's set) from its schedstat files. A thread that
+ * ended is sorted again next interval (read_threads()); a file that cannot
+ * be read for another reason (a text vpackd cannot parse, an I/O error, a
+ * file not opened) hands the domain to libvirt's stats from this interval
+ * on, until its threads are sorted again: its load is never left stale.
+ */
 static void sample_threads(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t,
                            double dt)
 {
     uint64_t run, wait;
-    if (read_threads(d, t, &run, &wait) == 0)
+    int r = read_threads(d, t, &run, &wait);
+    if (r == 0) {
         take_reading(a, t, run, wait, dt, SRC_NAME);
-    else
-        t->have_prev = false;
+        return;
+    }
+    t->have_prev = false;
+    t->source = SRC_NONE;
+    if (r != -ESRCH && !d->stats_libvirt) {
+        log_warn("domain %s: cannot read the schedstat of its %s %d: %s; reading it through "
+                 "libvirt", d->name, t->id < 0 ? "emulator" : "vCPU", t->id < 0 ? 0 : t->id,
+                 strerror(-r));
+        d->stats_libvirt = true;
+    }
 }
 
 /* The vCPUs' run time and delay from libvirt's stats; returns the run time since the last. */
@@ -228,9 +249,12 @@ static void sample_domain_libvirt(struct vpack_agent *a, struct agent_dom *d,
 {
     uint64_t vsum = sample_vcpus_libvirt(a, d, rec, dt);
     uint64_t iosum = sample_iothreads(a, d, dt);
-    if (d->have_prev_cpu && dt > 0 && rec->cpu_time_ns >= d->prev_cpu_time) {
+    /* prev_cpu_time is the last interval's only if libvirt read that one too. */
+    if (d->have_prev_cpu && d->emulator.source == SRC_REMAINDER && dt > 0 &&
+        rec->cpu_time_ns >= d->prev_cpu_time) {
         double rest = (double)(rec->cpu_time_ns - d->prev_cpu_time) - (double)vsum - (double)iosum;
-        smooth(a, &d->emulator.util, rest > 0 ? rest / dt : 0);
+        smooth(a, &d->emulator.util,
+               rest > 0 ? vpack_gap_rate(rest, d->emulator.util, dt, a->read_last_ns) : 0);
     }
     d->emulator.source = SRC_REMAINDER;
     d->prev_cpu_time = rec->cpu_time_ns;
@@ -255,9 +279,9 @@ static void sample_domain_threads(struct vpack_agent *a, struct agent_dom *d, do
  * on every read: the costliest read of a steady interval.
  */
 #define MEMORY_EVERY 30
-static void sample_domain_memory(struct vpack_agent *a, struct agent_dom *d)
+static void sample_domain_memory(struct vpack_agent *a, struct agent_dom *d, bool due)
 {
-    if (d->nmem == 0 || a->ctr.samples % MEMORY_EVERY == 1)
+    if (d->nmem == 0 || due)
         sample_memory(a, d);
 }
 
@@ -296,18 +320,24 @@ static bool vcpus_changed(const struct agent_dom *d)
  * ended or QEMU started one; libvirt's bulk stats only for domains with a
  * vCPU that has no thread of its own.
  */
-void vpack__sample_domains(struct vpack_agent *a)
+void vpack__sample_domains(struct vpack_agent *a, double last_ns)
 {
+    a->read_last_ns = last_ns;
     uint64_t now = uv_hrtime();
+    /* Since the domains were last read: one interval, or a few light ones more. */
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
-    bool libvirt = false;
+    bool libvirt = false, mem_due = a->ctr.samples - a->mem_sample >= MEMORY_EVERY;
+    if (mem_due)
+        a->mem_sample = a->ctr.samples;
 
     for (unsigned i = 0; i < a->ndoms; i++) {
         struct agent_dom *d = &a->doms[i];
         if (!d->name)
             continue; /* never read from libvirt yet: its threads are not known */
-        if (!d->rescan_threads && d->task_fd >= 0 &&
-            vpack_host_task_count(d->task_fd) != d->nthreads)
+        /* A count it cannot give (-ENOTSUP: a process gone, or a tree that counts no
+         * links) asks for nothing: a thread gone shows as ESRCH on its file. */
+        int count = !d->rescan_threads && d->task_fd >= 0 ? vpack_host_task_count(d->task_fd) : -1;
+        if (count >= 0 && count != d->nthreads)
             d->rescan_threads = true;
         if (d->rescan_threads) {
             vpack__dom_find_threads(a, d);
@@ -316,39 +346,62 @@ void vpack__sample_domains(struct vpack_agent *a)
                 continue;
             }
         }
-        if (d->stats_libvirt)
-            libvirt = true;
-        else
+        if (!d->stats_libvirt)
             sample_domain_threads(a, d, dt);
-        sample_domain_memory(a, d);
+        libvirt |= d->stats_libvirt; /* also a domain whose files failed just now */
+        sample_domain_memory(a, d, mem_due);
     }
     if (libvirt)
         sample_libvirt(a, dt);
     a->prev_ns = now;
 }
 
-bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapshot *snap)
+/*
+ * True when something asks for a plan whatever the load: a replan, a
+ * listing, a hotplug, no plan yet, a band of 0, the policy counting down, a
+ * domain to refresh, a pin that failed or a mask not known since a hotplug.
+ */
+static bool plan_pending(const struct vpack_agent *a)
 {
     if (a->replan || a->need_list || a->hotplug_pending || !a->plan || !a->snap ||
         a->cfg.steady_band <= 0 || !vpack_policy_state_settled(a->pstate, &a->cfg.policy))
-        return false;
+        return true;
     /* A pin that failed, or a mask not known since a hotplug: act again. */
     for (unsigned i = 0; i < a->ndoms; i++) {
         const struct agent_dom *d = &a->doms[i];
         if (d->refresh)
-            return false;
+            return true;
         if (!d->managed)
             continue;
         for (unsigned v = 0; v < d->nvcpus; v++)
             if (d->vcpu_online[v] && !d->vcpus[v].applied_known)
-                return false;
+                return true;
         if (!d->emulator.applied_known)
-            return false;
+            return true;
         for (unsigned t = 0; t < d->niothreads; t++)
             if (!d->iothreads[t].applied_known)
-                return false;
+                return true;
     }
-    return vpack_snapshot_within(a->snap, snap, a->cfg.steady_band);
+    return false;
+}
+
+bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapshot *snap)
+{
+    return !plan_pending(a) && vpack_snapshot_within(a->snap, snap, a->cfg.steady_band);
+}
+
+/*
+ * The domains are read at least every VPACK__LIGHT_MAX intervals (threads
+ * started, memory, a load that moved from one guest to another on the same
+ * CPU) and in every interval where a CPU's load left the band: a load step
+ * on any guest thread is planned in the interval it shows in.
+ */
+enum vpack__read vpack__sample_read(const struct vpack_agent *a)
+{
+    if (plan_pending(a) ||
+        !vpack_snapshot_cpus_within(a->snap, a->cpu_busy, a->ncpu_busy, a->cfg.steady_band))
+        return READ_MOVED;
+    return a->light_streak + 1 < VPACK__LIGHT_MAX ? READ_LIGHT : READ_DUE;
 }
 
 static int thread_to_sample(const struct agent_thread *t, struct vpack_thread_sample *s)

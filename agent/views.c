@@ -104,7 +104,18 @@ static struct json_object *status_counters(const struct vpack_agent *a, bool *ok
     vpack_json_set_int(o, "cgroup_stale", (int64_t)a->ctr.cgroup_stale, ok);
     vpack_json_set_int(o, "connects", (int64_t)a->ctr.reconnects, ok);
     vpack_json_set_int(o, "plans_skipped", (int64_t)a->ctr.plans_skipped, ok);
+    vpack_json_set_int(o, "reads_skipped", (int64_t)a->ctr.reads_skipped, ok);
     vpack_json_set_int(o, "libvirt_calls", (int64_t)vpack_virt_calls(a->virt), ok);
+    return o;
+}
+
+/* "cycle_ns": wall time spent in each part of the intervals so far (agent-priv.h). */
+static struct json_object *status_phases(const struct vpack_agent *a, bool *ok)
+{
+    static const char *const names[PHASE_N] = {"cpus", "domains", "steady", "plan", "own"};
+    struct json_object *o = json_object_new_object();
+    for (unsigned p = 0; p < PHASE_N; p++)
+        vpack_json_set_int(o, names[p], (int64_t)a->ctr.phase_ns[p], ok);
     return o;
 }
 
@@ -228,6 +239,7 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
     vpack_json_set(root, "cgroup", status_cgroup(a, &ok), &ok);
     vpack_json_set(root, "counters", status_counters(a, &ok), &ok);
     vpack_json_set(root, "agent_threads", status_own(a, &ok), &ok);
+    vpack_json_set(root, "cycle_ns", status_phases(a, &ok), &ok);
     *out = vpack_json_finish(root, ok);
     return *out ? 0 : -ENOMEM;
 }
@@ -462,6 +474,7 @@ struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
     m->hotplug_events = a->ctr.hotplug_events;
     m->cgroup_repairs = a->ctr.cgroup_repairs;
     m->plans_skipped = a->ctr.plans_skipped;
+    m->reads_skipped = a->ctr.reads_skipped;
     m->libvirt_calls = vpack_virt_calls(a->virt);
     if (!(m->packages = calloc(a->topo->npackages, sizeof(*m->packages))) ||
         (a->ndoms && !(m->domains = calloc(a->ndoms, sizeof(*m->domains)))) ||

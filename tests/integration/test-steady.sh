@@ -9,13 +9,17 @@
 #            (explain: source "thread-name" and its tid)
 #   steady   two idle level-2 guests packed and settled: over STEADY_S
 #            intervals vpackd's own counters show zero libvirt calls and
-#            zero pin calls, and intervals skipped planning
+#            zero pin calls, intervals skipped planning, and some read
+#            /proc/stat alone (no guest), never more than 4 in a row
 #   own      vpackd's threads (every one in /proc/PID/task) are on the
 #            wake-up package, the one the guests are packed on
 #   step     a busy-looping guest is resumed while vpackd skips planning:
 #            every thread is spread within 2 s (the band hides no step),
 #            and vpackd's threads are free again (restrictions lifted)
-#   stop     SIGTERM: vpackd exits 0
+#   stop     the busy guest suspended again: packed, vpackd's threads back
+#            on the wake-up package; then SIGTERM: vpackd gives its threads
+#            the CPUs it started with back (its log says so, after the
+#            sched_setaffinity calls succeeded) and exits 0
 #
 # VPACKD (default $VPACK_BUILDDIR/agent/vpackd) and VPACKCTL pick the binaries.
 set -euo pipefail
@@ -126,11 +130,11 @@ settled() {
     [ $((s1 - s0)) -ge 2 ]
 }
 vp_wait_for 30 settled >/dev/null || vp_log "vpackd did not skip two intervals in a row within 30 s"
-read -r c0 p0 f0 s0 n0 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples)"
+read -r c0 p0 f0 s0 n0 r0 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
 sleep "$STEADY_S"
-read -r c1 p1 f1 s1 n1 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples)"
+read -r c1 p1 f1 s1 n1 r1 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
 n=$((n1 - n0))
-echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0))"
+echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0))"
 [ "$n" -ge $((STEADY_S - 1)) ] || vp_fail "only $n sampling intervals in ${STEADY_S}s"
 if [ $((c1 - c0)) -eq 0 ]; then
     vp_pass "zero libvirt calls over $n steady intervals"
@@ -149,6 +153,12 @@ if [ $((s1 - s0)) -gt 0 ]; then
     vp_pass "$((s1 - s0)) of $n steady intervals skipped planning"
 else
     vp_fail "only $((s1 - s0)) of $n steady intervals skipped planning"
+fi
+# Light intervals read /proc/stat alone; the guests are read at least every 5th.
+if [ $((r1 - r0)) -gt 0 ] && [ $((r1 - r0)) -le $((n * 4 / 5 + 1)) ]; then
+    vp_pass "$((r1 - r0)) of $n steady intervals read no guest (at most 4 in 5)"
+else
+    vp_fail "$((r1 - r0)) of $n steady intervals read no guest (want 1 to 4 in 5)"
 fi
 
 echo "== own"
@@ -178,9 +188,26 @@ else
 fi
 
 echo "== stop"
+vp_virsh suspend vpst-c >/dev/null
+if vp_wait_for 30 vp_all_packed vpst-a vpst-b vpst-c >/dev/null; then
+    pk=$(vp_packed_cpu vpst-a vpst-b vpst-c)
+    vp_pass "load dropped: packed again on package $pk"
+else
+    vp_fail "not packed again within 30 s of the drop"
+fi
+if vp_wait_for 3 agent_on "$pk" >/dev/null; then
+    vp_pass "vpackd's threads on CPU $pk again"
+else
+    vp_fail "vpackd's threads on '$(agent_cpus)' after the re-pack, want '$pk'"
+fi
 kill -TERM "$agent_pid"
 rc=0
 wait "$agent_pid" || rc=$?
 agent_pid=""
 [ $rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $rc on SIGTERM"
+if grep -Eq "stopping: vpackd's [0-9]+ threads on CPUs 0-1 again" "$work/vpackd.log"; then
+    vp_pass "on SIGTERM vpackd's threads got CPUs 0-1 (its start affinity) back"
+else
+    vp_fail "no release of vpackd's threads in its log: $(grep "vpackd's" "$work/vpackd.log" | tail -n 3)"
+fi
 vp_verdict
