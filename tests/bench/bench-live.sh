@@ -366,7 +366,11 @@ d = json.load(sys.stdin)
 c = d["counters"]
 print("C samples %d\nC pins_ok %d\nC libvirt_calls %d\nC plans_skipped %d\nC wakeup %d" % (
     c["samples"], c["pins_ok"], c.get("libvirt_calls", -1), c.get("plans_skipped", -1),
-    -1 if d.get("wakeup_package") is None else d["wakeup_package"]))'
+    -1 if d.get("wakeup_package") is None else d["wakeup_package"]))
+if "reads_skipped" in c:
+    print("C reads_skipped %d" % c["reads_skipped"])
+for k, v in d.get("cycle_ns", {}).items():
+    print("C phase_%s %d" % (k, v))'
         fi
         case $f in *.a) [ -z "$agent_pid" ] || echo "A $(threads_ns "$agent_pid") $(awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status")"
             echo "D $(threads_ns "$lv")"; snap_host ;; esac

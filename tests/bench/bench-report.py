@@ -348,6 +348,12 @@ COST_TARGET_GROWTH = 0.002   # % of one CPU per added guest, up to 60
 IDLE_TARGET_POINTS = 0.1     # parked package idle: vpackd vs the same pins held without it
 
 
+# vpackd's cycle_ns parts (status), in the order of an interval.
+PHASES = ("cpus", "domains", "steady", "plan", "own")
+PHASE_NAMES = {"cpus": "/proc/stat", "domains": "domains' threads", "steady": "steady check",
+               "plan": "plan + act", "own": "own threads"}
+
+
 def parse_cost_snap(path):
     s = {"cpu": {}, "ctr": {}}
     for line in open(path):
@@ -381,7 +387,8 @@ def cost_window(prefix):
     if "agent_ns" in a and "agent_ns" in b:
         w["agent_ns"] = b["agent_ns"] - a["agent_ns"]
         w["rss_kb"] = b["rss_kb"]
-        for k in ("samples", "pins_ok", "libvirt_calls", "plans_skipped"):
+        for k in ("samples", "pins_ok", "libvirt_calls", "plans_skipped", "reads_skipped") + \
+                tuple("phase_" + p for p in PHASES):
             if k in a["ctr"] and k in b["ctr"] and a["ctr"][k] >= 0:
                 w[k] = b["ctr"][k] - a["ctr"][k]
         w["wakeup"] = b["ctr"].get("wakeup", -1)
@@ -468,7 +475,8 @@ def cost_tables(d, info, windows, out):
                 per.append({"agent": agent_ms, "libvirtd": lv_ms, "whole": agent_ms + lv_ms,
                             "share": (agent_ms + lv_ms) / (interval * 1e3) * 100,
                             "calls": w.get("libvirt_calls"), "pins": w.get("pins_ok"),
-                            "skipped": w.get("plans_skipped"), "samples": w["samples"],
+                            "skipped": w.get("plans_skipped"), "unread": w.get("reads_skipped"),
+                            "samples": w["samples"],
                             "rss": w["rss_kb"] / 1024})
             rows[(n, kind)] = per
     out.append("| guests | path | vpackd (ms/interval) | libvirtd on its behalf (ms/interval) | "
@@ -482,6 +490,7 @@ def cost_tables(d, info, windows, out):
                 continue
             calls = [p["calls"] / p["samples"] for p in per if p["calls"] is not None]
             skipped = [p["skipped"] for p in per if p["skipped"] is not None]
+            unread = [p["unread"] for p in per if p.get("unread") is not None]
             samples = sum(p["samples"] for p in per)
             out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 n, kind, mstat([p["agent"] for p in per], "%.3f"),
@@ -490,7 +499,8 @@ def cost_tables(d, info, windows, out):
                 mstat([p["share"] for p in per], "%.4f"),
                 mstat(calls, "%.2f") if calls else "not counted",
                 "%.2f" % (sum(p["pins"] for p in per) / samples),
-                "%d of %d" % (sum(skipped), samples) if skipped else "—",
+                ("%d of %d" % (sum(skipped), samples) +
+                 (" (%d reading no guest)" % sum(unread) if unread else "")) if skipped else "—",
                 mstat([p["rss"] for p in per], "%.1f")))
     out.append("")
     mean = {k: statistics.mean(p["whole"] for p in v) for k, v in rows.items() if v}
@@ -522,6 +532,40 @@ def cost_tables(d, info, windows, out):
             segs.append((n0, n1, (c1[0] - c0[0]) / (n1 - n0) * 1000, (c1[1] - c0[1]) / (n1 - n0) * 1000))
         out.append("Per added guest, by segment, %s path (µs per interval): %s.\n" % (
             kind, "; ".join("%d→%d: vpackd %+.1f, libvirtd %+.1f" % x for x in segs)))
+    # Where the new path's interval goes, by vpackd's own clock (status cycle_ns).
+    ph_rows = []
+    for n in ns:
+        per = {p: [] for p in PHASES}
+        for r in rounds:
+            w = windows.get((n, r, "new"))
+            if not w or not w.get("samples") or "phase_cpus" not in w:
+                continue
+            for p in PHASES:
+                per[p].append(w["phase_" + p] / w["samples"] / 1e3)
+        if per["cpus"]:
+            ph_rows.append((n, per))
+    if ph_rows:
+        out.append("Where the new path's interval goes, by vpackd's own clock (`status` "
+                   "`cycle_ns`: wall time of each part of the interval, the vDSO's clock, no "
+                   "system call; µs per interval, mean [min–max] over the rounds). The wake-up "
+                   "itself (timer, epoll, the scheduler) is outside every part: it is the "
+                   "difference to vpackd's CPU time above.\n")
+        out.append("| guests | " + " | ".join(PHASE_NAMES[p] for p in PHASES) + " | sum |")
+        out.append("|---|" + "---|" * (len(PHASES) + 1))
+        for n, per in ph_rows:
+            tot = [sum(per[p][i] for p in PHASES) for i in range(len(per["cpus"]))]
+            out.append("| %d | %s | %s |" % (n, " | ".join(mstat(per[p], "%.1f") for p in PHASES),
+                                             mstat(tot, "%.1f")))
+        out.append("")
+        if len(ph_rows) >= 3:
+            segs = []
+            for (n0, p0), (n1, p1) in zip(ph_rows, ph_rows[1:]):
+                if n1 > n0 and n0 > 0:
+                    segs.append("%d→%d: %s" % (n0, n1, ", ".join(
+                        "%s %+.2f" % (PHASE_NAMES[p], (statistics.mean(p1[p]) - statistics.mean(p0[p])) / (n1 - n0))
+                        for p in PHASES)))
+            if segs:
+                out.append("Per added guest, by segment (µs per interval): %s.\n" % "; ".join(segs))
     # The parked package: idle share with vpackd against the same pins held without it.
     idle_rows = []
     for n in ns:

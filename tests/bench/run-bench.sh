@@ -29,6 +29,8 @@
 #   --loads LIST     placement loads (light,medium,heavy)
 #   --rounds N       placement rounds (3)
 #   --measure S      seconds per measurement (10)
+#   --cost-rounds N  rounds of the cost part's three windows per guest count (3;
+#                    each round is about a minute per guest count)
 #   --out FILE       where the report goes
 #   --update         a partial run replaces only its own sections of BENCHMARKS.md
 #   --no-build       use build-bench as it is
@@ -61,12 +63,13 @@ while [ $# -gt 0 ]; do
     --loads) loads=$2; full=""; shift 2 ;;
     --rounds) rounds=$2; full=""; shift 2 ;;
     --measure) measure=$2; full=""; shift 2 ;;
+    --cost-rounds) export VPB_COST_ROUNDS=$2; full=""; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --update) update=1; shift ;;
     --no-build) build=""; shift ;;
     --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    -h|--help) sed -n '3,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
     *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
