@@ -2117,6 +2117,63 @@ static void test_failure_leaves_state(void **unused)
     vpack_policy_state_free(NULL);
 }
 
+/*
+ * A dry run plans on a copy of the state: the copy plans as the state would,
+ * and the state itself does not move. A fresh state would not: it has no
+ * history (the agent's dry runs used one, and reported a "first plan").
+ */
+static void test_state_dup(void **unused)
+{
+    (void)unused;
+    struct runner a, b;
+    runner_init(&a, "package:4 core:4 pu:2");
+    runner_init(&b, "package:4 core:4 pu:2");
+    for (int i = 0; i < 10; i++) {
+        vpack_plan_free(model_step(&a, 1.5, 0.0));
+        vpack_plan_free(model_step(&b, 1.5, 0.0));
+    }
+    /* One snapshot of a spike: the copy and b plan it alike; a fresh state does not. */
+    struct vpack_policy_state *copy = vpack_policy_state_dup(a.state), *fresh = vpack_policy_state_new();
+    assert_non_null(copy);
+    struct vpack_snapshot *spike = model_snap(a.topo, 3.5, 0.0, -1);
+    struct vpack_plan *pc = NULL, *pf = NULL;
+    assert_int_equal(vpack_plan_compute(a.topo, &a.params, spike, copy, &pc), 0);
+    assert_int_equal(vpack_plan_compute(a.topo, &a.params, spike, fresh, &pf), 0);
+    vpack_snapshot_free(spike);
+    struct vpack_plan *pb = model_step(&b, 3.5, 0.0);
+    if (!plans_equal(pc, pb))
+        fail_msg("the copy plans otherwise than the state (active %s vs %s)", active_str(pc),
+                 active_str(pb));
+    if (!strstr(pf->reason, "first plan") || strstr(pc->reason, "first plan"))
+        fail_msg("reasons: copy '%s', fresh '%s'", pc->reason, pf->reason);
+    vpack_plan_free(pc);
+    vpack_plan_free(pf);
+    vpack_plan_free(pb);
+    vpack_policy_state_free(fresh);
+    /* More on the copy (a spread: the second spike) leaves a where it was. */
+    for (int i = 0; i < 3; i++) {
+        spike = model_snap(a.topo, 3.5, 0.0, -1);
+        assert_int_equal(vpack_plan_compute(a.topo, &a.params, spike, copy, &pc), 0);
+        vpack_plan_free(pc);
+        vpack_snapshot_free(spike);
+    }
+    vpack_policy_state_free(copy);
+    /* a missed b's spike: give it the same, then both must plan identically. */
+    vpack_plan_free(model_step(&a, 3.5, 0.0));
+    const double demands[] = {3.5, 3.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5};
+    for (unsigned i = 0; i < sizeof(demands) / sizeof(demands[0]); i++) {
+        struct vpack_plan *x = model_step(&a, demands[i], 0.0);
+        struct vpack_plan *y = model_step(&b, demands[i], 0.0);
+        if (!plans_equal(x, y))
+            fail_msg("snapshot %u after planning on the copy: plans differ (active %s vs %s)", i,
+                     active_str(x), active_str(y));
+        vpack_plan_free(x);
+        vpack_plan_free(y);
+    }
+    runner_fini(&a);
+    runner_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2146,6 +2203,7 @@ int main(void)
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_domains_disappear),
         cmocka_unit_test(test_failure_leaves_state),
+        cmocka_unit_test(test_state_dup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
