@@ -2069,16 +2069,37 @@ static bool plans_equal(const struct vpack_plan *a, const struct vpack_plan *b)
 }
 
 /* A failed call returns a negative errno and leaves the state as it was. */
+/* Two runners on the same host that have planned the same ten snapshots (load 1.5). */
+static void twin_runners(struct runner *a, struct runner *b)
+{
+    runner_init(a, "package:4 core:4 pu:2");
+    runner_init(b, "package:4 core:4 pu:2");
+    for (int i = 0; i < 10; i++) {
+        vpack_plan_free(model_step(a, 1.5, 0.0));
+        vpack_plan_free(model_step(b, 1.5, 0.0));
+    }
+}
+
+/* a and b plan a series of model loads alike, after what (for the message). */
+static void plan_alike(struct runner *a, struct runner *b, const double *demands, unsigned n,
+                       const char *what)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct vpack_plan *pa = model_step(a, demands[i], 0.0);
+        struct vpack_plan *pb = model_step(b, demands[i], 0.0);
+        if (!plans_equal(pa, pb))
+            fail_msg("snapshot %u after %s: plans differ (active %s vs %s)", i, what,
+                     active_str(pa), active_str(pb));
+        vpack_plan_free(pa);
+        vpack_plan_free(pb);
+    }
+}
+
 static void test_failure_leaves_state(void **unused)
 {
     (void)unused;
     struct runner a, b;
-    runner_init(&a, "package:4 core:4 pu:2");
-    runner_init(&b, "package:4 core:4 pu:2");
-    for (int i = 0; i < 10; i++) {
-        vpack_plan_free(model_step(&a, 1.5, 0.0));
-        vpack_plan_free(model_step(&b, 1.5, 0.0));
-    }
+    twin_runners(&a, &b);
     /* A spike of 3.5 needs two snapshots in a row to spread; fail between them. */
     struct vpack_snapshot *spike = model_snap(a.topo, 3.5, 0.0, -1);
     static struct vpack_plan sentinel; /* must come back untouched */
@@ -2102,15 +2123,7 @@ static void test_failure_leaves_state(void **unused)
 
     /* From here on a and b must plan identically. */
     const double demands[] = {3.5, 3.5, 3.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5};
-    for (unsigned i = 0; i < sizeof(demands) / sizeof(demands[0]); i++) {
-        struct vpack_plan *pa = model_step(&a, demands[i], 0.0);
-        struct vpack_plan *pb = model_step(&b, demands[i], 0.0);
-        if (!plans_equal(pa, pb))
-            fail_msg("snapshot %u after the failed calls: plans differ (active %s vs %s)", i,
-                     active_str(pa), active_str(pb));
-        vpack_plan_free(pa);
-        vpack_plan_free(pb);
-    }
+    plan_alike(&a, &b, demands, sizeof(demands) / sizeof(demands[0]), "the failed calls");
     runner_fini(&a);
     runner_fini(&b);
     vpack_plan_free(NULL);
@@ -2126,12 +2139,7 @@ static void test_state_dup(void **unused)
 {
     (void)unused;
     struct runner a, b;
-    runner_init(&a, "package:4 core:4 pu:2");
-    runner_init(&b, "package:4 core:4 pu:2");
-    for (int i = 0; i < 10; i++) {
-        vpack_plan_free(model_step(&a, 1.5, 0.0));
-        vpack_plan_free(model_step(&b, 1.5, 0.0));
-    }
+    twin_runners(&a, &b);
     /* One snapshot of a spike: the copy and b plan it alike; a fresh state does not. */
     struct vpack_policy_state *copy = vpack_policy_state_dup(a.state), *fresh = vpack_policy_state_new();
     assert_non_null(copy);
@@ -2161,15 +2169,7 @@ static void test_state_dup(void **unused)
     /* a missed b's spike: give it the same, then both must plan identically. */
     vpack_plan_free(model_step(&a, 3.5, 0.0));
     const double demands[] = {3.5, 3.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5};
-    for (unsigned i = 0; i < sizeof(demands) / sizeof(demands[0]); i++) {
-        struct vpack_plan *x = model_step(&a, demands[i], 0.0);
-        struct vpack_plan *y = model_step(&b, demands[i], 0.0);
-        if (!plans_equal(x, y))
-            fail_msg("snapshot %u after planning on the copy: plans differ (active %s vs %s)", i,
-                     active_str(x), active_str(y));
-        vpack_plan_free(x);
-        vpack_plan_free(y);
-    }
+    plan_alike(&a, &b, demands, sizeof(demands) / sizeof(demands[0]), "planning on the copy");
     runner_fini(&a);
     runner_fini(&b);
 }
