@@ -115,10 +115,17 @@ struct vpack_agent {
     uint64_t prev_ns;      /* time of the last stats sample */
     struct agent_dom *doms;
     unsigned ndoms;
+    int records_fd;        /* state_dir/domains/, the hook's records (trusted: adapters/safefs.h) */
     bool need_list;        /* list running domains at the next cycle */
     bool hotplug_pending;  /* a CPU came or went: repair, re-read, re-pin */
     struct vpack_plan *plan;
     struct vpack_snapshot *snap;
+    struct {               /* the last dry run's answer, given again within an interval */
+        bool valid;
+        uint64_t at_ms;    /* loop time it was planned */
+        struct vpack_move *moves;
+        unsigned nmoves;
+    } dry;
     struct agent_counters ctr;
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];
@@ -131,6 +138,8 @@ struct vpack_agent {
 int vpack__errmsg(char **errmsg, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* domains.c */
+/* Opens state_dir/domains/ (created if needed) into a->records_fd. Returns 0 or -errno with *errmsg. */
+int vpack__records_open(struct vpack_agent *a, char **errmsg);
 struct agent_dom *vpack__dom_find(struct vpack_agent *a, const char *uuid);
 /* The domain, added (to be refreshed) if new; NULL when out of memory. */
 struct agent_dom *vpack__dom_add(struct vpack_agent *a, const char *uuid);

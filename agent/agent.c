@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cgroup.h"
 #include "log.h"
@@ -106,19 +107,50 @@ static void handle_hotplug(struct vpack_agent *a)
     free(cpus);
 }
 
-/* Plans on snap, timing it (not for dry runs). */
-static int plan(struct vpack_agent *a, const struct vpack_snapshot *snap, bool dry_run,
-                struct vpack_plan **out)
+/*
+ * Plans on snap with the policy state pstate; timed and counted unless it
+ * is a dry run (which status and the metrics never see).
+ */
+static int plan(struct vpack_agent *a, const struct vpack_snapshot *snap,
+                struct vpack_policy_state *pstate, bool dry_run, struct vpack_plan **out)
 {
     uint64_t t0 = uv_hrtime();
-    int r = vpack_plan_compute(a->topo, &a->cfg.policy, snap, a->pstate, out);
-    if (!dry_run)
-        vpack_prom_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
+    int r = vpack_plan_compute(a->topo, &a->cfg.policy, snap, pstate, out);
     if (r < 0)
         log_err("planning failed: %s", strerror(-r));
-    else
+    else if (!dry_run)
         a->ctr.plans++;
+    if (!dry_run)
+        vpack_prom_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
     return r;
+}
+
+/* Drops the dry run answer kept for the interval (a real plan changed what it would be). */
+static void dry_forget(struct vpack_agent *a)
+{
+    vpack_moves_free(a->dry.moves, a->dry.nmoves);
+    a->dry.moves = NULL;
+    a->dry.nmoves = 0;
+    a->dry.valid = false;
+}
+
+/* A copy of n moves into *out. Returns 0 or -ENOMEM. */
+static int moves_dup(const struct vpack_move *m, unsigned n, struct vpack_move **out)
+{
+    struct vpack_move *c = n ? calloc(n, sizeof(*c)) : NULL;
+    *out = NULL;
+    if (n && !c)
+        return -ENOMEM;
+    for (unsigned i = 0; i < n; i++) {
+        c[i] = (struct vpack_move){strdup(m[i].domain), strdup(m[i].threads), strdup(m[i].from),
+                                   strdup(m[i].to), strdup(m[i].reason)};
+        if (!c[i].domain || !c[i].threads || !c[i].from || !c[i].to || !c[i].reason) {
+            vpack_moves_free(c, i + 1);
+            return -ENOMEM;
+        }
+    }
+    *out = c;
+    return 0;
 }
 
 /* Counts a plan that moved something, by its why. */
@@ -129,10 +161,16 @@ static void count_rebalance(struct vpack_agent *a, const struct vpack_plan *p)
     log_info("plan: %s", p->reason);
 }
 
-/* Brings the domain table up to date, then snapshot -> plan -> act. */
+/*
+ * Brings the domain table up to date, then snapshot -> plan -> act. A dry
+ * run plans on a copy of the policy state, pins nothing and keeps neither
+ * its plan nor its snapshot: status, explain and the metrics show the
+ * agent's own plans only.
+ */
 static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
 {
     struct vpack_snapshot *snap = NULL;
+    struct vpack_policy_state *pstate = a->pstate;
     struct vpack_plan *p = NULL;
     unsigned *map = NULL;
     int r;
@@ -145,15 +183,20 @@ static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
         vpack__doms_list_running(a);
     vpack__doms_refresh(a);
 
+    if (out->dry_run && !(pstate = vpack_policy_state_dup(a->pstate))) {
+        r = -ENOMEM;
+        goto cleanup;
+    }
     if ((r = vpack__sample_snapshot(a, &snap, &map)) < 0 ||
-        (r = plan(a, snap, out->dry_run, &p)) < 0)
+        (r = plan(a, snap, pstate, out->dry_run, &p)) < 0)
         goto cleanup;
     unsigned moved = vpack__act(a, p, map, out);
-    if (!out->dry_run) {
-        vpack__act_restore_after_hotplug(a, p, map);
-        if (moved > 0)
-            count_rebalance(a, p);
-    }
+    if (out->dry_run)
+        goto cleanup;
+    vpack__act_restore_after_hotplug(a, p, map);
+    if (moved > 0)
+        count_rebalance(a, p);
+    dry_forget(a);
     vpack_plan_free(a->plan);
     a->plan = p;
     p = NULL;
@@ -161,6 +204,8 @@ static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
     a->snap = snap;
     snap = NULL;
 cleanup:
+    if (pstate != a->pstate)
+        vpack_policy_state_free(pstate);
     vpack_plan_free(p);
     vpack_snapshot_free(snap);
     free(map);
@@ -268,10 +313,13 @@ static void agent_free(struct vpack_agent *a)
     free(a->cpu_busy);
     vpack_plan_free(a->plan);
     vpack_snapshot_free(a->snap);
+    dry_forget(a);
     vpack_policy_state_free(a->pstate);
     vpack_topology_free(a->topo);
     vpack_cgroup_host_clear(&a->cgroup);
     vpack_config_clear(&a->cfg);
+    if (a->records_fd >= 0)
+        close(a->records_fd);
     free(a);
 }
 
@@ -290,7 +338,9 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
     if (!a)
         return -ENOMEM;
     a->loop = loop;
-    if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0 ||
+    a->records_fd = -1;
+    if ((r = copy_config(a, cfg)) < 0 || (r = vpack__records_open(a, errmsg)) < 0 ||
+        (r = load_topology(a, errmsg)) < 0 ||
         (r = vpack_cgroup_detect(a->cfg.sysfs_root, &a->cgroup)) < 0)
         goto fail;
     log_info("cgroup %s: cpuset %s, memory %s", vpack_cgroup_version(&a->cgroup),
@@ -396,17 +446,32 @@ void vpack_agent_stop(struct vpack_agent *a)
     uv_close((uv_handle_t *)&a->tick, on_tick_closed);
 }
 
-/* A dry run plans on a fresh policy state: it must not change the real one. */
-static int dry_cycle(struct vpack_agent *a, const struct vpack__act_out *out)
+/*
+ * A dry run: planned at most once per interval. Dry runs that come within
+ * an interval of the one that planned (and before the next real plan) get
+ * its moves: a burst of them, from any number of clients, costs one plan.
+ */
+static int dry_rebalance(struct vpack_agent *a, struct vpack_move **moves, unsigned *nmoves)
 {
-    struct vpack_policy_state *saved = a->pstate;
-    if (!(a->pstate = vpack_policy_state_new())) {
-        a->pstate = saved;
-        return -ENOMEM;
+    uint64_t now = uv_now(a->loop);
+    if (!a->dry.valid || now - a->dry.at_ms >= a->cfg.interval_ms) {
+        const struct vpack__act_out out = {true, moves, nmoves};
+        int r = cycle(a, &out);
+        if (r < 0)
+            return r;
+        dry_forget(a);
+        if (moves_dup(*moves, *nmoves, &a->dry.moves) == 0) {
+            a->dry.nmoves = *nmoves;
+            a->dry.at_ms = now;
+            a->dry.valid = true;
+        }
+        log_debug("dry run: planned (%u moves); dry runs in the next %u ms get the same",
+                  *nmoves, a->cfg.interval_ms);
+        return 0;
     }
-    int r = cycle(a, out);
-    vpack_policy_state_free(a->pstate);
-    a->pstate = saved;
+    int r = moves_dup(a->dry.moves, a->dry.nmoves, moves);
+    if (r == 0)
+        *nmoves = a->dry.nmoves;
     return r;
 }
 
@@ -417,8 +482,9 @@ int vpack_agent_rebalance(struct vpack_agent *a, bool dry_run, struct vpack_move
     *moves = NULL;
     *nmoves = 0;
     *errmsg = NULL;
-    int r = vpack_virt_connected(a->virt) ? dry_run ? dry_cycle(a, &out) : cycle(a, &out)
-                                          : -ENOTCONN;
+    int r = !vpack_virt_connected(a->virt) ? -ENOTCONN
+            : dry_run                       ? dry_rebalance(a, moves, nmoves)
+                                            : cycle(a, &out);
     if (r == -ENOTCONN) {
         if (!(*errmsg = strdup("not connected to libvirt")))
             r = -ENOMEM;

@@ -7,6 +7,7 @@
 #include "agent-priv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "safefs.h"
 #include "vpack/domxml.h"
 
 /* Frees what d owns (free()s in a row, alike in shape to every destructor). */
@@ -176,36 +178,44 @@ int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain
     return 0;
 }
 
-/* The hook's record of uuid: state_dir/domains/UUID.json; mkdirs creates the directories. */
-static int record_path(const struct vpack_agent *a, const char *uuid, char *buf, size_t len,
-                       bool mkdirs)
+int vpack__records_open(struct vpack_agent *a, char **errmsg)
 {
-    char dir[4096];
-    if (snprintf(dir, sizeof(dir), "%s/domains", a->cfg.state_dir) >= (int)sizeof(dir))
-        return -ENAMETOOLONG;
-    if (mkdirs) {
-        if (mkdir(a->cfg.state_dir, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-            return -errno;
-    }
-    if (snprintf(buf, len, "%s/%s.json", dir, uuid) >= (int)len)
-        return -ENAMETOOLONG;
-    return 0;
+    int dfd = vpack_safefs_open_dir(a->cfg.state_dir, 0755, errmsg);
+    if (dfd < 0)
+        return dfd;
+    a->records_fd = vpack_safefs_open_subdir(dfd, a->cfg.state_dir, "domains", 0700, errmsg);
+    close(dfd);
+    return a->records_fd < 0 ? a->records_fd : 0;
 }
 
-/* Reads a transient domain's request from the hook's record; NULL when there is none. */
+/* The name of uuid's record in state_dir/domains/. */
+static void record_name(const char *uuid, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.json", uuid);
+}
+
+/*
+ * Reads a transient domain's request from the hook's record; NULL when
+ * there is none, or none to trust (vpack then keeps its hands off).
+ */
 static struct vpack_domxml *load_record(const struct vpack_agent *a, const struct agent_dom *d)
 {
-    char path[4096], *buf = NULL, *err = NULL;
+    char name[64], *buf = NULL, *err = NULL;
     struct vpack_domxml *rec = NULL;
     size_t len;
-    if (record_path(a, d->uuid, path, sizeof(path), false) < 0 ||
-        vpack_host_read_file(NULL, path, VPACK_DOMXML_MAX_SIZE, &buf, &len) < 0)
+    record_name(d->uuid, name, sizeof(name));
+    int r = vpack_safefs_read(a->records_fd, name, VPACK_DOMXML_MAX_SIZE, &buf, &len);
+    if (r < 0) {
+        if (r != -ENOENT)
+            log_warn("domain %s: the hook's record %s/domains/%s is not trusted (%s): leaving the "
+                     "domain alone", d->name, a->cfg.state_dir, name,
+                     r == -EPERM ? "not root's own, or writable by others"
+                     : r == -ELOOP ? "a symbolic link" : strerror(-r));
         return NULL;
+    }
     if (vpack_domxml_from_json(buf, len, &rec, &err) < 0)
-        log_warn("domain %s: the hook's record in %s is damaged (%s): leaving it alone", d->name,
-                 path, err ? err : "?");
+        log_warn("domain %s: the hook's record %s/domains/%s is damaged (%s): leaving it alone",
+                 d->name, a->cfg.state_dir, name, err ? err : "?");
     free(err);
     free(buf);
     return rec;
@@ -459,39 +469,33 @@ void vpack__doms_list_running(struct vpack_agent *a)
 
 int vpack_agent_register(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg)
 {
-    char path[4096], tmp[4200];
-    const char *uuid = req->uuid, *name = req->name;
+    char name[64];
+    struct stat st;
     *errmsg = NULL;
-    int r = record_path(a, uuid, path, sizeof(path), true);
-    if (r < 0)
-        return vpack__errmsg(errmsg, r, "cannot store the record under %s: %s", a->cfg.state_dir,
-                             strerror(-r));
+    record_name(req->uuid, name, sizeof(name));
     /* At libvirtd's reconnect the live XML may carry vpack's own pins: the
      * record from the domain's start, if there is one, stays the record. */
-    if (req->reconnect && access(path, F_OK) == 0) {
-        log_debug("domain %s: reconnect: keeping the record from its start", name);
+    if (req->reconnect && fstatat(a->records_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        log_debug("domain %s: reconnect: keeping the record from its start", req->name);
         return 0;
     }
-    /* Write-then-rename: a crash never leaves half a record. */
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (json_object_to_file_ext(tmp, req->record, JSON_C_TO_STRING_PLAIN) < 0 ||
-        rename(tmp, path) < 0) {
-        r = errno ? -errno : -EIO;
-        unlink(tmp);
-        return vpack__errmsg(errmsg, r, "cannot store the record in %s: %s", path, strerror(-r));
-    }
-    struct agent_dom *d = vpack__dom_add(a, uuid);
+    const char *text = json_object_to_json_string_ext(req->record, JSON_C_TO_STRING_PLAIN);
+    int r = text ? vpack_safefs_write(a->records_fd, name, text, strlen(text), 0600) : -ENOMEM;
+    if (r < 0)
+        return vpack__errmsg(errmsg, r, "cannot store the record in %s/domains/%s: %s",
+                             a->cfg.state_dir, name, strerror(-r));
+    struct agent_dom *d = vpack__dom_add(a, req->uuid);
     if (d)
         d->refresh = true;
-    log_info("domain %s: registered by the hook", name);
+    log_info("domain %s: registered by the hook", req->name);
     return 0;
 }
 
 int vpack_agent_forget(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg)
 {
-    char path[4096];
+    char name[64];
     *errmsg = NULL;
-    if (record_path(a, req->uuid, path, sizeof(path), false) == 0)
-        unlink(path);
+    record_name(req->uuid, name, sizeof(name));
+    unlinkat(a->records_fd, name, 0);
     return 0;
 }

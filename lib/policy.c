@@ -110,6 +110,41 @@ void vpack_policy_state_free(struct vpack_policy_state *s)
     free(s);
 }
 
+struct vpack_policy_state *vpack_policy_state_dup(const struct vpack_policy_state *s)
+{
+    struct vpack_policy_state *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    *c = *s;
+    c->active_ids = NULL;
+    c->doms = NULL;
+    c->ndoms = 0;
+    if (s->nactive && !(c->active_ids = malloc(s->nactive * sizeof(*c->active_ids))))
+        goto fail;
+    if (s->nactive)
+        memcpy(c->active_ids, s->active_ids, s->nactive * sizeof(*c->active_ids));
+    if (s->ndoms && !(c->doms = calloc(s->ndoms, sizeof(*c->doms))))
+        goto fail;
+    for (; c->ndoms < s->ndoms; c->ndoms++) {
+        const struct dom_state *from = &s->doms[c->ndoms];
+        struct dom_state *to = &c->doms[c->ndoms];
+        *to = *from;
+        to->pkgs = NULL;
+        if (!(to->name = strdup(from->name)))
+            goto fail;
+        if (from->npkgs && !(to->pkgs = malloc(from->npkgs * sizeof(*to->pkgs)))) {
+            c->ndoms++; /* its name is freed with the rest */
+            goto fail;
+        }
+        if (from->npkgs)
+            memcpy(to->pkgs, from->pkgs, from->npkgs * sizeof(*to->pkgs));
+    }
+    return c;
+fail:
+    vpack_policy_state_free(c);
+    return NULL;
+}
+
 static int dom_state_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct dom_state *)a)->name, ((const struct dom_state *)b)->name);

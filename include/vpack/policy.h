@@ -89,6 +89,8 @@ void vpack_policy_params_default(struct vpack_policy_params *p);
 /* Opaque state carried from one snapshot to the next. */
 struct vpack_policy_state;
 struct vpack_policy_state *vpack_policy_state_new(void);
+/* A deep copy (a dry run plans on one: the real state does not move); NULL when out of memory. */
+struct vpack_policy_state *vpack_policy_state_dup(const struct vpack_policy_state *s);
 void vpack_policy_state_free(struct vpack_policy_state *s);
 
 struct vpack_plan_thread {

@@ -2069,16 +2069,37 @@ static bool plans_equal(const struct vpack_plan *a, const struct vpack_plan *b)
 }
 
 /* A failed call returns a negative errno and leaves the state as it was. */
+/* Two runners on the same host that have planned the same ten snapshots (load 1.5). */
+static void twin_runners(struct runner *a, struct runner *b)
+{
+    runner_init(a, "package:4 core:4 pu:2");
+    runner_init(b, "package:4 core:4 pu:2");
+    for (int i = 0; i < 10; i++) {
+        vpack_plan_free(model_step(a, 1.5, 0.0));
+        vpack_plan_free(model_step(b, 1.5, 0.0));
+    }
+}
+
+/* a and b plan a series of model loads alike, after what (for the message). */
+static void plan_alike(struct runner *a, struct runner *b, const double *demands, unsigned n,
+                       const char *what)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct vpack_plan *pa = model_step(a, demands[i], 0.0);
+        struct vpack_plan *pb = model_step(b, demands[i], 0.0);
+        if (!plans_equal(pa, pb))
+            fail_msg("snapshot %u after %s: plans differ (active %s vs %s)", i, what,
+                     active_str(pa), active_str(pb));
+        vpack_plan_free(pa);
+        vpack_plan_free(pb);
+    }
+}
+
 static void test_failure_leaves_state(void **unused)
 {
     (void)unused;
     struct runner a, b;
-    runner_init(&a, "package:4 core:4 pu:2");
-    runner_init(&b, "package:4 core:4 pu:2");
-    for (int i = 0; i < 10; i++) {
-        vpack_plan_free(model_step(&a, 1.5, 0.0));
-        vpack_plan_free(model_step(&b, 1.5, 0.0));
-    }
+    twin_runners(&a, &b);
     /* A spike of 3.5 needs two snapshots in a row to spread; fail between them. */
     struct vpack_snapshot *spike = model_snap(a.topo, 3.5, 0.0, -1);
     static struct vpack_plan sentinel; /* must come back untouched */
@@ -2102,19 +2123,55 @@ static void test_failure_leaves_state(void **unused)
 
     /* From here on a and b must plan identically. */
     const double demands[] = {3.5, 3.5, 3.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5};
-    for (unsigned i = 0; i < sizeof(demands) / sizeof(demands[0]); i++) {
-        struct vpack_plan *pa = model_step(&a, demands[i], 0.0);
-        struct vpack_plan *pb = model_step(&b, demands[i], 0.0);
-        if (!plans_equal(pa, pb))
-            fail_msg("snapshot %u after the failed calls: plans differ (active %s vs %s)", i,
-                     active_str(pa), active_str(pb));
-        vpack_plan_free(pa);
-        vpack_plan_free(pb);
-    }
+    plan_alike(&a, &b, demands, sizeof(demands) / sizeof(demands[0]), "the failed calls");
     runner_fini(&a);
     runner_fini(&b);
     vpack_plan_free(NULL);
     vpack_policy_state_free(NULL);
+}
+
+/*
+ * A dry run plans on a copy of the state: the copy plans as the state would,
+ * and the state itself does not move. A fresh state would not: it has no
+ * history (the agent's dry runs used one, and reported a "first plan").
+ */
+static void test_state_dup(void **unused)
+{
+    (void)unused;
+    struct runner a, b;
+    twin_runners(&a, &b);
+    /* One snapshot of a spike: the copy and b plan it alike; a fresh state does not. */
+    struct vpack_policy_state *copy = vpack_policy_state_dup(a.state), *fresh = vpack_policy_state_new();
+    assert_non_null(copy);
+    struct vpack_snapshot *spike = model_snap(a.topo, 3.5, 0.0, -1);
+    struct vpack_plan *pc = NULL, *pf = NULL;
+    assert_int_equal(vpack_plan_compute(a.topo, &a.params, spike, copy, &pc), 0);
+    assert_int_equal(vpack_plan_compute(a.topo, &a.params, spike, fresh, &pf), 0);
+    vpack_snapshot_free(spike);
+    struct vpack_plan *pb = model_step(&b, 3.5, 0.0);
+    if (!plans_equal(pc, pb))
+        fail_msg("the copy plans otherwise than the state (active %s vs %s)", active_str(pc),
+                 active_str(pb));
+    if (!strstr(pf->reason, "first plan") || strstr(pc->reason, "first plan"))
+        fail_msg("reasons: copy '%s', fresh '%s'", pc->reason, pf->reason);
+    vpack_plan_free(pc);
+    vpack_plan_free(pf);
+    vpack_plan_free(pb);
+    vpack_policy_state_free(fresh);
+    /* More on the copy (a spread: the second spike) leaves a where it was. */
+    for (int i = 0; i < 3; i++) {
+        spike = model_snap(a.topo, 3.5, 0.0, -1);
+        assert_int_equal(vpack_plan_compute(a.topo, &a.params, spike, copy, &pc), 0);
+        vpack_plan_free(pc);
+        vpack_snapshot_free(spike);
+    }
+    vpack_policy_state_free(copy);
+    /* a missed b's spike: give it the same, then both must plan identically. */
+    vpack_plan_free(model_step(&a, 3.5, 0.0));
+    const double demands[] = {3.5, 3.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5};
+    plan_alike(&a, &b, demands, sizeof(demands) / sizeof(demands[0]), "planning on the copy");
+    runner_fini(&a);
+    runner_fini(&b);
 }
 
 int main(void)
@@ -2146,6 +2203,7 @@ int main(void)
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_domains_disappear),
         cmocka_unit_test(test_failure_leaves_state),
+        cmocka_unit_test(test_state_dup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
