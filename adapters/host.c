@@ -63,7 +63,9 @@ int vpack_host_read_file(const char *root, const char *path, size_t max, char **
 {
     char full[4096];
 
-    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", path) >= (int)sizeof(full))
+    int n = root ? snprintf(full, sizeof(full), "%s/%s", *root ? root : "/", path)
+                 : snprintf(full, sizeof(full), "%s", path); /* as given */
+    if (n < 0 || n >= (int)sizeof(full))
         return -ENAMETOOLONG;
     int fd = open(full, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

@@ -16,7 +16,8 @@
 
 /*
  * Reads root/path whole (at most max bytes; larger is -EFBIG) into a
- * NUL-terminated buffer the caller frees. Returns 0 or -errno.
+ * NUL-terminated buffer the caller frees; with root NULL, path as given (a
+ * relative one from the working directory). Returns 0 or -errno.
  */
 int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len);
 /* The same for what is left to read on fd (a pipe, stdin); fd stays open. */

@@ -71,7 +71,7 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
     if (r < 0)
         return r;
     const char *path = dm->config_path ? dm->config_path : VPACK_DEFAULT_CONFIG;
-    r = vpack_host_read_file("/", path, 1 << 20, &text, NULL);
+    r = vpack_host_read_file(NULL, path, 1 << 20, &text, NULL);
     if (r == -ENOENT && !dm->config_path && quiet_missing) {
         r = 0;
     } else if (r < 0) {

@@ -91,6 +91,21 @@ static void test_reads_under_root(void **state)
     assert_int_equal(vpack_host_read_file(root, "proc/stat", 10, &data, NULL), -EFBIG);
 }
 
+/* Without a root the path is taken as given: `vpackd -c my.conf` reads ./my.conf. */
+static void test_reads_relative(void **state)
+{
+    char cwd[4096], *buf = NULL;
+    (void)state;
+    put("etc/my.conf", "[agent]\n");
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(root), 0);
+    int r = vpack_host_read_file(NULL, "etc/my.conf", 4096, &buf, NULL);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(r, 0);
+    assert_string_equal(buf, "[agent]\n");
+    free(buf);
+}
+
 #define CG "sys/fs/cgroup/cpuset"
 #define DOM CG "/machine/qemu-1-vptest-a.libvirt-qemu"
 
@@ -547,6 +562,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reads_under_root, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reads_relative, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_repair, setup, teardown),
         cmocka_unit_test(test_cgroup_v2_noop),
         cmocka_unit_test(test_process_cgroups),
