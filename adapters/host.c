@@ -127,6 +127,43 @@ int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *
     return r;
 }
 
+int vpack_host_process_start(const char *root, int pid, uint64_t *start)
+{
+    char path[64], *buf = NULL;
+    size_t len;
+    int r;
+    if (pid <= 0)
+        return -ENOENT;
+    snprintf(path, sizeof(path), "proc/%d/stat", pid);
+    if ((r = vpack_host_read_file(root, path, 4096, &buf, &len)) < 0)
+        return r;
+    r = vpack_task_stat_start(buf, len, start);
+    free(buf);
+    return r;
+}
+
+int vpack_host_node_cpus(const char *root, const vpack_cpuset *nodes, vpack_cpuset *out)
+{
+    vpack_cpuset_zero(out);
+    VPACK_CPUSET_FOREACH(node, nodes) {
+        char path[96], *buf = NULL;
+        vpack_cpuset cpus;
+        int r;
+        snprintf(path, sizeof(path), "sys/devices/system/node/node%d/cpulist", node);
+        if ((r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL)) < 0)
+            return r;
+        buf[strcspn(buf, "\n")] = '\0';
+        /* A node without CPUs (memory only) has an empty list. */
+        r = buf[0] ? vpack_cpuset_parse(&cpus, buf, NULL) : 0;
+        if (r == 0 && buf[0])
+            vpack_cpuset_or(out, out, &cpus);
+        free(buf);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 int vpack_host_threads(const char *root, int pid, struct vpack_host_thread **out, unsigned *n)
 {
     char path[4096];
@@ -217,6 +254,11 @@ static void on_uevent(uv_poll_t *handle, int status, int events)
         return;
     for (;;) {
         ssize_t n = recv(h->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && errno == ENOBUFS) {
+            /* The socket overflowed: events were lost. */
+            h->cb(h->opaque, -1, -1);
+            continue;
+        }
         if (n <= 0)
             break;
         int cpu, online;

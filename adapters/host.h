@@ -44,6 +44,20 @@ int vpack_host_process_cgroup(const char *root, int pid, const char *controller,
  */
 int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *ticks);
 
+/*
+ * The start time of process pid (clock ticks after boot, from
+ * root/proc/PID/stat): with the pid it names one run of a program. Returns
+ * 0, -ENOENT when there is no such process, or -errno.
+ */
+int vpack_host_process_start(const char *root, int pid, uint64_t *start);
+
+/*
+ * The host CPUs of the NUMA nodes in nodes, from
+ * root/sys/devices/system/node/nodeN/cpulist. Returns 0, or -errno
+ * (-ENOENT for a node the host does not have).
+ */
+int vpack_host_node_cpus(const char *root, const vpack_cpuset *nodes, vpack_cpuset *out);
+
 /* A thread of a process and its name ("IO iothread1", at most VPACK_COMM_MAX bytes). */
 struct vpack_host_thread {
     int tid;
@@ -69,7 +83,8 @@ int vpack_host_threads_ticks(const char *root, int pid, const int *tids, unsigne
 /*
  * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or
  * offline and calls cb on the loop for each, with the CPU id and its new
- * state. The socket is polled by the loop; nothing blocks.
+ * state; with cpu -1 (and online -1) when the socket overflowed (ENOBUFS)
+ * and events were lost. The socket is polled by the loop; nothing blocks.
  */
 struct vpack_hotplug;
 typedef void (*vpack_hotplug_cb)(void *opaque, int cpu, int online);

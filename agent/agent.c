@@ -76,30 +76,61 @@ static void check_effective(struct vpack_agent *a)
 }
 
 /*
+ * cgroup v1: gives libvirt's cpuset groups back what CPU hotplug took from
+ * them (CPUs that went offline and are back), and notes what each has now.
+ */
+static void walk_cpusets(struct vpack_agent *a)
+{
+    unsigned fixed = 0;
+    int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->cpusets, &a->online, &a->cpus_gone, &fixed);
+    a->cpusets_look = false;
+    if (r < 0)
+        log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));
+    else
+        vpack_cpuset_zero(&a->cpus_gone);
+    if (fixed) {
+        a->ctr.cgroup_repairs += fixed;
+        log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
+    }
+}
+
+/*
+ * Without hotplug events (no netlink socket, or the socket overflowed and
+ * events were lost): the online CPUs as sysfs has them now; a change is
+ * handled as an event would have been.
+ */
+static void check_online(struct vpack_agent *a)
+{
+    vpack_cpuset now, gone;
+    char list[256];
+    a->online_check = false;
+    if (vpack_host_online_cpus(a->cfg.sysfs_root, &now) < 0 || vpack_cpuset_equal(&now, &a->online))
+        return;
+    vpack_cpuset_andnot(&gone, &a->online, &now);
+    vpack_cpuset_or(&a->cpus_gone, &a->cpus_gone, &gone);
+    vpack_cpuset_format_buf(&now, list, sizeof(list));
+    log_info("online CPUs changed to %s (read from sysfs)", list);
+    a->ctr.hotplug_events++;
+    a->hotplug_pending = true;
+}
+
+/*
  * After a CPU came or went: re-read the topology, repair libvirt's v1 cpusets
  * (check the v2 ones), re-pin all.
  */
 static void handle_hotplug(struct vpack_agent *a)
 {
     char *err = NULL;
-    unsigned fixed = 0;
     a->hotplug_pending = false;
     if (load_topology(a, &err) < 0) {
         log_err("cannot re-read the topology: %s", err ? err : "?");
         free(err);
         return;
     }
-    if (a->cgroup.cpuset == VPACK_CGROUP_V2) {
+    if (a->cgroup.cpuset == VPACK_CGROUP_V2)
         check_effective(a);
-    } else {
-        int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->online, &fixed);
-        if (r < 0)
-            log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));
-        if (fixed) {
-            a->ctr.cgroup_repairs += fixed;
-            log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
-        }
-    }
+    else
+        walk_cpusets(a);
     /* The kernel moved threads and libvirt's view may be stale: pin everything again. */
     vpack__act_forget_applied(a);
     char *cpus = vpack_cpuset_format(&a->online);
@@ -182,6 +213,8 @@ static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
     if (a->need_list)
         vpack__doms_list_running(a);
     vpack__doms_refresh(a);
+    if (a->cpusets_look && !out->dry_run && a->cgroup.cpuset == VPACK_CGROUP_V1)
+        walk_cpusets(a);
 
     if (out->dry_run && !(pstate = vpack_policy_state_dup(a->pstate))) {
         r = -ENOMEM;
@@ -220,6 +253,8 @@ static void on_tick(uv_timer_t *timer)
         return;
     uint64_t t0 = uv_hrtime();
     a->ctr.samples++;
+    if (a->watch_online || a->online_check)
+        check_online(a);
     vpack__sample_cpus(a);
     if (!vpack_virt_connected(a->virt))
         return;
@@ -276,8 +311,16 @@ static void on_domain_event(void *opaque, const char *uuid, enum vpack_virt_even
 static void on_hotplug(void *opaque, int cpu, int online)
 {
     struct vpack_agent *a = opaque;
+    if (cpu < 0) {
+        log_warn("CPU hotplug events were lost (the uevent socket overflowed): reading the "
+                 "online CPUs instead");
+        a->online_check = true;
+        return;
+    }
     a->ctr.hotplug_events++;
     log_info("CPU %d went %s", cpu, online ? "online" : "offline");
+    if (!online)
+        vpack_cpuset_set(&a->cpus_gone, (unsigned)cpu);
     a->hotplug_pending = true;
 }
 
@@ -317,6 +360,7 @@ static void agent_free(struct vpack_agent *a)
     vpack_policy_state_free(a->pstate);
     vpack_topology_free(a->topo);
     vpack_cgroup_host_clear(&a->cgroup);
+    vpack_cgroup_memo_clear(&a->cpusets);
     vpack_config_clear(&a->cfg);
     if (a->records_fd >= 0)
         close(a->records_fd);
@@ -350,10 +394,15 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
         goto fail;
     }
     vpack__sample_cpus(a);
+    /* What libvirt's cpuset groups have now: hotplug gives back only that. */
+    if (a->cgroup.cpuset == VPACK_CGROUP_V1)
+        walk_cpusets(a);
     r = vpack_hotplug_start(loop, on_hotplug, a, &a->hotplug);
-    if (r < 0)
-        log_warn("cannot watch CPU hotplug events: %s; checking each interval instead",
-                 strerror(-r));
+    if (r < 0) {
+        log_warn("cannot watch CPU hotplug events: %s; reading the online CPUs each interval "
+                 "instead", strerror(-r));
+        a->watch_online = true;
+    }
     r = vpack_virt_new(loop, a->cfg.libvirt_uri, &cbs, a, &a->virt);
     if (r < 0) {
         vpack__errmsg(errmsg, r, "cannot start the libvirt adapter: %s", strerror(-r));
@@ -437,6 +486,9 @@ void vpack_agent_stop(struct vpack_agent *a)
         vpack__act_restore_all(a);
     } else if (a->cfg.keep_placement) {
         log_info("stopping: keeping the current placement (keep_placement)");
+    } else {
+        log_warn("stopping without libvirt: the threads vpack narrowed stay so until vpackd "
+                 "starts again (their records say so, and it releases them then)");
     }
     uv_timer_stop(&a->tick);
     if (a->hotplug)

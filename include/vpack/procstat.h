@@ -34,6 +34,12 @@ double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct v
  * itself hold spaces and parentheses), in clock ticks. Returns 0 or -EINVAL.
  */
 int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
+/*
+ * The start time of a process from its /proc/PID/stat text (field 22, in
+ * clock ticks after boot): with the pid, it names one process for good
+ * within a boot. Returns 0 or -EINVAL.
+ */
+int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start);
 
 /*
  * Parses a memory.numa_stat text of either cgroup version into the share of
