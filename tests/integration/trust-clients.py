@@ -17,10 +17,19 @@ an unprivileged user. Each command prints what it saw as key=value words
                               connection, all answers read
   latency SOCK SECONDS        a status request every 0.1 s on a new
                               connection; the answer times
+  hammer SOCK SECONDS         for tests/bench/soak.sh: everything above at
+                              once, for SECONDS: 48 connections held open
+                              with a byte of a request every 5 s (never a
+                              whole line; reopened when the agent closes
+                              them), 8 polite clients, a burst of 2000
+                              pipelined dry runs every 15 s, and every 2 s
+                              one connection with garbage, an oversized
+                              line, an unknown op or a refused rebalance
 """
 import fcntl
 import json
 import os
+import random
 import socket
 import sys
 import threading
@@ -194,8 +203,151 @@ def latency(path, seconds):
         times.append((time.monotonic() - t0) * 1000)
         time.sleep(0.1)
     times.sort()
+    over = sum(1 for t in times if t >= 100)
     print(f"count={len(times)} failed={bad} max_ms={times[-1]:.0f} "
-          f"median_ms={times[len(times) // 2]:.0f}", flush=True)
+          f"median_ms={times[len(times) // 2]:.0f} "
+          f"p99_ms={times[min(len(times) - 1, len(times) * 99 // 100)]:.1f} "
+          f"over100={over}", flush=True)
+
+
+class Hammer:
+    """The soak's unprivileged client: every way test-trust.sh tries to lock
+    root out, at once and for a long time. Counts what happened."""
+
+    def __init__(self, path, seconds):
+        self.path, self.end = path, time.monotonic() + seconds
+        self.lock = threading.Lock()
+        self.n = {"held_opened": 0, "held_closed": 0, "refused": 0,
+                  "polite_answers": 0, "polite_lost": 0, "bursts": 0,
+                  "burst_answers": 0, "odd_sent": 0, "odd_answered": 0,
+                  "connect_errors": 0}
+
+    def count(self, key, by=1):
+        with self.lock:
+            self.n[key] += by
+
+    def running(self):
+        return time.monotonic() < self.end
+
+    def open(self):
+        try:
+            return connect(self.path, 5)
+        except OSError:
+            self.count("connect_errors")
+            return None
+
+    def holder(self, slots=48):
+        """Connections that send a byte of a request every 5 s, never a
+        newline; the agent must close each at its whole-line deadline."""
+        req = b'{"op":"status"}'
+        held = []          # [socket, bytes sent]
+        while self.running():
+            while len(held) < slots and self.running():
+                s = self.open()
+                if s is None:
+                    break
+                s.setblocking(False)
+                held.append([s, 0])
+                self.count("held_opened")
+            for h in list(held):
+                s, sent = h
+                try:
+                    d = s.recv(4096)
+                    if not d:
+                        raise ConnectionResetError
+                    if b"too many clients" in d:
+                        self.count("refused")
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    try:
+                        s.send(req[sent % len(req):sent % len(req) + 1])
+                        h[1] = sent + 1
+                        continue
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        pass
+                except OSError:
+                    pass
+                self.count("held_closed")
+                s.close()
+                held.remove(h)
+            time.sleep(5)
+        for s, _ in held:
+            s.close()
+
+    def polite(self):
+        s = None
+        while self.running():
+            try:
+                if s is None:
+                    s = connect(self.path, 5)
+                s.sendall(b'{"op":"version"}\n')
+                if read_line(s, 5) in ("eof", "reset", "timeout"):
+                    raise ConnectionResetError
+                self.count("polite_answers")
+            except OSError:
+                self.count("polite_lost")
+                if s is not None:
+                    s.close()
+                s = None
+            time.sleep(1)
+        if s is not None:
+            s.close()
+
+    def bursts(self, n=2000):
+        while self.running():
+            s = self.open()
+            if s is not None:
+                answers = 0
+                try:
+                    s.sendall(b'{"op":"rebalance","dry_run":true}\n' * n)
+                    s.settimeout(60)
+                    buf = b""
+                    while answers < n:
+                        d = s.recv(1 << 20)
+                        if not d:
+                            break
+                        buf += d
+                        answers += buf.count(b"\n")
+                        buf = buf[buf.rfind(b"\n") + 1:]
+                except OSError:
+                    pass
+                s.close()
+                self.count("bursts")
+                self.count("burst_answers", answers)
+            time.sleep(15)
+
+    def odd(self):
+        kinds = [lambda: bytes(random.getrandbits(8) for _ in range(200)).replace(b"\n", b"") + b"\n",
+                 lambda: b"x" * (256 * 1024),
+                 lambda: b'{"op":"no-such-op"}\n',
+                 lambda: b'{"op":"rebalance"}\n',
+                 lambda: b'{"op":"status","extra":' + b"[" * 5000 + b"\n",
+                 lambda: b"\x00\xff\n"]
+        while self.running():
+            s = self.open()
+            if s is not None:
+                try:
+                    s.sendall(random.choice(kinds)())
+                    self.count("odd_sent")
+                    if read_line(s, 5) not in ("eof", "reset", "timeout"):
+                        self.count("odd_answered")
+                except OSError:
+                    pass
+                s.close()
+            time.sleep(2)
+
+    def run(self):
+        random.seed(14)
+        ts = [threading.Thread(target=self.holder), threading.Thread(target=self.bursts),
+              threading.Thread(target=self.odd)]
+        ts += [threading.Thread(target=self.polite) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(" ".join(f"{k}={v}" for k, v in self.n.items()), flush=True)
 
 
 if __name__ == "__main__":
@@ -212,5 +364,7 @@ if __name__ == "__main__":
         burst(a[0], int(a[1]))
     elif cmd == "latency":
         latency(a[0], float(a[1]))
+    elif cmd == "hammer":
+        Hammer(a[0], float(a[1])).run()
     else:
         sys.exit(f"unknown command {cmd}")
