@@ -82,7 +82,7 @@ static void test_bad_lines(void **state)
                  8, "line 8", "util");
     expect_error("{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"vcpus\":[]},"
                  "{\"name\":\"a\",\"vcpus\":[]}]}",
-                 9, "line 9: two domains named 'a'", NULL);
+                 9, "line 9", "duplicate domain name");
     expect_error("{\"interval_ms\":1000,\"cpus\":{},\"domains\":[]} {}", 10, "line 10, column 45",
                  "one interval per line");
 }
