@@ -7,8 +7,8 @@
 #   record    one level-2 guest (vprec-a, 2 vCPUs, vCPU 0 busy, vCPU 1 pinned
 #             to CPU 1); vpackd on a synthetic two-package topology; record
 #             for 6 s: at least 3 intervals, every line a trace interval
-#             naming vprec-a with 2 vCPUs, vCPU 1's pin "1" kept, vCPU 0's
-#             demand at least 0.5 (the busy loop, run plus wait)
+#             naming vprec-a with 2 vCPUs, vCPU 1's pin "1" kept, no delay
+#             (folded into demand); on the last, vCPU 0's demand at least 0.5
 #   simulate  the recording replays at levels 0, 1 and 2 (--json): as many
 #             intervals as lines, demand above 0.5 CPU-seconds per second,
 #             and --svg writes a timeline
@@ -72,11 +72,16 @@ lines=$(grep -c . "$trace" || true)
 bad=0
 while IFS= read -r l; do
     jq -e --arg d "$DOM" '.domains[] | select(.name == $d) |
-        (.vcpus | length) == 2 and .vcpus[1].pin == "1" and .vcpus[0].util >= 0.5 and
+        (.vcpus | length) == 2 and .vcpus[1].pin == "1" and
         ([.vcpus[].delay // 0] | add) == 0' <<<"$l" >/dev/null || bad=$((bad + 1))
-done < <(tail -n +2 "$trace")
-[ "$bad" -eq 0 ] && vp_pass "every interval after the first: $DOM, 2 vCPUs, pin 1 kept, vCPU 0 demand >= 0.5" ||
-    vp_fail "$bad interval(s) without the guest as it runs: $(tail -n 1 "$trace")"
+done <"$trace"
+[ "$bad" -eq 0 ] && vp_pass "every interval: $DOM, 2 vCPUs, pin 1 kept, delay folded into demand" ||
+    vp_fail "$bad interval(s) without the guest as it runs: $(cat "$trace")"
+# The agent's smoothing ramps up over the first intervals: the last one shows the busy loop.
+jq -e --arg d "$DOM" '.domains[] | select(.name == $d) | .vcpus[0].util >= 0.5' \
+    <<<"$(tail -n 1 "$trace")" >/dev/null &&
+    vp_pass "last interval: vCPU 0 demands at least 0.5 (the busy loop)" ||
+    vp_fail "last interval: vCPU 0 demand below 0.5: $(tail -n 1 "$trace")"
 
 echo "== simulate"
 if out=$("$VPACKCTL" simulate --trace "$trace" --topology 'synthetic:"package:2 core:1 pu:1"' \
