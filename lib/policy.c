@@ -46,7 +46,6 @@ struct vpack_policy_state {
     bool delay_fruitless;  /* that spread moved no waiting domain: do not grow for delay */
     unsigned nactive;
     int *active_ids;       /* previous plan's active packages */
-    int wakeup_id;
     unsigned ndoms;
     struct dom_state *doms; /* sorted by name */
 };
@@ -95,10 +94,7 @@ void vpack_policy_params_default(struct vpack_policy_params *p)
 
 struct vpack_policy_state *vpack_policy_state_new(void)
 {
-    struct vpack_policy_state *s = calloc(1, sizeof(*s));
-    if (s)
-        s->wakeup_id = -1;
-    return s;
+    return calloc(1, sizeof(struct vpack_policy_state));
 }
 
 static void dom_state_clear(struct dom_state *ds)
@@ -1544,7 +1540,6 @@ static void commit_state(struct planner *pl)
     st->delay_spread = pl->delay_spread;
     st->delay_fruitless = pl->delay_fruitless;
     st->ndemand = pl->ndemand;
-    st->wakeup_id = pl->plan->wakeup_package;
     st->generation++;
 }
 
