@@ -61,7 +61,8 @@ static int write_cpus(const char *root, const char *dir, const vpack_cpuset *cpu
     if (!text)
         return -ENOMEM;
     snprintf(path, sizeof(path), "%s/%s/cpuset.cpus", root, dir);
-    fd = open(path, O_WRONLY | O_CLOEXEC);
+    /* O_TRUNC: cgroupfs ignores it, a fixture tree's plain file needs it. */
+    fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0) {
         ret = -errno;
     } else {
@@ -75,32 +76,82 @@ static int write_cpus(const char *root, const char *dir, const vpack_cpuset *cpu
     return ret;
 }
 
-/*
- * Gives the group dir (CPUs *cur) back what its parent has online, never
- * narrowing it; an empty group is left alone. Returns 0 or -errno.
- */
-static int repair_group(const char *root, const char *dir, const vpack_cpuset *parent,
-                        const vpack_cpuset *online, bool empty, vpack_cpuset *cur,
-                        unsigned *nfixed)
+/* One walk of the repair: the memo it reads (old) and the one it builds. */
+struct repair_walk {
+    const char *root;
+    const struct vpack_cgroup_memo *old;
+    vpack_cpuset back;      /* went offline since old was taken, online again */
+    vpack_cpuset still;     /* went offline since, still offline */
+    struct vpack_cgroup_group *groups;
+    unsigned n, cap;
+    unsigned fixed;
+    int err;                /* the first write that failed */
+};
+
+/* What dir had when the memo was taken; NULL when it was not there. */
+static const vpack_cpuset *memo_find(const struct vpack_cgroup_memo *m, const char *dir)
 {
-    vpack_cpuset want;
-    vpack_cpuset_and(&want, parent, online);
-    /* Only give back what was lost: never narrow a group. */
-    vpack_cpuset_or(&want, &want, cur);
-    vpack_cpuset_and(&want, &want, parent);
-    if (empty || vpack_cpuset_equal(&want, cur) || vpack_cpuset_empty(&want))
-        return 0;
-    int r = write_cpus(root, dir, &want);
-    if (r < 0)
-        return r;
-    (*nfixed)++;
-    *cur = want;
+    for (unsigned i = 0; m && i < m->n; i++)
+        if (!strcmp(m->groups[i].dir, dir))
+            return &m->groups[i].cpus;
+    return NULL;
+}
+
+static int memo_add(struct repair_walk *w, const char *dir, const vpack_cpuset *cpus)
+{
+    if (w->n == w->cap) {
+        unsigned ncap = w->cap ? w->cap * 2 : 16;
+        struct vpack_cgroup_group *g = realloc(w->groups, ncap * sizeof(*g));
+        if (!g)
+            return -ENOMEM;
+        w->groups = g;
+        w->cap = ncap;
+    }
+    if (!(w->groups[w->n].dir = strdup(dir)))
+        return -ENOMEM;
+    w->groups[w->n++].cpus = *cpus;
     return 0;
 }
 
+/*
+ * Gives the group dir (CPUs *cur) back what the hotplug took from it and
+ * its parent has again, and remembers it. Returns 0 or -ENOMEM (a failed
+ * write is kept in w->err).
+ */
+static int repair_group(struct repair_walk *w, const char *dir, const vpack_cpuset *parent,
+                        vpack_cpuset *cur)
+{
+    const vpack_cpuset *had = memo_find(w->old, dir);
+    vpack_cpuset give, keep = *cur;
+    if (had) {
+        vpack_cpuset_and(&give, had, &w->back);
+        vpack_cpuset_and(&give, &give, parent);
+        vpack_cpuset_andnot(&give, &give, cur);
+        if (!vpack_cpuset_empty(&give)) {
+            vpack_cpuset want;
+            vpack_cpuset_or(&want, cur, &give);
+            int r = write_cpus(w->root, dir, &want);
+            if (r < 0 && !w->err)
+                w->err = r;
+            if (r == 0) {
+                w->fixed++;
+                *cur = want;
+            }
+            /* What could not be written is tried again at the next walk. */
+            keep = want;
+        }
+    }
+    /* A CPU still offline that it had is remembered until it comes back. */
+    if (had) {
+        vpack_cpuset_and(&give, had, &w->still);
+        vpack_cpuset_or(&keep, &keep, &give);
+    }
+    return memo_add(w, dir, &keep);
+}
+
 /* Repairs dir's children given the parent's (dir's) CPU set; recursive, parents first. */
-static int repair_children(const char *root, const char *dir, const vpack_cpuset *parent,
-                           const vpack_cpuset *online, unsigned *nfixed, int depth)
+static int repair_children(struct repair_walk *w, const char *dir, const vpack_cpuset *parent,
+                           int depth)
 {
     char full[4096];
     struct dirent *e;
@@ -108,11 +159,11 @@ static int repair_children(const char *root, const char *dir, const vpack_cpuset
 
     if (depth > 8)
         return 0;
-    snprintf(full, sizeof(full), "%s/%s", root, dir);
+    snprintf(full, sizeof(full), "%s/%s", w->root, dir);
     DIR *d = opendir(full);
     if (!d)
         return errno == ENOENT ? 0 : -errno;
-    while ((e = readdir(d))) {
+    while (ret == 0 && (e = readdir(d))) {
         char child[4096];
         vpack_cpuset cur;
         bool empty;
@@ -120,24 +171,30 @@ static int repair_children(const char *root, const char *dir, const vpack_cpuset
             continue;
         if (snprintf(child, sizeof(child), "%s/%s", dir, e->d_name) >= (int)sizeof(child))
             continue;
-        if (read_cpus(root, child, &cur, &empty) < 0)
+        if (read_cpus(w->root, child, &cur, &empty) < 0)
             continue;
-        int r = repair_group(root, child, parent, online, empty, &cur, nfixed);
-        if (r < 0)
-            ret = r;
-        r = repair_children(root, child, &cur, online, nfixed, depth + 1);
-        if (r < 0)
-            ret = r;
+        if ((ret = repair_group(w, child, parent, &cur)) == 0)
+            ret = repair_children(w, child, &cur, depth + 1);
     }
     closedir(d);
     return ret;
 }
 
-int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *nfixed)
+void vpack_cgroup_memo_clear(struct vpack_cgroup_memo *m)
+{
+    for (unsigned i = 0; i < m->n; i++)
+        free(m->groups[i].dir);
+    free(m->groups);
+    memset(m, 0, sizeof(*m));
+}
+
+int vpack_cgroup_repair(const char *root, struct vpack_cgroup_memo *m, const vpack_cpuset *online,
+                        const vpack_cpuset *gone, unsigned *nfixed)
 {
     static const char *partitions[] = {"machine", "machine.slice"};
     char rootbuf[4096];
-    vpack_cpuset top;
+    struct repair_walk w = {.root = rootbuf, .old = m->taken ? m : NULL};
+    vpack_cpuset top, away;
     bool empty;
     int ret = 0;
 
@@ -145,20 +202,40 @@ int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *
     snprintf(rootbuf, sizeof(rootbuf), "%s", root && *root ? root : "/");
     if (read_cpus(rootbuf, CPUSET_ROOT, &top, &empty) < 0)
         return 0; /* no cpuset v1 hierarchy: nothing to repair */
-    for (size_t i = 0; i < sizeof(partitions) / sizeof(partitions[0]); i++) {
+    /* Gone since the last look: offline now, or seen going by the caller. */
+    vpack_cpuset_zero(&away);
+    if (m->taken) {
+        vpack_cpuset_andnot(&away, &m->online, online);
+        vpack_cpuset_or(&away, &away, &m->away);
+        if (gone)
+            vpack_cpuset_or(&away, &away, gone);
+    }
+    vpack_cpuset_and(&w.back, &away, online);
+    vpack_cpuset_andnot(&w.still, &away, online);
+    for (size_t i = 0; ret == 0 && i < sizeof(partitions) / sizeof(partitions[0]); i++) {
         char dir[256];
         vpack_cpuset cur;
         snprintf(dir, sizeof(dir), CPUSET_ROOT "/%s", partitions[i]);
         if (read_cpus(rootbuf, dir, &cur, &empty) < 0)
             continue;
-        int r = repair_group(rootbuf, dir, &top, online, empty, &cur, nfixed);
-        if (r < 0)
-            ret = r;
-        r = repair_children(rootbuf, dir, &cur, online, nfixed, 0);
-        if (r < 0)
-            ret = r;
+        if ((ret = repair_group(&w, dir, &top, &cur)) == 0)
+            ret = repair_children(&w, dir, &cur, 0);
     }
-    return ret;
+    *nfixed = w.fixed;
+    if (ret < 0) {
+        struct vpack_cgroup_memo failed = {.groups = w.groups, .n = w.n};
+        vpack_cgroup_memo_clear(&failed);
+        return ret;
+    }
+    vpack_cgroup_memo_clear(m);
+    m->taken = true;
+    m->online = *online;
+    m->away = w.still;
+    if (w.err) /* the CPUs not given back are still away */
+        vpack_cpuset_or(&m->away, &m->away, &w.back);
+    m->groups = w.groups;
+    m->n = w.n;
+    return w.err;
 }
 
 /* True when the blank-separated list text holds word. */

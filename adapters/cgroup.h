@@ -7,11 +7,14 @@
  * from every cpuset cgroup's cpuset.cpus, and when it comes back only the
  * root cpuset gets it again. libvirt's machine and per-domain groups keep it
  * removed, and libvirt cannot pin a thread to that CPU ("Unable to write to
- * .../cpuset.cpus") until the parents are written back, parent first.
+ * .../cpuset.cpus") until the parents are written back, parent first. Only
+ * what the hotplug took is written back: a group narrower than its parent
+ * may be so on purpose.
  */
 #ifndef VPACK_CGROUP_H
 #define VPACK_CGROUP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vpack/cpuset.h"
@@ -20,15 +23,40 @@
 struct vpack_mem_share;
 
 /*
- * Walks the cpuset hierarchy of libvirt's machines under
- * root/sys/fs/cgroup/cpuset (the "machine" and "machine.slice" partitions)
- * top-down and gives every group above the per-thread groups (vcpuN,
- * emulator, iothreadN) its parent's CPUs back, limited to online. The
- * per-thread groups are left to libvirt, which rewrites them when vpack
- * pins through it. *nfixed counts the groups written. On cgroup v2 (no
- * cpuset v1 mount) it does nothing and returns 0.
+ * What the groups of libvirt's cpuset hierarchy had (the "machine" and
+ * "machine.slice" partitions under root/sys/fs/cgroup/cpuset and every
+ * group below them but the per-thread ones), the last time vpack looked,
+ * and which CPUs went offline since. The repair gives a group back only
+ * what CPU hotplug took from it: never what an administrator (or libvirt)
+ * narrowed it to.
  */
-int vpack_cgroup_repair(const char *root, const vpack_cpuset *online, unsigned *nfixed);
+struct vpack_cgroup_group {
+    char *dir;            /* root-relative, "sys/fs/cgroup/cpuset/machine/..." */
+    vpack_cpuset cpus;    /* what it had, CPUs that are offline now included */
+};
+struct vpack_cgroup_memo {
+    bool taken;           /* looked at least once */
+    vpack_cpuset online;  /* the CPUs online then */
+    vpack_cpuset away;    /* went offline since, not back yet */
+    struct vpack_cgroup_group *groups;
+    unsigned n;
+};
+
+/*
+ * Walks the v1 cpuset groups of libvirt's machines top-down. A group gets
+ * back the CPUs it had when m was last taken that went offline since (by
+ * m's online set, or in gone: CPUs the caller saw go, may be NULL) and are
+ * online again, within its parent's CPUs; nothing else is ever added, and
+ * nothing is taken away. The per-thread groups (vcpuN, emulator,
+ * iothreadN) are left to libvirt, which rewrites them when vpack pins
+ * through it. Then m holds what every group has now (plus the CPUs still
+ * offline that it had). The first walk only looks. *nfixed counts the
+ * groups written. On a host without a cpuset v1 hierarchy it does nothing
+ * and returns 0. Returns 0 or -errno (-ENOMEM: m is kept as it was).
+ */
+int vpack_cgroup_repair(const char *root, struct vpack_cgroup_memo *m, const vpack_cpuset *online,
+                        const vpack_cpuset *gone, unsigned *nfixed);
+void vpack_cgroup_memo_clear(struct vpack_cgroup_memo *m);
 
 /* Which cgroup hierarchy a controller is on. */
 enum vpack_cgroup_ver { VPACK_CGROUP_NONE, VPACK_CGROUP_V1, VPACK_CGROUP_V2 };

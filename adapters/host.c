@@ -65,7 +65,10 @@ cleanup:
 static int open_under(const char *root, const char *rel, int flags)
 {
     char full[4096];
-    if (snprintf(full, sizeof(full), "%s/%s", root && *root ? root : "/", rel) >= (int)sizeof(full))
+    /* root NULL: rel as given (a path from the user); "" or a root: under it. */
+    int n = root ? snprintf(full, sizeof(full), "%s/%s", *root ? root : "/", rel)
+                 : snprintf(full, sizeof(full), "%s", rel);
+    if (n < 0 || n >= (int)sizeof(full))
         return -ENAMETOOLONG;
     int fd = open(full, flags | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
@@ -131,6 +134,43 @@ int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *
     r = vpack_task_stat_parse(buf, len, ticks);
     free(buf);
     return r;
+}
+
+int vpack_host_process_start(const char *root, int pid, uint64_t *start)
+{
+    char path[64], *buf = NULL;
+    size_t len;
+    int r;
+    if (pid <= 0)
+        return -ENOENT;
+    snprintf(path, sizeof(path), "proc/%d/stat", pid);
+    if ((r = vpack_host_read_file(root, path, 4096, &buf, &len)) < 0)
+        return r;
+    r = vpack_task_stat_start(buf, len, start);
+    free(buf);
+    return r;
+}
+
+int vpack_host_node_cpus(const char *root, const vpack_cpuset *nodes, vpack_cpuset *out)
+{
+    vpack_cpuset_zero(out);
+    VPACK_CPUSET_FOREACH(node, nodes) {
+        char path[96], *buf = NULL;
+        vpack_cpuset cpus;
+        int r;
+        snprintf(path, sizeof(path), "sys/devices/system/node/node%d/cpulist", node);
+        if ((r = vpack_host_read_file(root, path, 1 << 16, &buf, NULL)) < 0)
+            return r;
+        buf[strcspn(buf, "\n")] = '\0';
+        /* A node without CPUs (memory only) has an empty list. */
+        r = buf[0] ? vpack_cpuset_parse(&cpus, buf, NULL) : 0;
+        if (r == 0 && buf[0])
+            vpack_cpuset_or(out, out, &cpus);
+        free(buf);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }
 
 int vpack_host_threads(const char *root, int pid, struct vpack_host_thread **out, unsigned *n)
@@ -213,12 +253,12 @@ int vpack_host_schedstat_open(const char *root, int pid, int tid)
     if (pid <= 0 || tid <= 0)
         return -ENOENT;
     snprintf(rel, sizeof(rel), "proc/%d/task/%d/schedstat", pid, tid);
-    int fd = open_under(root, rel, O_RDONLY);
+    int fd = open_under(root ? root : "", rel, O_RDONLY);
     if (fd != -ENOENT)
         return fd;
     /* No file: the thread ended, or this kernel keeps no schedstat (CONFIG_SCHED_INFO). */
     snprintf(rel, sizeof(rel), "proc/%d/task/%d", pid, tid);
-    int dfd = open_under(root, rel, O_RDONLY | O_DIRECTORY);
+    int dfd = open_under(root ? root : "", rel, O_RDONLY | O_DIRECTORY);
     if (dfd < 0)
         return -ENOENT;
     close(dfd);
@@ -246,7 +286,7 @@ int vpack_host_task_dir_open(const char *root, int pid)
     if (pid <= 0)
         return -ENOENT;
     snprintf(rel, sizeof(rel), "proc/%d/task", pid);
-    return open_under(root, rel, O_RDONLY | O_DIRECTORY);
+    return open_under(root ? root : "", rel, O_RDONLY | O_DIRECTORY);
 }
 
 int vpack_host_task_count(int dirfd)
@@ -343,6 +383,11 @@ static void on_uevent(uv_poll_t *handle, int status, int events)
         return;
     for (;;) {
         ssize_t n = recv(h->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && errno == ENOBUFS) {
+            /* The socket overflowed: events were lost. */
+            h->cb(h->opaque, -1, -1);
+            continue;
+        }
         if (n <= 0)
             break;
         int cpu, online;

@@ -16,7 +16,8 @@
 
 /*
  * Reads root/path whole (at most max bytes; larger is -EFBIG) into a
- * NUL-terminated buffer the caller frees. Returns 0 or -errno.
+ * NUL-terminated buffer the caller frees; with root NULL, path as given (a
+ * relative one from the working directory). Returns 0 or -errno.
  */
 int vpack_host_read_file(const char *root, const char *path, size_t max, char **buf, size_t *len);
 /* The same for what is left to read on fd (a pipe, stdin); fd stays open. */
@@ -42,6 +43,20 @@ int vpack_host_process_cgroup(const char *root, int pid, const char *controller,
  * from root/proc/PID/task/TID/stat. Returns 0, -errno or -EINVAL.
  */
 int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *ticks);
+
+/*
+ * The start time of process pid (clock ticks after boot, from
+ * root/proc/PID/stat): with the pid it names one run of a program. Returns
+ * 0, -ENOENT when there is no such process, or -errno.
+ */
+int vpack_host_process_start(const char *root, int pid, uint64_t *start);
+
+/*
+ * The host CPUs of the NUMA nodes in nodes, from
+ * root/sys/devices/system/node/nodeN/cpulist. Returns 0, or -errno
+ * (-ENOENT for a node the host does not have).
+ */
+int vpack_host_node_cpus(const char *root, const vpack_cpuset *nodes, vpack_cpuset *out);
 
 /* A thread of a process and its name ("IO iothread1", at most VPACK_COMM_MAX bytes). */
 struct vpack_host_thread {
@@ -102,7 +117,8 @@ int vpack_host_own_affinity(vpack_cpuset *out);
 /*
  * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or
  * offline and calls cb on the loop for each, with the CPU id and its new
- * state. The socket is polled by the loop; nothing blocks.
+ * state; with cpu -1 (and online -1) when the socket overflowed (ENOBUFS)
+ * and events were lost. The socket is polled by the loop; nothing blocks.
  */
 struct vpack_hotplug;
 typedef void (*vpack_hotplug_cb)(void *opaque, int cpu, int online);

@@ -689,7 +689,7 @@ cleanup:
 }
 
 /* QEMU's pid from the system driver's pid file, or -1. */
-static int read_qemu_pid(const char *name)
+int vpack_virt_qemu_pid(const char *name)
 {
     char path[4096], buf[32];
     FILE *f;
@@ -765,7 +765,7 @@ int vpack_virt_domain_get(struct vpack_virt *v, const char *uuid, struct vpack_v
         goto cleanup;
     }
     if (d.id >= 0 && v->is_qemu)
-        d.pid = read_qemu_pid(d.name);
+        d.pid = vpack_virt_qemu_pid(d.name);
     *out = d;
     memset(&d, 0, sizeof(d));
     r = 0;
@@ -1029,6 +1029,42 @@ cleanup:
         virDomainIOThreadInfoFree(info[i]);
     free(info);
     free(maps);
+    if (dom)
+        virDomainFree(dom);
+    return r;
+}
+
+int vpack_virt_numa_nodeset(struct vpack_virt *v, const char *uuid, vpack_cpuset *nodes,
+                            char **errmsg)
+{
+    virDomainPtr dom = NULL;
+    virTypedParameterPtr params = NULL;
+    int n = 0, r;
+    const char *text = NULL;
+
+    if (errmsg)
+        *errmsg = NULL;
+    vpack_cpuset_zero(nodes);
+    if ((r = lookup_uuid(v, uuid, &dom, errmsg)) < 0)
+        return r;
+    if (virDomainGetNumaParameters(dom, NULL, &n, VIR_DOMAIN_AFFECT_LIVE) < 0 || n <= 0 ||
+        !(params = calloc((size_t)n, sizeof(*params))) ||
+        virDomainGetNumaParameters(dom, params, &n, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+        r = params || n <= 0 ? virt_error(v, errmsg, "reading the NUMA placement of %s", uuid)
+                             : vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i < n; i++)
+        if (!strcmp(params[i].field, VIR_DOMAIN_NUMA_NODESET) &&
+            params[i].type == VIR_TYPED_PARAM_STRING)
+            text = params[i].value.s;
+    if (!text || !*text || vpack_cpuset_parse(nodes, text, NULL) < 0)
+        r = vpack_errmsg_set(-EINVAL, errmsg, "no NUMA nodeset for %s (libvirt said '%s')", uuid,
+                             text ? text : "nothing");
+cleanup:
+    if (params)
+        virTypedParamsClear(params, n);
+    free(params);
     if (dom)
         virDomainFree(dom);
     return r;

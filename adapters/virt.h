@@ -134,6 +134,22 @@ int vpack_virt_pins_get(struct vpack_virt *v, const char *uuid, struct vpack_vir
                         char **errmsg);
 void vpack_virt_pins_clear(struct vpack_virt_pins *p);
 
+/*
+ * The host NUMA nodes of a running domain's memory placement as libvirt
+ * applied it (virDomainGetNumaParameters, live): numad's advice for
+ * placement='auto', else the <numatune> nodeset, else every node. Returns 0,
+ * or -errno (-EINVAL when libvirt gives no nodeset).
+ */
+int vpack_virt_numa_nodeset(struct vpack_virt *v, const char *uuid, vpack_cpuset *nodes,
+                            char **errmsg);
+
+/*
+ * QEMU's pid for the running domain name, from the system driver's pid
+ * file (a file read, no libvirt call: safe while libvirtd waits for the
+ * hook); -1 when there is none.
+ */
+int vpack_virt_qemu_pid(const char *name);
+
 enum vpack_thread_kind { VPACK_THREAD_VCPU, VPACK_THREAD_EMULATOR, VPACK_THREAD_IOTHREAD };
 /*
  * Pins one thread with VIR_DOMAIN_AFFECT_LIVE only; never the persistent

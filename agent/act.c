@@ -103,8 +103,8 @@ static void pin_failed(struct vpack_agent *a, struct agent_dom *d, struct agent_
         d->refresh = true;
         log_info("domain %s: gone while pinning %s", d->name, label);
         break;
-    case -EINVAL: /* a CPU went away or the cgroup lost it: repair and re-plan */
-        a->hotplug_pending = true;
+    case -EINVAL: /* a CPU went away (read the online CPUs now) or the cgroup lacks it */
+        a->online_check = true;
         t->applied_known = false;
         log_warn("domain %s: %s refused: %s", d->name, label, err);
         break;
@@ -194,8 +194,11 @@ unsigned vpack__act(struct vpack_agent *a, const struct vpack_plan *plan, const 
             continue;
         struct pin_round pr = {PIN_PLAN, pd->reason, out};
         changed += act_domain(a, d, pd, &pr);
-        if (!out->dry_run && pd->level >= 1)
+        if (!out->dry_run && pd->level >= 1 && !d->managed) {
             d->managed = true;
+            /* Kept in its record: after any restart its threads are checked. */
+            vpack__dom_narrowed(a, d);
+        }
     }
     return changed;
 }

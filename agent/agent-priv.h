@@ -21,6 +21,7 @@
 #include "host.h"
 #include "virt.h"
 #include "vpack/cpuset.h"
+#include "vpack/domxml.h"
 #include "vpack/procstat.h"
 #include "vpack/rules.h"
 #include "vpack/snapshot.h"
@@ -56,6 +57,22 @@ struct agent_thread {
     struct agent_tid *tids;
 };
 
+/* One run of a domain: its QEMU process (a pid is reused; a pid and its start time are not). */
+struct agent_run {
+    int pid;               /* 0: not known */
+    uint64_t start;        /* clock ticks after boot */
+};
+
+/* Where a domain's request comes from (records.c). */
+enum req_origin { REQ_NONE, REQ_HOOK, REQ_LIVE };
+
+/* vpackd's own part of a record file. */
+struct record_meta {
+    struct agent_run run;  /* pid 0: not bound to a run yet */
+    enum req_origin origin;
+    bool narrowed;         /* vpack pinned some thread of that run narrower than its request */
+};
+
 struct agent_dom {
     char uuid[37];
     char *name;
@@ -63,8 +80,12 @@ struct agent_dom {
     char *rule;            /* the rule that gave level (NULL: its own element, or none) */
     bool persistent;
     bool known;            /* requested pins and bound are known */
+    struct vpack_domxml *req; /* what this run asked for (records.c); NULL: not known */
+    enum req_origin origin;   /* where req came from */
+    struct agent_run run;  /* the run req belongs to */
     bool has_bound;
-    vpack_cpuset bound;    /* <vcpu cpuset> as the guest asked */
+    bool bound_auto;       /* bound is numad's placement (placement='auto'), not <vcpu cpuset> */
+    vpack_cpuset bound;    /* <vcpu cpuset> as the guest asked, or the live automatic placement */
     unsigned nvcpus;       /* vcpu maximum */
     struct agent_thread *vcpus;
     bool *vcpu_online;
@@ -74,7 +95,7 @@ struct agent_dom {
     bool have_prev_cpu;
     uint64_t prev_cpu_time;
     bool refresh;          /* re-read XML and live pins at the next cycle */
-    bool managed;          /* vpack restricted it at some point */
+    bool managed;          /* vpack restricted it at some point of this run (kept in its record) */
     char *reason;          /* the policy's last word on it */
     unsigned npackages;
     int *packages;         /* the packages the last plan placed it on */
@@ -143,10 +164,22 @@ struct vpack_agent {
     double read_last_ns;
     struct agent_dom *doms;
     unsigned ndoms;
+    int records_fd;        /* state_dir/domains/, the hook's records (trusted: adapters/safefs.h) */
     bool need_list;        /* list running domains at the next cycle */
     bool hotplug_pending;  /* a CPU came or went: repair, re-read, re-pin */
+    bool watch_online;     /* no hotplug events: read the online CPUs every interval */
+    bool online_check;     /* read them at the next interval (events lost, a pin refused) */
+    vpack_cpuset cpus_gone; /* CPUs seen going offline since the last cpuset walk */
+    struct vpack_cgroup_memo cpusets; /* what libvirt's v1 cpuset groups had (cgroup.h) */
+    bool cpusets_look;     /* a domain came: note its cpuset groups at the next cycle */
     struct vpack_plan *plan;
     struct vpack_snapshot *snap;
+    struct {               /* the last dry run's answer, given again within an interval */
+        bool valid;
+        uint64_t at_ms;    /* loop time it was planned */
+        struct vpack_move *moves;
+        unsigned nmoves;
+    } dry;
     struct agent_counters ctr;
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];
@@ -168,6 +201,8 @@ struct vpack_agent {
 int vpack__errmsg(char **errmsg, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* domains.c */
+/* Opens state_dir/domains/ (created if needed) into a->records_fd. Returns 0 or -errno with *errmsg. */
+int vpack__records_open(struct vpack_agent *a, char **errmsg);
 struct agent_dom *vpack__dom_find(struct vpack_agent *a, const char *uuid);
 /* The domain, added (to be refreshed) if new; NULL when out of memory. */
 struct agent_dom *vpack__dom_add(struct vpack_agent *a, const char *uuid);
@@ -201,6 +236,30 @@ void vpack__dom_threads_close(struct agent_dom *d);
 const char *vpack__source_name(enum load_source s);
 /* Keeps the plan's word on d: its reason and its packages. Returns 0 or -ENOMEM. */
 int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain *pd);
+
+/* records.c: the records of what each domain's run asked for */
+const char *vpack__origin_name(enum req_origin o);
+bool vpack__run_same(const struct agent_run *x, const struct agent_run *y);
+/* The run of QEMU process pid (pid 0 in *out when it cannot be told). */
+void vpack__run_of(const struct vpack_agent *a, int pid, struct agent_run *out);
+/*
+ * Reads uuid's record: 0 with *req (caller frees) and *meta, -ENOENT when
+ * there is none, -EINVAL with *why (caller frees) when it is damaged or not
+ * trusted, or -ENOMEM.
+ */
+int vpack__record_read(const struct vpack_agent *a, const char *uuid, struct vpack_domxml **req,
+                       struct record_meta *meta, char **why);
+/* Writes uuid's record (atomically). Returns 0 or -errno. */
+int vpack__record_write(const struct vpack_agent *a, const char *uuid,
+                        const struct vpack_domxml *req, const struct record_meta *meta);
+void vpack__record_discard(const struct vpack_agent *a, const char *uuid);
+/* Discards uuid's record if it is run's (a stopped run: the next one's may be there already). */
+void vpack__record_discard_run(const struct vpack_agent *a, const char *uuid,
+                               const struct agent_run *run);
+/* Discards the records of every domain not among uuids[0..n) (the running ones). */
+void vpack__records_sweep(const struct vpack_agent *a, char *const *uuids, unsigned n);
+/* Notes in d's record that vpack narrowed some of its threads (act.c, once per run). */
+void vpack__dom_narrowed(struct vpack_agent *a, struct agent_dom *d);
 
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);

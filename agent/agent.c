@@ -84,30 +84,61 @@ static void check_effective(struct vpack_agent *a)
 }
 
 /*
+ * cgroup v1: gives libvirt's cpuset groups back what CPU hotplug took from
+ * them (CPUs that went offline and are back), and notes what each has now.
+ */
+static void walk_cpusets(struct vpack_agent *a)
+{
+    unsigned fixed = 0;
+    int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->cpusets, &a->online, &a->cpus_gone, &fixed);
+    a->cpusets_look = false;
+    if (r < 0)
+        log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));
+    else
+        vpack_cpuset_zero(&a->cpus_gone);
+    if (fixed) {
+        a->ctr.cgroup_repairs += fixed;
+        log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
+    }
+}
+
+/*
+ * Without hotplug events (no netlink socket, or the socket overflowed and
+ * events were lost): the online CPUs as sysfs has them now; a change is
+ * handled as an event would have been.
+ */
+static void check_online(struct vpack_agent *a)
+{
+    vpack_cpuset now, gone;
+    char list[256];
+    a->online_check = false;
+    if (vpack_host_online_cpus(a->cfg.sysfs_root, &now) < 0 || vpack_cpuset_equal(&now, &a->online))
+        return;
+    vpack_cpuset_andnot(&gone, &a->online, &now);
+    vpack_cpuset_or(&a->cpus_gone, &a->cpus_gone, &gone);
+    vpack_cpuset_format_buf(&now, list, sizeof(list));
+    log_info("online CPUs changed to %s (read from sysfs)", list);
+    a->ctr.hotplug_events++;
+    a->hotplug_pending = true;
+}
+
+/*
  * After a CPU came or went: re-read the topology, repair libvirt's v1 cpusets
  * (check the v2 ones), re-pin all.
  */
 static void handle_hotplug(struct vpack_agent *a)
 {
     char *err = NULL;
-    unsigned fixed = 0;
     a->hotplug_pending = false;
     if (load_topology(a, &err) < 0) {
         log_err("cannot re-read the topology: %s", err ? err : "?");
         free(err);
         return;
     }
-    if (a->cgroup.cpuset == VPACK_CGROUP_V2) {
+    if (a->cgroup.cpuset == VPACK_CGROUP_V2)
         check_effective(a);
-    } else {
-        int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->online, &fixed);
-        if (r < 0)
-            log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));
-        if (fixed) {
-            a->ctr.cgroup_repairs += fixed;
-            log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
-        }
-    }
+    else
+        walk_cpusets(a);
     /* The kernel moved threads and libvirt's view may be stale: pin everything again. */
     vpack__act_forget_applied(a);
     a->replan = true;
@@ -117,19 +148,50 @@ static void handle_hotplug(struct vpack_agent *a)
     free(cpus);
 }
 
-/* Plans on snap, timing it (not for dry runs). */
-static int plan(struct vpack_agent *a, const struct vpack_snapshot *snap, bool dry_run,
-                struct vpack_plan **out)
+/*
+ * Plans on snap with the policy state pstate; timed and counted unless it
+ * is a dry run (which status and the metrics never see).
+ */
+static int plan(struct vpack_agent *a, const struct vpack_snapshot *snap,
+                struct vpack_policy_state *pstate, bool dry_run, struct vpack_plan **out)
 {
     uint64_t t0 = uv_hrtime();
-    int r = vpack_plan_compute(a->topo, &a->cfg.policy, snap, a->pstate, out);
-    if (!dry_run)
-        vpack_prom_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
+    int r = vpack_plan_compute(a->topo, &a->cfg.policy, snap, pstate, out);
     if (r < 0)
         log_err("planning failed: %s", strerror(-r));
-    else
+    else if (!dry_run)
         a->ctr.plans++;
+    if (!dry_run)
+        vpack_prom_observe(&a->plan_hist, (double)(uv_hrtime() - t0) / 1e9);
     return r;
+}
+
+/* Drops the dry run answer kept for the interval (a real plan changed what it would be). */
+static void dry_forget(struct vpack_agent *a)
+{
+    vpack_moves_free(a->dry.moves, a->dry.nmoves);
+    a->dry.moves = NULL;
+    a->dry.nmoves = 0;
+    a->dry.valid = false;
+}
+
+/* A copy of n moves into *out. Returns 0 or -ENOMEM. */
+static int moves_dup(const struct vpack_move *m, unsigned n, struct vpack_move **out)
+{
+    struct vpack_move *c = n ? calloc(n, sizeof(*c)) : NULL;
+    *out = NULL;
+    if (n && !c)
+        return -ENOMEM;
+    for (unsigned i = 0; i < n; i++) {
+        c[i] = (struct vpack_move){strdup(m[i].domain), strdup(m[i].threads), strdup(m[i].from),
+                                   strdup(m[i].to), strdup(m[i].reason)};
+        if (!c[i].domain || !c[i].threads || !c[i].from || !c[i].to || !c[i].reason) {
+            vpack_moves_free(c, i + 1);
+            return -ENOMEM;
+        }
+    }
+    *out = c;
+    return 0;
 }
 
 /* Counts a plan that moved something, by its why. */
@@ -140,10 +202,16 @@ static void count_rebalance(struct vpack_agent *a, const struct vpack_plan *p)
     log_info("plan: %s", p->reason);
 }
 
-/* Brings the domain table up to date, then snapshot -> plan -> act. */
+/*
+ * Brings the domain table up to date, then snapshot -> plan -> act. A dry
+ * run plans on a copy of the policy state, pins nothing and keeps neither
+ * its plan nor its snapshot: status, explain and the metrics show the
+ * agent's own plans only.
+ */
 static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
 {
     struct vpack_snapshot *snap = NULL;
+    struct vpack_policy_state *pstate = a->pstate;
     struct vpack_plan *p = NULL;
     unsigned *map = NULL;
     int r;
@@ -155,18 +223,25 @@ static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
     if (a->need_list)
         vpack__doms_list_running(a);
     vpack__doms_refresh(a);
+    if (a->cpusets_look && !out->dry_run && a->cgroup.cpuset == VPACK_CGROUP_V1)
+        walk_cpusets(a);
 
+    if (out->dry_run && !(pstate = vpack_policy_state_dup(a->pstate))) {
+        r = -ENOMEM;
+        goto cleanup;
+    }
     if ((r = vpack__sample_snapshot(a, &snap, &map)) < 0 ||
-        (r = plan(a, snap, out->dry_run, &p)) < 0)
+        (r = plan(a, snap, pstate, out->dry_run, &p)) < 0)
         goto cleanup;
     if (!out->dry_run)
         a->replan = false; /* a pin that fails below leaves its mask unknown: act again */
     unsigned moved = vpack__act(a, p, map, out);
-    if (!out->dry_run) {
-        vpack__act_restore_after_hotplug(a, p, map);
-        if (moved > 0)
-            count_rebalance(a, p);
-    }
+    if (out->dry_run)
+        goto cleanup;
+    vpack__act_restore_after_hotplug(a, p, map);
+    if (moved > 0)
+        count_rebalance(a, p);
+    dry_forget(a);
     vpack_plan_free(a->plan);
     a->plan = p;
     p = NULL;
@@ -174,6 +249,8 @@ static int cycle(struct vpack_agent *a, const struct vpack__act_out *out)
     a->snap = snap;
     snap = NULL;
 cleanup:
+    if (pstate != a->pstate)
+        vpack_policy_state_free(pstate);
     vpack_plan_free(p);
     vpack_snapshot_free(snap);
     free(map);
@@ -284,6 +361,8 @@ static void on_tick(uv_timer_t *timer)
     double last = a->tick_ns ? (double)(t0 - a->tick_ns) : 0;
     a->tick_ns = t0;
     a->ctr.samples++;
+    if (a->watch_online || a->online_check)
+        check_online(a);
     vpack__sample_cpus(a);
     t = phase_end(a, PHASE_CPUS, t0);
     if (!vpack_virt_connected(a->virt))
@@ -369,8 +448,16 @@ static void on_domain_event(void *opaque, const char *uuid, enum vpack_virt_even
 static void on_hotplug(void *opaque, int cpu, int online)
 {
     struct vpack_agent *a = opaque;
+    if (cpu < 0) {
+        log_warn("CPU hotplug events were lost (the uevent socket overflowed): reading the "
+                 "online CPUs instead");
+        a->online_check = true;
+        return;
+    }
     a->ctr.hotplug_events++;
     log_info("CPU %d went %s", cpu, online ? "online" : "offline");
+    if (!online)
+        vpack_cpuset_set(&a->cpus_gone, (unsigned)cpu);
     a->hotplug_pending = true;
 }
 
@@ -408,10 +495,14 @@ static void agent_free(struct vpack_agent *a)
         close(a->own_task_fd);
     vpack_plan_free(a->plan);
     vpack_snapshot_free(a->snap);
+    dry_forget(a);
     vpack_policy_state_free(a->pstate);
     vpack_topology_free(a->topo);
     vpack_cgroup_host_clear(&a->cgroup);
+    vpack_cgroup_memo_clear(&a->cpusets);
     vpack_config_clear(&a->cfg);
+    if (a->records_fd >= 0)
+        close(a->records_fd);
     free(a);
 }
 
@@ -447,8 +538,10 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
     a->loop = loop;
     a->own_package = -1;
     a->own_task_fd = -1;
+    a->records_fd = -1;
     raise_nofile();
-    if ((r = copy_config(a, cfg)) < 0 || (r = load_topology(a, errmsg)) < 0 ||
+    if ((r = copy_config(a, cfg)) < 0 || (r = vpack__records_open(a, errmsg)) < 0 ||
+        (r = load_topology(a, errmsg)) < 0 ||
         (r = vpack_cgroup_detect(a->cfg.sysfs_root, &a->cgroup)) < 0)
         goto fail;
     log_info("cgroup %s: cpuset %s, memory %s", vpack_cgroup_version(&a->cgroup),
@@ -458,10 +551,15 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
         goto fail;
     }
     vpack__sample_cpus(a);
+    /* What libvirt's cpuset groups have now: hotplug gives back only that. */
+    if (a->cgroup.cpuset == VPACK_CGROUP_V1)
+        walk_cpusets(a);
     r = vpack_hotplug_start(loop, on_hotplug, a, &a->hotplug);
-    if (r < 0)
-        log_warn("cannot watch CPU hotplug events: %s; checking each interval instead",
-                 strerror(-r));
+    if (r < 0) {
+        log_warn("cannot watch CPU hotplug events: %s; reading the online CPUs each interval "
+                 "instead", strerror(-r));
+        a->watch_online = true;
+    }
     r = vpack_virt_new(loop, a->cfg.libvirt_uri, &cbs, a, &a->virt);
     if (r < 0) {
         vpack__errmsg(errmsg, r, "cannot start the libvirt adapter: %s", strerror(-r));
@@ -548,6 +646,9 @@ void vpack_agent_stop(struct vpack_agent *a)
         vpack__act_restore_all(a);
     } else if (a->cfg.keep_placement) {
         log_info("stopping: keeping the current placement (keep_placement)");
+    } else {
+        log_warn("stopping without libvirt: the threads vpack narrowed stay so until vpackd "
+                 "starts again (their records say so, and it releases them then)");
     }
     uv_timer_stop(&a->tick);
     own_affinity(a, -1, "stopping");
@@ -558,17 +659,32 @@ void vpack_agent_stop(struct vpack_agent *a)
     uv_close((uv_handle_t *)&a->tick, on_tick_closed);
 }
 
-/* A dry run plans on a fresh policy state: it must not change the real one. */
-static int dry_cycle(struct vpack_agent *a, const struct vpack__act_out *out)
+/*
+ * A dry run: planned at most once per interval. Dry runs that come within
+ * an interval of the one that planned (and before the next real plan) get
+ * its moves: a burst of them, from any number of clients, costs one plan.
+ */
+static int dry_rebalance(struct vpack_agent *a, struct vpack_move **moves, unsigned *nmoves)
 {
-    struct vpack_policy_state *saved = a->pstate;
-    if (!(a->pstate = vpack_policy_state_new())) {
-        a->pstate = saved;
-        return -ENOMEM;
+    uint64_t now = uv_now(a->loop);
+    if (!a->dry.valid || now - a->dry.at_ms >= a->cfg.interval_ms) {
+        const struct vpack__act_out out = {true, moves, nmoves};
+        int r = cycle(a, &out);
+        if (r < 0)
+            return r;
+        dry_forget(a);
+        if (moves_dup(*moves, *nmoves, &a->dry.moves) == 0) {
+            a->dry.nmoves = *nmoves;
+            a->dry.at_ms = now;
+            a->dry.valid = true;
+        }
+        log_debug("dry run: planned (%u moves); dry runs in the next %u ms get the same",
+                  *nmoves, a->cfg.interval_ms);
+        return 0;
     }
-    int r = cycle(a, out);
-    vpack_policy_state_free(a->pstate);
-    a->pstate = saved;
+    int r = moves_dup(a->dry.moves, a->dry.nmoves, moves);
+    if (r == 0)
+        *nmoves = a->dry.nmoves;
     return r;
 }
 
@@ -579,8 +695,9 @@ int vpack_agent_rebalance(struct vpack_agent *a, bool dry_run, struct vpack_move
     *moves = NULL;
     *nmoves = 0;
     *errmsg = NULL;
-    int r = vpack_virt_connected(a->virt) ? dry_run ? dry_cycle(a, &out) : cycle(a, &out)
-                                          : -ENOTCONN;
+    int r = !vpack_virt_connected(a->virt) ? -ENOTCONN
+            : dry_run                       ? dry_rebalance(a, moves, nmoves)
+                                            : cycle(a, &out);
     if (r == -ENOTCONN) {
         if (!(*errmsg = strdup("not connected to libvirt")))
             r = -ENOMEM;

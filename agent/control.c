@@ -2,6 +2,7 @@
 #include "control.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,16 +10,21 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
+#include "vpack/errmsg.h"
 #include "vpack/json-util.h"
 #include "log.h"
+#include "safefs.h"
 #include "vpack-build.h"
 
 /* A client that leaves this much unread output is dropped. */
 #define MAX_PENDING_OUTPUT (4u << 20)
+/* Request lines of one client answered before the others get a turn. */
+#define LINES_PER_TURN 16
 
 struct client {
     uv_pipe_t pipe;
@@ -27,8 +33,10 @@ struct client {
     struct client *next;
     char *buf;
     size_t len, cap;
-    bool privileged;
+    bool privileged;       /* root or the control group: its own pool of slots */
+    bool counted;          /* in ctl->nclients[privileged] */
     bool draining;         /* no more reading; closes once its answers are written */
+    bool deferred;         /* complete lines wait for their turn; not reading meanwhile */
     uid_t uid;
     int closing;           /* handles still to close */
     uv_shutdown_t shutdown;
@@ -36,16 +44,20 @@ struct client {
 
 struct vpack_control {
     uv_pipe_t server;
+    uv_idle_t turns;       /* runs while clients have lines waiting (client_drain) */
+    int open_handles;      /* server and turns: freed once both are closed */
     uv_loop_t *loop;
     struct vpack_agent *agent;
     struct client *clients;
-    unsigned nclients;
-    unsigned max_clients;
+    unsigned nclients[2];  /* unprivileged, privileged */
+    unsigned max_clients;  /* per pool */
     unsigned idle_ms;
     size_t max_line;
     gid_t group;
     bool has_group;
     char *path;
+    int dirfd;             /* the socket's trusted directory */
+    const char *name;      /* the socket's name in it (points into path) */
     bool stopping;
 };
 
@@ -68,7 +80,8 @@ static void client_close(struct client *cl)
             *p = cl->next;
             break;
         }
-    ctl->nclients--;
+    if (cl->counted)
+        ctl->nclients[cl->privileged]--;
     cl->closing = 2;
     uv_close((uv_handle_t *)&cl->pipe, client_freed);
     uv_close((uv_handle_t *)&cl->idle, client_freed);
@@ -314,6 +327,61 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(cl->buf + cl->len, (unsigned)(cl->cap - cl->len));
 }
 
+static void on_turn(uv_idle_t *h);
+
+/*
+ * Answers up to LINES_PER_TURN of cl's complete request lines. Returns true
+ * when complete lines are left for another turn: a client that pipelines
+ * thousands of requests holds the loop for one turn at a time, and every
+ * other client (root's among them) is served in between.
+ */
+static bool client_drain(struct client *cl)
+{
+    size_t pos = 0, max = cl->ctl->max_line;
+    unsigned handled = 0;
+    bool more = false;
+    for (;;) {
+        char *nl = memchr(cl->buf + pos, '\n', cl->len - pos);
+        if (!nl)
+            break;
+        size_t ll = (size_t)(nl - (cl->buf + pos));
+        if (ll > max) {
+            send_error(cl, "request line longer than %zu bytes", max);
+            client_finish(cl);
+            return false;
+        }
+        if (handled == LINES_PER_TURN) {
+            more = true;
+            break;
+        }
+        if (ll > 0) {
+            handle_line(cl, cl->buf + pos, ll);
+            handled++;
+            if (cl->closing)
+                return false;
+            /* The deadline runs per request line: bytes that end none do not move it. */
+            uv_timer_again(&cl->idle);
+        }
+        pos += ll + 1;
+    }
+    memmove(cl->buf, cl->buf + pos, cl->len - pos);
+    cl->len -= pos;
+    if (!more && cl->len > max) {
+        send_error(cl, "request line longer than %zu bytes", max);
+        client_finish(cl);
+        return false;
+    }
+    return more;
+}
+
+/* Reads no more from cl until the lines it has sent are answered, turn by turn. */
+static void client_defer(struct client *cl)
+{
+    uv_read_stop((uv_stream_t *)&cl->pipe);
+    cl->deferred = true;
+    uv_idle_start(&cl->ctl->turns, on_turn);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct client *cl = s->data;
@@ -326,42 +394,94 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     cl->len += (size_t)n;
-    uv_timer_again(&cl->idle);
-    for (;;) {
-        char *nl = memchr(cl->buf, '\n', cl->len);
-        if (!nl)
-            break;
-        size_t ll = (size_t)(nl - cl->buf);
-        if (ll > cl->ctl->max_line) {
-            send_error(cl, "request line longer than %zu bytes", cl->ctl->max_line);
-            client_finish(cl);
-            return;
-        }
-        if (ll > 0)
-            handle_line(cl, cl->buf, ll);
-        if (cl->closing)
-            return;
-        memmove(cl->buf, nl + 1, cl->len - ll - 1);
-        cl->len -= ll + 1;
-    }
-    if (cl->len > cl->ctl->max_line) {
-        send_error(cl, "request line longer than %zu bytes", cl->ctl->max_line);
-        client_finish(cl);
-    }
+    if (client_drain(cl))
+        client_defer(cl);
 }
 
+/* Once per loop iteration while lines wait: one turn for each client with some. */
+static void on_turn(uv_idle_t *h)
+{
+    struct vpack_control *ctl = h->data;
+    bool left = false;
+    for (struct client *cl = ctl->clients, *next; cl; cl = next) {
+        next = cl->next;
+        if (!cl->deferred || cl->closing)
+            continue;
+        if (client_drain(cl)) {
+            left = true;
+            continue;
+        }
+        cl->deferred = false;
+        if (!cl->closing && !cl->draining)
+            uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+    }
+    if (!left)
+        uv_idle_stop(h);
+}
+
+/*
+ * A client that has not completed a request line within idle_timeout_ms of
+ * connecting or of its last one is closed.
+ */
 static void on_idle(uv_timer_t *t)
 {
     struct client *cl = t->data;
     client_close(cl);
 }
 
+/*
+ * Whether the peer was in group when it connected: its supplementary
+ * groups as the kernel recorded them at connect() (SO_PEERGROUPS, Linux
+ * 4.13), not read from /proc/PID/status, whose process may be gone or
+ * another by then. False when they cannot be had.
+ */
+static bool peer_in_group(int fd, gid_t group)
+{
+    gid_t small[64], *groups = small;
+    socklen_t len = sizeof(small);
+    bool found = false;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+        /* ERANGE: len is now the size needed. */
+        if (errno != ERANGE || !(groups = malloc(len)) ||
+            getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+            if (groups != small)
+                free(groups);
+            return false;
+        }
+    }
+    for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
+        found = groups[i] == group;
+    if (groups != small)
+        free(groups);
+    return found;
+}
+
+/*
+ * Who the peer is, from the credentials the kernel recorded at connect():
+ * its uid, and whether it may change anything (root or the control group,
+ * primary or supplementary).
+ */
+static void client_identify(struct vpack_control *ctl, struct client *cl)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+    cl->uid = (uid_t)-1;
+    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return;
+    cl->uid = cred.uid;
+    cl->privileged = cred.uid == 0 ||
+                     (ctl->has_group && (cred.gid == ctl->group || peer_in_group(fd, ctl->group)));
+}
+
+/*
+ * Privileged and unprivileged clients each have max_clients slots: however
+ * many connections others hold, root (and the control group) get in.
+ */
 static void on_connection(uv_stream_t *server, int status)
 {
     struct vpack_control *ctl = server->data;
-    struct ucred cred;
-    socklen_t cl_len = sizeof(cred);
-    uv_os_fd_t fd;
     if (status < 0)
         return;
     struct client *cl = calloc(1, sizeof(*cl));
@@ -373,55 +493,86 @@ static void on_connection(uv_stream_t *server, int status)
     cl->pipe.data = cl->idle.data = cl;
     cl->next = ctl->clients;
     ctl->clients = cl;
-    ctl->nclients++;
     if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0) {
         client_close(cl);
         return;
     }
-    if (ctl->nclients > ctl->max_clients) {
+    client_identify(ctl, cl);
+    if (ctl->nclients[cl->privileged] >= ctl->max_clients) {
         send_error(cl, "too many clients (%u)", ctl->max_clients);
         client_close(cl);
         return;
     }
-    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) == 0) {
-        cl->uid = cred.uid;
-        cl->privileged = cred.uid == 0 || (ctl->has_group && cred.gid == ctl->group);
-        if (!cl->privileged && ctl->has_group) {
-            /* Supplementary groups count too. */
-            char path[64], *line = NULL;
-            size_t cap = 0;
-            snprintf(path, sizeof(path), "/proc/%d/status", (int)cred.pid);
-            FILE *f = fopen(path, "re");
-            while (f && getline(&line, &cap, f) > 0) {
-                if (strncmp(line, "Groups:", 7))
-                    continue;
-                char *p = line + 7, *end;
-                for (;;) {
-                    unsigned long g = strtoul(p, &end, 10);
-                    if (end == p)
-                        break;
-                    if ((gid_t)g == ctl->group)
-                        cl->privileged = true;
-                    p = end;
-                }
-            }
-            free(line);
-            if (f)
-                fclose(f);
-        }
-    } else {
-        cl->uid = (uid_t)-1;
-    }
+    ctl->nclients[cl->privileged]++;
+    cl->counted = true;
     uv_timer_start(&cl->idle, on_idle, ctl->idle_ms, ctl->idle_ms);
     uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 }
 
-static void server_closed(uv_handle_t *h)
+static void control_free(struct vpack_control *ctl)
 {
-    struct vpack_control *ctl = h->data;
+    if (ctl->dirfd >= 0)
+        close(ctl->dirfd);
     free(ctl->path);
     free(ctl);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    struct vpack_control *ctl = h->data;
+    if (--ctl->open_handles == 0)
+        control_free(ctl);
+}
+
+/* Closes the server and the turns; ctl is freed once the loop has closed both. */
+static void control_close(struct vpack_control *ctl)
+{
+    uv_close((uv_handle_t *)&ctl->server, handle_closed);
+    uv_close((uv_handle_t *)&ctl->turns, handle_closed);
+}
+
+/* Whether something listens on path: a connection it accepts (or queues) says so. */
+static bool socket_live(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return false;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EAGAIN;
+    close(fd);
+    return live;
+}
+
+/*
+ * The socket's directory (/run/vpack, created if needed) must be trusted
+ * (adapters/safefs.h). A socket already there is another agent's while
+ * something listens on it, else a crashed agent's, removed. Returns 0 or
+ * -errno with *errmsg.
+ */
+static int prepare_path(struct vpack_control *ctl, char **errmsg)
+{
+    char dir[4096];
+    struct stat st;
+    const char *slash = strrchr(ctl->path, '/');
+    if (ctl->path[0] != '/' || !slash[1])
+        return vpack_errmsg_set(-EINVAL, errmsg, "not an absolute path to a socket");
+    snprintf(dir, sizeof(dir), "%.*s", slash == ctl->path ? 1 : (int)(slash - ctl->path),
+             ctl->path);
+    ctl->name = slash + 1;
+    if ((ctl->dirfd = vpack_safefs_open_dir(dir, 0755, errmsg)) < 0)
+        return ctl->dirfd;
+    if (fstatat(ctl->dirfd, ctl->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : vpack_errmsg_set(-errno, errmsg, "%s", strerror(errno));
+    if (!S_ISSOCK(st.st_mode))
+        return vpack_errmsg_set(-EEXIST, errmsg, "it exists and is not a socket");
+    if (socket_live(ctl->path))
+        return vpack_errmsg_set(-EADDRINUSE, errmsg, "another vpackd serves it");
+    if (unlinkat(ctl->dirfd, ctl->name, 0) < 0)
+        return vpack_errmsg_set(-errno, errmsg, "cannot remove the old socket: %s", strerror(errno));
+    return 0;
 }
 
 int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_agent *agent,
@@ -430,6 +581,7 @@ int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
     struct vpack_control *ctl = calloc(1, sizeof(*ctl));
     int r;
     *errmsg = NULL;
+    *out = NULL;
     if (!ctl)
         return -ENOMEM;
     ctl->loop = loop;
@@ -437,52 +589,39 @@ int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
     ctl->max_clients = cfg->max_clients;
     ctl->idle_ms = cfg->idle_timeout_ms;
     ctl->max_line = cfg->max_line;
-    ctl->path = strdup(cfg->socket_path);
-    if (!ctl->path) {
-        free(ctl);
+    ctl->dirfd = -1;
+    if (!(ctl->path = strdup(cfg->socket_path))) {
+        control_free(ctl);
         return -ENOMEM;
     }
     if (cfg->control_group && *cfg->control_group) {
         struct group *g = getgrnam(cfg->control_group);
         if (!g) {
-            if (asprintf(errmsg, "control group '%s' does not exist", cfg->control_group) < 0)
-                *errmsg = NULL;
-            free(ctl->path);
-            free(ctl);
-            return -ENOENT;
+            control_free(ctl);
+            return vpack_errmsg_set(-ENOENT, errmsg, "control group '%s' does not exist",
+                                    cfg->control_group);
         }
         ctl->group = g->gr_gid;
         ctl->has_group = true;
     }
-    /* The directory: /run/vpack, created if needed. */
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", ctl->path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-            r = -errno;
-            if (asprintf(errmsg, "cannot create %s: %s", dir, strerror(errno)) < 0)
-                *errmsg = NULL;
-            free(ctl->path);
-            free(ctl);
-            return r;
-        }
-    }
-    unlink(ctl->path); /* a stale socket from a crashed agent */
-    uv_pipe_init(loop, &ctl->server, 0);
-    ctl->server.data = ctl;
-    if ((r = uv_pipe_bind(&ctl->server, ctl->path)) < 0 ||
-        (r = uv_listen((uv_stream_t *)&ctl->server, 128, on_connection)) < 0) {
-        if (asprintf(errmsg, "%s", uv_strerror(r)) < 0)
-            *errmsg = NULL;
-        /* ctl is freed once the loop has closed the handle. */
-        uv_close((uv_handle_t *)&ctl->server, server_closed);
-        *out = NULL;
+    if ((r = prepare_path(ctl, errmsg)) < 0) {
+        control_free(ctl);
         return r;
     }
-    /* Anyone may connect and read; writes are checked per request. */
-    chmod(ctl->path, 0666);
+    uv_pipe_init(loop, &ctl->server, 0);
+    uv_idle_init(loop, &ctl->turns);
+    ctl->server.data = ctl->turns.data = ctl;
+    ctl->open_handles = 2;
+    /* Made 0666 by the umask, not by a chmod of the path: anyone may connect
+     * and read; changes are checked per request. */
+    mode_t umask_was = umask(0111);
+    r = uv_pipe_bind(&ctl->server, ctl->path);
+    umask(umask_was);
+    if (r < 0 || (r = uv_listen((uv_stream_t *)&ctl->server, 128, on_connection)) < 0) {
+        vpack_errmsg_set(r, errmsg, "%s", uv_strerror(r));
+        control_close(ctl);
+        return r;
+    }
     *out = ctl;
     return 0;
 }
@@ -494,6 +633,6 @@ void vpack_control_stop(struct vpack_control *ctl)
     ctl->stopping = true;
     while (ctl->clients)
         client_close(ctl->clients);
-    unlink(ctl->path);
-    uv_close((uv_handle_t *)&ctl->server, server_closed);
+    unlinkat(ctl->dirfd, ctl->name, 0);
+    control_close(ctl);
 }

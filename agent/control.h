@@ -8,9 +8,12 @@
  *   forget {"uuid", "name"}                              root or [control] group
  *
  * Answers are {"ok": true, ...} or {"ok": false, "error": "..."}. The peer's
- * credentials come from SO_PEERCRED. Lines longer than [control] max_line,
- * more than max_clients connections, clients idle for idle_timeout_ms and
- * clients that do not read their answers are dropped; the agent goes on.
+ * credentials are the kernel's from connect(): SO_PEERCRED and
+ * SO_PEERGROUPS. Root and the control group have max_clients connections,
+ * everyone else another max_clients. Lines longer than [control] max_line,
+ * connections beyond those, clients that complete no request line within
+ * idle_timeout_ms and clients that do not read their answers are dropped;
+ * the agent goes on. The socket's directory must be trusted (safefs.h).
  */
 #ifndef VPACK_CONTROL_H
 #define VPACK_CONTROL_H

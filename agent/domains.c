@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * The agent's domain table: one entry per running domain, refreshed from
- * libvirt when an event or a failed pin marks it, and the hook's records
- * under state_dir/domains/ (what a transient domain asked for at start).
+ * libvirt when an event or a failed pin marks it. What a domain asked for
+ * is taken once per run, from its record (records.c): the hook's, or its
+ * live XML at first sight; its persistent definition is never read.
  */
 #include "agent-priv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "safefs.h"
 #include "vpack/domxml.h"
 
 /* Frees what d owns (free()s in a row, alike in shape to every destructor). */
@@ -30,6 +33,7 @@ void vpack__dom_free(struct agent_dom *d)
     free(d->packages);
     vpack_cgroup_domain_clear(&d->cg);
     free(d->mem);
+    vpack_domxml_free(d->req);
     memset(d, 0, sizeof(*d));
 }
 
@@ -66,6 +70,9 @@ void vpack__dom_remove(struct vpack_agent *a, const char *uuid)
         if (strcmp(a->doms[i].uuid, uuid))
             continue;
         log_info("domain %s stopped: forgotten", a->doms[i].name ? a->doms[i].name : uuid);
+        /* Its run's record goes with it; records of domains not running are not kept. */
+        if (a->doms[i].run.pid > 0)
+            vpack__record_discard_run(a, uuid, &a->doms[i].run);
         vpack__dom_free(&a->doms[i]);
         memmove(&a->doms[i], &a->doms[i + 1], (a->ndoms - i - 1) * sizeof(*a->doms));
         a->ndoms--;
@@ -297,39 +304,14 @@ int vpack__dom_set_placement(struct agent_dom *d, const struct vpack_plan_domain
     return 0;
 }
 
-/* The hook's record of uuid: state_dir/domains/UUID.json; mkdirs creates the directories. */
-static int record_path(const struct vpack_agent *a, const char *uuid, char *buf, size_t len,
-                       bool mkdirs)
+int vpack__records_open(struct vpack_agent *a, char **errmsg)
 {
-    char dir[4096];
-    if (snprintf(dir, sizeof(dir), "%s/domains", a->cfg.state_dir) >= (int)sizeof(dir))
-        return -ENAMETOOLONG;
-    if (mkdirs) {
-        if (mkdir(a->cfg.state_dir, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-            return -errno;
-    }
-    if (snprintf(buf, len, "%s/%s.json", dir, uuid) >= (int)len)
-        return -ENAMETOOLONG;
-    return 0;
-}
-
-/* Reads a transient domain's request from the hook's record; NULL when there is none. */
-static struct vpack_domxml *load_record(const struct vpack_agent *a, const struct agent_dom *d)
-{
-    char path[4096], *buf = NULL, *err = NULL;
-    struct vpack_domxml *rec = NULL;
-    size_t len;
-    if (record_path(a, d->uuid, path, sizeof(path), false) < 0 ||
-        vpack_host_read_file(NULL, path, VPACK_DOMXML_MAX_SIZE, &buf, &len) < 0)
-        return NULL;
-    if (vpack_domxml_from_json(buf, len, &rec, &err) < 0)
-        log_warn("domain %s: the hook's record in %s is damaged (%s): leaving it alone", d->name,
-                 path, err ? err : "?");
-    free(err);
-    free(buf);
-    return rec;
+    int dfd = vpack_safefs_open_dir(a->cfg.state_dir, 0755, errmsg);
+    if (dfd < 0)
+        return dfd;
+    a->records_fd = vpack_safefs_open_subdir(dfd, a->cfg.state_dir, "domains", 0700, errmsg);
+    close(dfd);
+    return a->records_fd < 0 ? a->records_fd : 0;
 }
 
 /* Sizes the thread arrays from the live definition. Returns 0 or -ENOMEM. */
@@ -368,23 +350,21 @@ static int size_threads(struct agent_dom *d, const struct vpack_domxml *live)
 }
 
 /*
- * Takes what the guest asked for (its persistent XML, or the hook's record
- * of a transient domain). A record naming a vCPU the domain does not have
- * is damaged: false, and vpack keeps its hands off the domain.
+ * Takes what the guest asked for (req, checked against the live domain by
+ * vpack_domxml_request_check()): its pins and its <vcpu cpuset> bound.
+ * The bound of a domain with automatic placement is set by auto_bound().
  */
-static bool take_request(struct agent_dom *d, const struct vpack_domxml *req, bool record)
+static void take_request(struct agent_dom *d, const struct vpack_domxml *req)
 {
     d->has_bound = req->has_cpuset;
+    d->bound_auto = false;
     if (req->has_cpuset)
         d->bound = req->cpuset;
     for (unsigned i = 0; i < d->nvcpus; i++)
         d->vcpus[i].has_pin = false;
     for (size_t i = 0; i < req->nvcpupin; i++) {
-        if (req->vcpupin[i].vcpu >= d->nvcpus) {
-            if (record)
-                return false;
-            continue;
-        }
+        if (req->vcpupin[i].vcpu >= d->nvcpus)
+            continue; /* not after the check */
         d->vcpus[req->vcpupin[i].vcpu].has_pin = true;
         d->vcpus[req->vcpupin[i].vcpu].pin = req->vcpupin[i].cpus;
     }
@@ -399,6 +379,32 @@ static bool take_request(struct agent_dom *d, const struct vpack_domxml *req, bo
                 d->iothreads[i].pin = req->iothreadpin[k].cpus;
             }
     }
+}
+
+/*
+ * With placement='auto' libvirt ignores <vcpu cpuset> and binds the domain
+ * to the CPUs of the NUMA nodes numad advised at start: that placement, as
+ * libvirt applied it, is the bound. False when it cannot be read: vpack
+ * then keeps its hands off the domain rather than widen it to every CPU.
+ */
+static bool auto_bound(struct vpack_agent *a, struct agent_dom *d)
+{
+    vpack_cpuset nodes;
+    char *err = NULL, list[64];
+    int r = vpack_virt_numa_nodeset(a->virt, d->uuid, &nodes, &err);
+    if (r == 0 && (r = vpack_host_node_cpus(a->cfg.sysfs_root, &nodes, &d->bound)) == 0 &&
+        vpack_cpuset_empty(&d->bound))
+        r = -ENOENT;
+    if (r < 0) {
+        log_warn("domain %s: placement='auto', but its placement cannot be read (%s): leaving "
+                 "it alone", d->name, err ? err : strerror(-r));
+        free(err);
+        return false;
+    }
+    vpack_cpuset_format_buf(&nodes, list, sizeof(list));
+    log_debug("domain %s: placement='auto': bound to the CPUs of NUMA nodes %s", d->name, list);
+    d->has_bound = true;
+    d->bound_auto = true;
     return true;
 }
 
@@ -422,17 +428,20 @@ static void take_pins(struct agent_dom *d, const struct vpack_virt_pins *pins)
     }
 }
 
-/* One domain as libvirt has it: its definitions (live, persistent) and live pins. */
+/*
+ * One running domain as libvirt has it: its live definition and live pins.
+ * Its persistent definition is never read: a `virsh define` while it runs
+ * changes the next run, not what this one asked for.
+ */
 struct dom_read {
     struct vpack_virt_domain info;
     struct vpack_virt_pins pins;
-    struct vpack_domxml *live, *req;
+    struct vpack_domxml *live;
 };
 
 static void dom_read_clear(struct dom_read *rd)
 {
     vpack_domxml_free(rd->live);
-    vpack_domxml_free(rd->req);
     vpack_virt_pins_clear(&rd->pins);
     vpack_virt_domain_clear(&rd->info);
 }
@@ -460,9 +469,6 @@ static int dom_read(struct vpack_agent *a, const char *uuid, struct dom_read *rd
         return r;
     }
     if ((r = parse_xml(rd->info.name, "live", rd->info.live_xml, &rd->live)) < 0)
-        return r;
-    if (rd->info.inactive_xml &&
-        (r = parse_xml(rd->info.name, "persistent", rd->info.inactive_xml, &rd->req)) < 0)
         return r;
     r = vpack_virt_pins_get(a->virt, uuid, &rd->pins, &err);
     if (r < 0)
@@ -512,10 +518,73 @@ static int take_rule(struct vpack_agent *a, struct agent_dom *d, const struct do
     return 0;
 }
 
-/* Re-reads what the guest asked for (inactive XML) and what is applied (live pins). */
+/*
+ * What this run of d asked for: its record, if it is this run's (the hook's,
+ * or the one vpackd wrote at first sight), else the live XML now, at first
+ * sight, which becomes its record. Sets d->req (NULL: not known, hands off),
+ * d->origin and, from the record, d->managed.
+ */
+static void take_run(struct vpack_agent *a, struct agent_dom *d, struct dom_read *rd,
+                     const struct agent_run *run)
+{
+    struct record_meta meta;
+    struct vpack_domxml *req = NULL;
+    char *why = NULL;
+    int r = vpack__record_read(a, d->uuid, &req, &meta, &why);
+
+    vpack_domxml_free(d->req);
+    d->req = NULL;
+    d->origin = REQ_NONE;
+    d->managed = false;
+    d->run = *run;
+    if (r == 0 && meta.run.pid > 0 && run->pid > 0 && !vpack__run_same(&meta.run, run)) {
+        log_info("domain %s: the record is of an earlier run (pid %d), not this one (pid %d): "
+                 "discarded", d->name, meta.run.pid, run->pid);
+        vpack__record_discard(a, d->uuid);
+        vpack_domxml_free(req);
+        req = NULL;
+        r = -ENOENT;
+    }
+    if (r == 0 && vpack_domxml_request_check(req, rd->live, &why) < 0)
+        r = -EINVAL;
+    if (r < 0 && r != -ENOENT) {
+        log_warn("domain %s: its record %s/domains/%s.json is %s%s: leaving the domain alone",
+                 d->name, a->cfg.state_dir, d->uuid, r == -EINVAL ? "damaged: " : "",
+                 why ? why : strerror(-r));
+        vpack_domxml_free(req);
+        free(why);
+        return;
+    }
+    free(why);
+    if (r == 0) {
+        d->req = req;
+        d->origin = meta.origin;
+        d->managed = meta.narrowed;
+        if (meta.run.pid == 0 && run->pid > 0) {
+            meta.run = *run; /* bound to this run from now on */
+            if (vpack__record_write(a, d->uuid, req, &meta) < 0)
+                log_warn("domain %s: cannot bind its record to this run", d->name);
+        }
+        log_debug("domain %s: request from its record (%s)%s", d->name,
+                  vpack__origin_name(d->origin), d->managed ? ", narrowed by vpack" : "");
+        return;
+    }
+    /* First sight: the live XML is what it asked for; nothing of vpack's is in it yet. */
+    meta = (struct record_meta){*run, REQ_LIVE, false};
+    d->req = rd->live;
+    rd->live = NULL;
+    d->origin = REQ_LIVE;
+    if ((r = vpack__record_write(a, d->uuid, d->req, &meta)) < 0)
+        log_warn("domain %s: cannot keep its record in %s/domains: %s", d->name,
+                 a->cfg.state_dir, strerror(-r));
+    log_info("domain %s: no record: what it asked for is its live XML at first sight", d->name);
+}
+
+/* Re-reads the domain's identity, level and live pins; its request once per run. */
 int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
 {
     struct dom_read rd = {0};
+    struct agent_run run;
     int r = dom_read(a, d->uuid, &rd);
     if (r < 0 || (r = take_identity(d, &rd)) < 0 || (r = take_rule(a, d, &rd)) < 0)
         goto cleanup;
@@ -526,16 +595,17 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
         vpack__dom_threads_close(d);
     if ((r = size_threads(d, rd.live)) < 0)
         goto cleanup;
-    if (rd.req) {
-        d->known = take_request(d, rd.req, false);
-    } else {
-        /* Transient: only the hook's record says what it asked for; without one, hands off. */
-        struct vpack_domxml *rec = load_record(a, d);
-        d->known = rec && take_request(d, rec, true);
-        if (rec && !d->known)
-            log_warn("domain %s: the hook's record names vCPUs it does not have: leaving it alone",
-                     d->name);
-        vpack_domxml_free(rec);
+    vpack__run_of(a, rd.info.pid, &run);
+    /* Once per run (a pid that cannot be told keeps the request it has). */
+    if (!d->req || (run.pid > 0 && !vpack__run_same(&d->run, &run))) {
+        take_run(a, d, &rd, &run);
+        a->cpusets_look = true; /* a new run has new cpuset groups */
+    }
+    d->known = d->req != NULL;
+    if (d->req) {
+        take_request(d, d->req);
+        if (d->req->placement == VPACK_VCPU_PLACEMENT_AUTO && !auto_bound(a, d))
+            d->known = false;
     }
     take_pins(d, &rd.pins);
     vpack_cgroup_domain_clear(&d->cg);
@@ -545,10 +615,19 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
     d->refresh = false;
     a->replan = true; /* its pins may have changed under vpack: compare them with a plan */
     log_debug("domain %s: refreshed (level %d, %u vCPUs, %u iothreads%s)", d->name, d->level,
-              d->nvcpus, d->niothreads, d->known ? "" : ", transient: unmanaged");
+              d->nvcpus, d->niothreads, d->known ? "" : ", request unknown: unmanaged");
 cleanup:
     dom_read_clear(&rd);
     return r;
+}
+
+void vpack__dom_narrowed(struct vpack_agent *a, struct agent_dom *d)
+{
+    struct record_meta meta = {d->run, d->origin, true};
+    int r = d->req ? vpack__record_write(a, d->uuid, d->req, &meta) : -ENOENT;
+    if (r < 0)
+        log_warn("domain %s: cannot note in its record that vpack narrowed it (%s): a restart "
+                 "would not know", d->name, strerror(-r));
 }
 
 void vpack__doms_refresh(struct vpack_agent *a)
@@ -575,6 +654,8 @@ void vpack__doms_list_running(struct vpack_agent *a)
         if (!found)
             vpack__dom_remove(a, a->doms[i].uuid);
     }
+    /* And the records of domains that are not running (stopped while vpackd was down). */
+    vpack__records_sweep(a, uuids, n);
     for (unsigned k = 0; k < n; k++) {
         struct agent_dom *d = vpack__dom_add(a, uuids[k]);
         if (d)
@@ -587,39 +668,48 @@ void vpack__doms_list_running(struct vpack_agent *a)
 
 int vpack_agent_register(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg)
 {
-    char path[4096], tmp[4200];
-    const char *uuid = req->uuid, *name = req->name;
+    struct agent_dom *d = vpack__dom_find(a, req->uuid);
+    struct record_meta meta = {{0, 0}, REQ_HOOK, false}, old;
+    struct vpack_domxml *rec = NULL;
+    char *err = NULL;
     *errmsg = NULL;
-    int r = record_path(a, uuid, path, sizeof(path), true);
-    if (r < 0)
-        return vpack__errmsg(errmsg, r, "cannot store the record under %s: %s", a->cfg.state_dir,
-                             strerror(-r));
     /* At libvirtd's reconnect the live XML may carry vpack's own pins: the
-     * record from the domain's start, if there is one, stays the record. */
-    if (req->reconnect && access(path, F_OK) == 0) {
-        log_debug("domain %s: reconnect: keeping the record from its start", name);
+     * record of the run, if there is one, stays the record. */
+    if (req->reconnect && ((d && d->req) || vpack__record_read(a, req->uuid, &rec, &old, &err) !=
+                                                   -ENOENT)) {
+        vpack_domxml_free(rec);
+        free(err);
+        log_debug("domain %s: reconnect: keeping the record of its run", req->name);
         return 0;
     }
-    /* Write-then-rename: a crash never leaves half a record. */
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (json_object_to_file_ext(tmp, req->record, JSON_C_TO_STRING_PLAIN) < 0 ||
-        rename(tmp, path) < 0) {
-        r = errno ? -errno : -EIO;
-        unlink(tmp);
-        return vpack__errmsg(errmsg, r, "cannot store the record in %s: %s", path, strerror(-r));
+    int r = vpack_domxml_from_json_object(req->record, &rec, &err);
+    if (r < 0) {
+        r = vpack__errmsg(errmsg, r, "the domain record is damaged: %s",
+                          err ? err : strerror(-r));
+        free(err);
+        return r;
     }
-    struct agent_dom *d = vpack__dom_add(a, uuid);
-    if (d)
+    /* The run it is of: the pid file, no libvirt call (libvirtd waits for the hook). */
+    vpack__run_of(a, vpack_virt_qemu_pid(req->name), &meta.run);
+    if (d && d->managed && vpack__run_same(&d->run, &meta.run))
+        meta.narrowed = true;
+    r = vpack__record_write(a, req->uuid, rec, &meta);
+    vpack_domxml_free(rec);
+    if (r < 0)
+        return vpack__errmsg(errmsg, r, "cannot store the record in %s/domains/%s.json: %s",
+                             a->cfg.state_dir, req->uuid, strerror(-r));
+    if ((d = vpack__dom_add(a, req->uuid))) {
         d->refresh = true;
-    log_info("domain %s: registered by the hook", name);
+        vpack_domxml_free(d->req); /* taken again, from this record */
+        d->req = NULL;
+    }
+    log_info("domain %s: registered by the hook", req->name);
     return 0;
 }
 
 int vpack_agent_forget(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg)
 {
-    char path[4096];
     *errmsg = NULL;
-    if (record_path(a, req->uuid, path, sizeof(path), false) == 0)
-        unlink(path);
+    vpack__record_discard(a, req->uuid);
     return 0;
 }

@@ -334,6 +334,10 @@ int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct jso
     vpack_json_set_bool(o, "level_set", vpack__dom_level_source(d) == VPACK_LEVEL_DOMAIN, &ok);
     vpack_json_set_bool(o, "managed", vpack__dom_placed(a, d), &ok);
     vpack_json_set_cpuset(o, "cpuset", d->has_bound ? &d->bound : NULL, &ok);
+    vpack_json_set_str(o, "bound_source", !d->has_bound ? "none" : d->bound_auto ? "numad" : "cpuset",
+                       &ok);
+    vpack_json_set_str(o, "request", vpack__origin_name(d->origin), &ok);
+    vpack_json_set_bool(o, "narrowed", d->managed, &ok);
     vpack_json_set_str(o, "reason", d->reason ? d->reason : "", &ok);
     vpack_json_set(o, "packages", vpack_json_ints(d->packages, d->npackages), &ok);
     explain_threads(d, o, &ok);

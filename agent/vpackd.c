@@ -3,15 +3,14 @@
  * vpackd: the vpack agent. One libuv loop runs libvirt's events, the
  * sampling timer, the hotplug watcher, the control socket and signals.
  */
+#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -22,8 +21,12 @@
 #include "host.h"
 #include "log.h"
 #include "metrics.h"
+#include "safefs.h"
 #include "virt-event.h"
 #include "vpack/config.h"
+
+/* The fixed directory of root's connection locks: systemd's RuntimeDirectory. */
+#define VPACK_CONNECTION_LOCK_DIR "/run/vpack"
 
 struct daemon {
     uv_loop_t loop;
@@ -68,7 +71,7 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
     if (r < 0)
         return r;
     const char *path = dm->config_path ? dm->config_path : VPACK_DEFAULT_CONFIG;
-    r = vpack_host_read_file("/", path, 1 << 20, &text, NULL);
+    r = vpack_host_read_file(NULL, path, 1 << 20, &text, NULL);
     if (r == -ENOENT && !dm->config_path && quiet_missing) {
         r = 0;
     } else if (r < 0) {
@@ -206,27 +209,81 @@ static int parse_args(int argc, char **argv, struct daemon *dm, bool *check_only
 }
 
 /*
- * Two agents would fight over the same domains: one per state directory.
+ * Two agents would fight over the same domains. The state directory's lock
+ * keeps two agents off one directory; the connection's lock (below) keeps
+ * two off one libvirt connection, whatever their state directories.
  * Returns the locked file's descriptor, or -1 (logged).
  */
 static int lock_state_dir(const struct vpack_config *cfg)
 {
-    char lockpath[4096];
-    snprintf(lockpath, sizeof(lockpath), "%s/vpackd.lock", cfg->state_dir);
-    if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST) {
-        log_err("cannot create %s: %s", cfg->state_dir, strerror(errno));
+    char *err = NULL;
+    int holder, fd, dfd = vpack_safefs_open_dir(cfg->state_dir, 0755, &err);
+    if (dfd < 0) {
+        log_err("state directory: %s", err ? err : strerror(-dfd));
+        free(err);
         return -1;
     }
-    int lockfd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
-        log_err("%s: %s", lockpath,
-                errno == EWOULDBLOCK ? "another vpackd is running with this state directory"
-                                     : strerror(errno));
-        if (lockfd >= 0)
-            close(lockfd);
+    fd = vpack_safefs_lock(dfd, "vpackd.lock", &holder);
+    close(dfd);
+    if (fd == -EWOULDBLOCK)
+        log_err("%s/vpackd.lock: another vpackd (pid %d) is running with this state directory",
+                cfg->state_dir, holder);
+    else if (fd < 0)
+        log_err("%s/vpackd.lock: %s", cfg->state_dir, strerror(-fd));
+    return fd < 0 ? -1 : fd;
+}
+
+/*
+ * Where the connection locks live: a fixed directory, so that agents with
+ * different state directories still meet there. Root's is the service's
+ * run directory; another user's (tests) is under XDG_RUNTIME_DIR, else its
+ * state directory.
+ */
+static const char *connection_lock_dir(const struct vpack_config *cfg, char *buf, size_t len)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (geteuid() == 0)
+        return VPACK_CONNECTION_LOCK_DIR;
+    if (xdg && *xdg && snprintf(buf, len, "%s/vpack", xdg) < (int)len)
+        return buf;
+    return cfg->state_dir;
+}
+
+/*
+ * One agent per libvirt connection: the lock "libvirt-URI-HASH.lock" (URI
+ * with every byte but letters, digits, '.' and '-' as '_', cut at 64; HASH
+ * the FNV-1a hash of the whole URI). URIs spelled differently count as
+ * different connections (qemu:///system and qemu+unix:///system); the
+ * control socket's check catches two such agents on one socket. Returns the
+ * locked file's descriptor, or -1 (logged).
+ */
+static int lock_connection(const struct vpack_config *cfg)
+{
+    char dirbuf[4096], name[128], *err = NULL;
+    const char *dir = connection_lock_dir(cfg, dirbuf, sizeof(dirbuf));
+    uint64_t hash = 14695981039346656037ull;
+    size_t n = 0;
+    n += (size_t)snprintf(name, sizeof(name), "libvirt-");
+    for (const char *p = cfg->libvirt_uri; *p; p++) {
+        hash = (hash ^ (unsigned char)*p) * 1099511628211ull;
+        if (p - cfg->libvirt_uri < 64)
+            name[n++] = isalnum((unsigned char)*p) || *p == '.' || *p == '-' ? *p : '_';
+    }
+    snprintf(name + n, sizeof(name) - n, "-%016" PRIx64 ".lock", hash);
+    int holder, fd, dfd = vpack_safefs_open_dir(dir, 0755, &err);
+    if (dfd < 0) {
+        log_err("the directory of the connection locks: %s", err ? err : strerror(-dfd));
+        free(err);
         return -1;
     }
-    return lockfd;
+    fd = vpack_safefs_lock(dfd, name, &holder);
+    close(dfd);
+    if (fd == -EWOULDBLOCK)
+        log_err("another vpackd (pid %d) is connected to %s: one agent per libvirt connection "
+                "(%s/%s)", holder, cfg->libvirt_uri, dir, name);
+    else if (fd < 0)
+        log_err("%s/%s: %s", dir, name, strerror(-fd));
+    return fd < 0 ? -1 : fd;
 }
 
 int main(int argc, char **argv)
@@ -235,7 +292,7 @@ int main(int argc, char **argv)
     struct vpack_config cfg;
     bool check_only = false;
     char *err = NULL;
-    int r, lockfd;
+    int r, lockfd, connfd;
 
     if ((r = parse_args(argc, argv, &dm, &check_only)) >= 0) {
         free(dm.sets);
@@ -254,6 +311,12 @@ int main(int argc, char **argv)
     }
 
     if ((lockfd = lock_state_dir(&cfg)) < 0) {
+        vpack_config_clear(&cfg);
+        free(dm.sets);
+        return 1;
+    }
+    if ((connfd = lock_connection(&cfg)) < 0) {
+        close(lockfd);
         vpack_config_clear(&cfg);
         free(dm.sets);
         return 1;
@@ -312,6 +375,7 @@ out:
     }
     vpack_config_clear(&cfg);
     free(dm.sets);
+    close(connfd);
     close(lockfd);
     log_info("stopped");
     return dm.exit_code;

@@ -157,10 +157,18 @@ static int print_explain(struct json_object *d, const struct vpackctl_args *a)
                                   ? "no (level 0: vpack never restricts the domain)"
                                   : "no (what the guest asked for is not known: vpack leaves "
                                     "the domain alone)");
+    const char *request = vpack_json_str(d, "request", NULL);
     if (bound)
-        printf("bound     %s (<vcpu cpuset>)\n", bound);
+        printf("bound     %s (%s)\n", bound,
+               !strcmp(vpack_json_str(d, "bound_source", "cpuset"), "numad")
+                   ? "placement='auto': the CPUs of the NUMA nodes numad chose at start"
+                   : "<vcpu cpuset>");
     else
         printf("bound     none (all usable CPUs)\n");
+    if (request)
+        printf("request   %s\n", !strcmp(request, "hook")   ? "the hook's record of its start"
+                                 : !strcmp(request, "live") ? "its live XML at vpackd's first sight"
+                                                            : "not known");
     printf("packages  %s\n", pk);
     printf("reason    %s\n", *reason ? reason : "-");
     print_memory(d);

@@ -15,6 +15,8 @@ static const struct vpackctl_cmd commands[] = {
     {"define", define_main, "Define a domain, accepting the short <powerpolicy> form"},
     {"topology", topology_main, "Show the CPU topology the agent would use"},
     {"plan", plan_main, "Run the policy offline on a recorded snapshot"},
+    {"record", record_main, "Record the running agent's snapshots as a trace"},
+    {"simulate", simulate_main, "Model what vpack would save on a host, from a trace"},
     {"version", version_main, "Print the version of vpackctl and of the running agent"},
 };
 

@@ -36,6 +36,8 @@ int explain_main(int argc, char **argv);
 int version_main(int argc, char **argv);
 int set_policy_main(int argc, char **argv);
 int define_main(int argc, char **argv);
+int record_main(int argc, char **argv);
+int simulate_main(int argc, char **argv);
 
 /* Prints "vpackctl: <message>" on stderr. */
 void vpackctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -28,6 +28,7 @@
 #include <libxml/xmlsave.h>
 
 #include "domxml-priv.h"
+#include "vpack/errmsg.h"
 #include "vpack/json-util.h"
 
 /* Longest error message handed out, so that a huge attribute value cannot
@@ -346,6 +347,20 @@ static int parse_set(struct ctx *c, const char *text, const char *elem, const ch
 /* ---- Reading the document ---- */
 
 /*
+ * An upper bound of the elements in buf: every '<' followed by a name's
+ * first character (not "</", "<!", "<?"). A '<' inside a comment or CDATA
+ * counts too; the bound only has to be cheap and never too low.
+ */
+static size_t start_tags(const char *buf, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = buf, *end = buf + len; (p = memchr(p, '<', (size_t)(end - p))); p++)
+        if (p + 1 < end && p[1] != '/' && p[1] != '!' && p[1] != '?')
+            n++;
+    return n;
+}
+
+/*
  * Parses buf without network access, external entities or DTD loading and
  * returns the <domain> root. A DOCTYPE is refused outright: entity
  * definitions would be expanded when text is read.
@@ -365,6 +380,11 @@ static int read_doc(struct ctx *c, const char *buf, size_t len, xmlDoc **docp, x
     }
     if (len > VPACK_DOMXML_MAX_SIZE) {
         ret = fail(c, "the document is larger than %u MiB", VPACK_DOMXML_MAX_SIZE >> 20);
+        goto cleanup;
+    }
+    /* libxml2's tree costs some 400 bytes an element: count them first. */
+    if (start_tags(buf, len) > VPACK_DOMXML_MAX_ELEMENTS) {
+        ret = fail(c, "more than %u elements (vpack's limit)", VPACK_DOMXML_MAX_ELEMENTS);
         goto cleanup;
     }
     xmlInitParser();
@@ -1058,8 +1078,9 @@ static int count_numa_cells(struct ctx *c, xmlNode *root, size_t *ncells)
             continue;
         has_numa = true;
         for (xmlNode *cell = numa->children; cell; cell = cell->next)
-            if (is_el(cell, "cell"))
-                (*ncells)++;
+            if (is_el(cell, "cell") && ++*ncells > VPACK_DOMXML_MAX_CELLS)
+                return fail(c, "<cpu><numa>: more than %u guest NUMA cells (vpack's limit; "
+                            "QEMU takes at most 128)", VPACK_DOMXML_MAX_CELLS);
     }
     if (has_numa && *ncells == 0)
         return fail(c, "<cpu><numa>: NUMA topology defined without NUMA cells");
@@ -1076,6 +1097,7 @@ static int cmp_memnode(const void *a, const void *b)
 static int read_memnodes(struct ctx *c, xmlNode *numatune, size_t ncells,
                          struct vpack_numatune *nt)
 {
+    vpack_cpuset *set = NULL; /* one for every cell: each keeps only its text */
     bool *seen = NULL;
     size_t cap = 0;
     char *nodeset = NULL;
@@ -1099,7 +1121,8 @@ static int read_memnodes(struct ctx *c, xmlNode *numatune, size_t ncells,
         goto cleanup;
     }
     seen = calloc(ncells, sizeof(*seen));
-    if (!seen) {
+    set = malloc(sizeof(*set));
+    if (!seen || !set) {
         ret = -ENOMEM;
         goto cleanup;
     }
@@ -1145,8 +1168,12 @@ static int read_memnodes(struct ctx *c, xmlNode *numatune, size_t ncells,
         }
         mn = &nt->memnodes[nt->nmemnodes];
         snprintf(elem, sizeof(elem), "<memnode cellid='%u'", cellid);
-        if ((ret = parse_set(c, nodeset, elem, "nodeset", &mn->nodeset)) < 0)
+        if ((ret = parse_set(c, nodeset, elem, "nodeset", set)) < 0)
             goto cleanup;
+        if (!(mn->nodeset = vpack_cpuset_format(set))) {
+            ret = -ENOMEM;
+            goto cleanup;
+        }
         mn->cellid = cellid;
         mn->mode = (enum vpack_numa_mode)mode;
         nt->nmemnodes++;
@@ -1161,6 +1188,7 @@ static int read_memnodes(struct ctx *c, xmlNode *numatune, size_t ncells,
 cleanup:
     xmlFree(nodeset);
     free(seen);
+    free(set);
     return ret;
 }
 
@@ -1259,6 +1287,8 @@ void vpack_domxml_free(struct vpack_domxml *d)
     free(d->vcpupin);
     free(d->iothreads);
     free(d->iothreadpin);
+    for (size_t i = 0; i < d->numatune.nmemnodes; i++)
+        free(d->numatune.memnodes[i].nodeset);
     free(d->numatune.memnodes);
     for (size_t i = 0; i < d->nwarnings; i++)
         free(d->warnings[i]);
@@ -1423,7 +1453,7 @@ static json_object *numatune_json(const struct vpack_numatune *nt)
             if (!m)
                 goto fail;
             if (add(m, "mode", json_object_new_string(vpack_numa_mode_name(mn->mode))) < 0 ||
-                vpack_json_add_cpuset(m, "nodeset", &mn->nodeset) < 0) {
+                add(m, "nodeset", json_object_new_string(mn->nodeset)) < 0) {
                 json_object_put(m);
                 goto fail;
             }
@@ -1667,12 +1697,15 @@ static int rec_memory(json_object *mem, struct vpack_numatune *nt, char **errmsg
 
 static int rec_memnodes(json_object *nodes, struct vpack_numatune *nt, char **errmsg)
 {
+    vpack_cpuset set;
     size_t i = 0;
     bool has;
     int r;
     if (!json_object_is_type(nodes, json_type_object))
         return rec_fail(errmsg, "memnode", "expected an object");
     size_t len = (size_t)json_object_object_length(nodes);
+    if (len > VPACK_DOMXML_MAX_CELLS)
+        return rec_fail(errmsg, "memnode", "too many");
     if (len && !(nt->memnodes = calloc(len, sizeof(*nt->memnodes))))
         return -ENOMEM;
     json_object_object_foreach(nodes, cell, m)
@@ -1684,10 +1717,12 @@ static int rec_memnodes(json_object *nodes, struct vpack_numatune *nt, char **er
         if (!json_object_is_type(m, json_type_object))
             return rec_fail(errmsg, "memnode", "expected an object per cell");
         if ((r = rec_numa_mode(m, "memnode", &mn->mode, errmsg)) < 0 ||
-            (r = rec_opt_set(m, "nodeset", &has, &mn->nodeset, errmsg)) < 0)
+            (r = rec_opt_set(m, "nodeset", &has, &set, errmsg)) < 0)
             return r;
         if (!has)
             return rec_fail(errmsg, "memnode", "a cell needs a nodeset");
+        if (!(mn->nodeset = vpack_cpuset_format(&set)))
+            return -ENOMEM;
     }
     if (len)
         qsort(nt->memnodes, len, sizeof(*nt->memnodes), cmp_memnode);
@@ -1778,6 +1813,26 @@ static int rec_identity(json_object *o, struct vpack_domxml *d, char **errmsg)
     return 0;
 }
 
+/*
+ * What the reader never writes, so no record can hold: a pin for a vCPU
+ * beyond "vcpus", for an iothread not in "iothreads", or two for one
+ * thread. Such a record is damaged as a whole: trusting the rest would
+ * drop a guest's pin silently.
+ */
+static int rec_consistent(const struct vpack_domxml *d, char **errmsg)
+{
+    for (size_t i = 0; i < d->nvcpupin; i++)
+        if (d->vcpupin[i].vcpu >= d->vcpus || (i && d->vcpupin[i].vcpu == d->vcpupin[i - 1].vcpu))
+            return rec_fail(errmsg, "vcpupin", "a pin for a vCPU the domain does not have");
+    for (size_t i = 0; i < d->niothreadpin; i++)
+        if (!d->niothreads ||
+            !bsearch(&d->iothreadpin[i].iothread, d->iothreads, d->niothreads,
+                     sizeof(*d->iothreads), cmp_uint) ||
+            (i && d->iothreadpin[i].iothread == d->iothreadpin[i - 1].iothread))
+            return rec_fail(errmsg, "iothreadpin", "a pin for an iothread the domain does not have");
+    return 0;
+}
+
 static int rec_read(json_object *o, struct vpack_domxml *d, char **errmsg)
 {
     bool has;
@@ -1792,9 +1847,46 @@ static int rec_read(json_object *o, struct vpack_domxml *d, char **errmsg)
         (r = rec_opt_set(o, "cpuset", &d->has_cpuset, &d->cpuset, errmsg)) < 0 ||
         (r = rec_pins(o, "vcpupin", &d->vcpupin, &d->nvcpupin, errmsg)) < 0 ||
         (r = rec_opt_set(o, "emulatorpin", &d->has_emulatorpin, &d->emulatorpin, errmsg)) < 0 ||
-        (r = rec_iothreads(o, d, errmsg)) < 0)
+        (r = rec_iothreads(o, d, errmsg)) < 0 || (r = rec_consistent(d, errmsg)) < 0)
         return r;
     return rec_numatune(o, &d->numatune, errmsg);
+}
+
+int vpack_domxml_from_json_object(struct json_object *o, struct vpack_domxml **out, char **errmsg)
+{
+    struct vpack_domxml *d = calloc(1, sizeof(*d));
+    int ret;
+
+    *out = NULL;
+    if (errmsg)
+        *errmsg = NULL;
+    if (!d)
+        return -ENOMEM;
+    if ((ret = rec_read(o, d, errmsg)) < 0) {
+        vpack_domxml_free(d);
+        return ret;
+    }
+    *out = d;
+    return 0;
+}
+
+int vpack_domxml_request_check(const struct vpack_domxml *req, const struct vpack_domxml *live,
+                               char **errmsg)
+{
+    if (errmsg)
+        *errmsg = NULL;
+    for (size_t i = 0; i < req->nvcpupin; i++)
+        if (req->vcpupin[i].vcpu >= live->vcpus)
+            return vpack_errmsg_set(-EINVAL, errmsg, "it pins vCPU %u, the domain has %u vCPUs",
+                                    req->vcpupin[i].vcpu, live->vcpus);
+    for (size_t i = 0; i < req->niothreadpin; i++)
+        if (!live->niothreads ||
+            !bsearch(&req->iothreadpin[i].iothread, live->iothreads, live->niothreads,
+                     sizeof(*live->iothreads), cmp_uint))
+            return vpack_errmsg_set(-EINVAL, errmsg,
+                                    "it pins iothread %u, the domain has no such iothread",
+                                    req->iothreadpin[i].iothread);
+    return 0;
 }
 
 int vpack_domxml_from_json(const char *buf, size_t len, struct vpack_domxml **out, char **errmsg)

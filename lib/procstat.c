@@ -205,27 +205,38 @@ int vpack_numastat_parse(const char *buf, size_t len, uint64_t page_size,
     return version;
 }
 
-int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
+/*
+ * Points *p at the blank before field (3 or more) of a /proc/PID/stat text:
+ * the name (field 2) ends at the last ')', "1234 (CPU 0/TCG) S 1 ...".
+ */
+static int stat_field(const char *buf, const char *end, int field, const char **p)
 {
-    const char *end = buf + len, *p = NULL;
-    /* The name ends at the last ')': "1234 (CPU 0/TCG) S 1 ...". */
-    for (const char *q = buf; q < end; q++)
-        if (*q == ')')
-            p = q;
-    if (!p)
+    const char *q = NULL;
+    for (const char *c = buf; c < end; c++)
+        if (*c == ')')
+            q = c;
+    if (!q)
         return -EINVAL;
-    p++;
-    /* Field 3 (state) is next; utime is field 14, stime field 15. */
-    for (int field = 3; field < 14; field++) {
-        while (p < end && *p == ' ')
-            p++;
-        while (p < end && *p != ' ')
-            p++;
-        if (p >= end)
+    q++;
+    for (int f = 3; f < field; f++) {
+        while (q < end && *q == ' ')
+            q++;
+        while (q < end && *q != ' ')
+            q++;
+        if (q >= end)
             return -EINVAL;
     }
+    *p = q;
+    return 0;
+}
+
+int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
+{
+    const char *end = buf + len, *p;
     uint64_t utime, stime;
-    if (read_u64(&p, end, &utime) < 0 || read_u64(&p, end, &stime) < 0)
+    /* utime is field 14, stime field 15. */
+    if (stat_field(buf, end, 14, &p) < 0 || read_u64(&p, end, &utime) < 0 ||
+        read_u64(&p, end, &stime) < 0)
         return -EINVAL;
     *ticks = add_sat(utime, stime);
     return 0;
@@ -243,6 +254,15 @@ int vpack_schedstat_parse(const char *buf, size_t len, struct vpack_schedstat *o
     if (p != end)
         return -EINVAL;
     *out = s;
+    return 0;
+}
+
+int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start)
+{
+    const char *end = buf + len, *p;
+    /* starttime is field 22. */
+    if (stat_field(buf, end, 22, &p) < 0 || read_u64(&p, end, start) < 0)
+        return -EINVAL;
     return 0;
 }
 

@@ -32,10 +32,19 @@
 
 /* Largest document the reader accepts (the hook's stdin cap as well). */
 #define VPACK_DOMXML_MAX_SIZE (16u * 1024u * 1024u)
+/*
+ * Most elements a document may have (counted before libxml2 builds its
+ * tree, some 400 bytes each): four times vpack's limits of 16,384 below
+ * (vCPUs and their pins, iothreads and their pins, cells and memnodes)
+ * fit, with room for the devices.
+ */
+#define VPACK_DOMXML_MAX_ELEMENTS 262144u
 /* vCPU ids must fit a vpack_cpuset; libvirt has no such limit of its own. */
 #define VPACK_DOMXML_MAX_VCPUS VPACK_CPUSET_MAX
 /* More iothreads than this is refused (libvirt would try to allocate them). */
 #define VPACK_DOMXML_MAX_IOTHREADS 16384u
+/* More guest NUMA cells than this is refused (QEMU 7.2 takes at most 128). */
+#define VPACK_DOMXML_MAX_CELLS 16384u
 
 enum vpack_vcpu_placement {
     VPACK_VCPU_PLACEMENT_STATIC = 0,
@@ -65,10 +74,15 @@ struct vpack_iothreadpin {
     vpack_cpuset cpus;
 };
 
+/*
+ * A guest NUMA cell's memory binding. Its host nodes are kept as text: a
+ * domain may have many cells, and a vpack_cpuset per cell (2 KiB) made a
+ * domain of 360,000 cells cost the hook more than a gigabyte.
+ */
 struct vpack_memnode {
     unsigned cellid;            /* guest NUMA cell */
     enum vpack_numa_mode mode;
-    vpack_cpuset nodeset;       /* host NUMA nodes */
+    char *nodeset;              /* host NUMA nodes, libvirt's canonical syntax ("0-1,4") */
 };
 
 struct vpack_numatune {
@@ -176,6 +190,24 @@ char *vpack_domxml_to_json(const struct vpack_domxml *d);
  */
 int vpack_domxml_from_json(const char *buf, size_t len, struct vpack_domxml **out,
                            char **errmsg);
+/*
+ * The same from a parsed JSON object o (borrowed), which may carry other
+ * members (vpackd's own, in its record files). A record that pins a vCPU
+ * beyond "vcpus" or an iothread not in "iothreads", or one thread twice,
+ * is refused as a whole (no reader output has one: it is damaged).
+ */
+struct json_object;
+int vpack_domxml_from_json_object(struct json_object *o, struct vpack_domxml **out,
+                                  char **errmsg);
+
+/*
+ * Checks that req (what the guest asked for, from a record) fits the
+ * running domain live: every pinned vCPU and iothread exists there.
+ * Returns 0, or -EINVAL with *errmsg (caller frees; may be NULL) saying
+ * which does not: the record is then not the domain's, and is damaged.
+ */
+int vpack_domxml_request_check(const struct vpack_domxml *req, const struct vpack_domxml *live,
+                               char **errmsg);
 
 const char *vpack_numa_mode_name(enum vpack_numa_mode mode);
 

@@ -18,39 +18,62 @@
  *  3. Demand. The host's load is the sum of the snapshot's per-CPU busy
  *     fractions over the usable CPUs (or the sum of all threads' util if that
  *     is larger). Capacity is counted in physical cores, never SMT threads.
- *  4. How many packages. The lower bound is the fewest packages, taken in
- *     preference order, whose cores * pack_watermark hold the demand, and at
- *     least every package a guest-pinned busy thread (util >= 0.05, or >= 0.025
- *     for a package already active: hysteresis) keeps awake because its pin
- *     lies in that package alone. With no previous state
- *     the planner uses the lower bound at once. Afterwards it spreads fast:
- *     when the demand exceeds spread_watermark of the active cores for
+ *     The load of the threads vpack places (rules 7, 8) moves with them: it
+ *     is counted on the package each runs on (its last CPU; else its domain's
+ *     previous packages; else the packages of its bound with the most load
+ *     not yet explained), and a package's fixed load is the rest of its load.
+ *     A domain's own load is never charged against its room.
+ *  4. How many packages. The lower bound is the fewest packages whose
+ *     cores * pack_watermark hold the demand, the largest packages first (so
+ *     offline or reserved CPUs do not inflate the count), and at least every
+ *     package a busy thread (util >= 0.05, or >= 0.025 for a package already
+ *     active: hysteresis) keeps awake whatever vpack plans: the package of a
+ *     guest pin that lies in one package, the package a thread pinned across
+ *     packages runs on (its last CPU, else the busiest package of its pin),
+ *     and the one package a busy domain's cpuset allows. With no previous
+ *     state the planner uses the lower bound at once. Afterwards it spreads
+ *     fast: when the demand exceeds spread_watermark of the active cores for
  *     spread_samples snapshots in a row (one snapshot if it exceeds all of
- *     them), or a managed vCPU's delay exceeds delay_threshold as long, it
- *     grows to max(lower bound, active + 1). It packs slowly: only after the
- *     lower bound has stayed below the active count for pack_delay_ms, and
- *     never by moving a domain placed less than min_residency_ms ago (such a
- *     domain keeps its packages active).
- *  5. Which packages. Preference order: packages that guest pins keep awake,
- *     then the packages active in the previous plan, then packages already
- *     busy (>= 10% of their cores), then lower package ids.
+ *     them), or a vCPU vpack may move (not guest-pinned) of a managed domain
+ *     has a delay over delay_threshold as long, it grows to max(lower bound,
+ *     active + 1). A delay spread that moved none of the waiting domains does
+ *     not grow again until the delay has fallen under half the threshold. It
+ *     packs slowly: only after the lower bound has stayed below the active
+ *     count, with no delay over half the threshold, for pack_delay_ms
+ *     (pack_delay_ms + min_residency_ms after a delay spread), and never by
+ *     moving a domain placed less than min_residency_ms ago (such a domain
+ *     keeps its packages active).
+ *  5. Which packages. Preference order: packages that pins and bounds keep
+ *     awake, then the packages active in the previous plan, then the package
+ *     holding the most memory of managed domains, then packages with fixed
+ *     load (>= 10% of their cores), then the most placed load running
+ *     there, then lower package ids. Packages are taken in that order,
+ *     skipping one when the count could then no longer hold the demand.
  *  6. Heavy load. When every package is needed, all restrictions are lifted
  *     (plan->lifted) and every thread gets its free mask.
  *  7. Domains. Managed domains are placed whole, largest movable demand first
  *     (first-fit decreasing; ties by name), each on one active package where
- *     it fits (room = cores * spread_watermark minus load already there):
- *     its current package if it still fits (sticky), else the package holding
- *     at least half its memory, else the first in preference order. A domain
- *     that fits no single package goes across the fewest packages, those with
- *     the most room first.
- *  8. Level 1 packs the domain's long-running vCPUs (util >= busy_vcpu) and
- *     its emulator onto the domain's packages; light vCPUs and iothreads keep
- *     their free masks. Level 2 does the same for long-running vCPUs and
- *     confines light vCPUs, the emulator and iothreads to the preferred
- *     wake-up package: an active package with the most room left (ties to
- *     the lower id), kept from the previous plan while it is still active and
- *     under the spread watermark. A level 2 domain with no long-running vCPU
- *     is placed on the wake-up package.
+ *     it fits (room = cores * spread_watermark minus the fixed load minus
+ *     what this plan placed there): its current packages while they still
+ *     fit (sticky; a domain across several packages goes to one once it fits
+ *     one and has stayed min_residency_ms), else the package holding at
+ *     least half its memory, else the package it runs on, else the first in
+ *     preference order. When no active package has room, a parked package of
+ *     its bound that has is woken. A domain that fits no single package goes
+ *     across the fewest packages, those with the most room first, waking
+ *     parked ones when the active ones lack room.
+ *  8. Long-running vCPUs: util >= busy_vcpu at first sight; afterwards a
+ *     long-running vCPU stays one down to 85% of busy_vcpu and a light one
+ *     becomes one at 115% (hysteresis). Level 1 packs the domain's
+ *     long-running vCPUs, its emulator and iothreads onto the domain's
+ *     packages; light vCPUs keep their free masks. Level 2 does the same,
+ *     and its light vCPUs join the others when there is room; otherwise they,
+ *     and a level 2 domain with no long-running vCPU (whole), go to the
+ *     wake-up target as sched_mc level 2 does: the busiest active package of
+ *     its bound with room for them, the next one when they do not fit, a
+ *     parked one woken when no active one has room. Such a domain stays on
+ *     its package while that is active and has room. The plan's wake-up
+ *     package is the busiest active package with at least 0.1 CPU of room.
  *  9. Bounds. Every mask vpack sets is a subset of the domain's bound.
  * 10. Reasons. Every domain gets a one-line reason saying why it is where it
  *     is; the plan gets one saying why this many packages are active.
@@ -73,8 +96,8 @@ struct vpack_policy_params {
     double spread_watermark;
     /* Spread when any managed vCPU waits in the run queue more than this
      * fraction of the interval for spread_samples samples. Default 0.25. A spread forced by
-     * delay alone is not packed back while the load stays at 75% or more of
-     * the load at which it happened. */
+     * delay alone is packed back pack_delay_ms + min_residency_ms after the
+     * delay stopped. */
     double delay_threshold;
     /* A vCPU using at least this many CPUs is long-running. Default 0.5. */
     double busy_vcpu;
@@ -89,6 +112,8 @@ void vpack_policy_params_default(struct vpack_policy_params *p);
 /* Opaque state carried from one snapshot to the next. */
 struct vpack_policy_state;
 struct vpack_policy_state *vpack_policy_state_new(void);
+/* A deep copy (a dry run plans on one: the real state does not move); NULL when out of memory. */
+struct vpack_policy_state *vpack_policy_state_dup(const struct vpack_policy_state *s);
 void vpack_policy_state_free(struct vpack_policy_state *s);
 /*
  * True when nothing in the state is counting down: a plan was made, no

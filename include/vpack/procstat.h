@@ -45,6 +45,12 @@ double vpack_gap_rate(double ns, double prev, double dt, double last);
  * itself hold spaces and parentheses), in clock ticks. Returns 0 or -EINVAL.
  */
 int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
+/*
+ * The start time of a process from its /proc/PID/stat text (field 22, in
+ * clock ticks after boot): with the pid, it names one process for good
+ * within a boot. Returns 0 or -EINVAL.
+ */
+int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start);
 
 /* A thread's scheduler statistics, from /proc/PID/task/TID/schedstat. */
 struct vpack_schedstat {

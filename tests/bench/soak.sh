@@ -7,6 +7,8 @@
 #
 #   tests/bench/soak.sh                      one hour, the normal build
 #   VPACK_SOAK_SECONDS=600 tests/bench/soak.sh
+#   VPACK_SOAK_HOSTILE=1 VPACK_SOAK_CHURN=0 tests/bench/soak.sh
+#                                            the trust soak (issue 14)
 #
 # What runs:
 #   - two anchor guests that live the whole run, each with a guest pin
@@ -19,6 +21,15 @@
 #     before it is destroyed.
 #   - vpackd with the two-package override, a 1 s interval, a 3 s pack delay
 #     and a 10 s minimum residency, so that it moves guests often.
+# With VPACK_SOAK_HOSTILE=1, also for the whole run: the real unprivileged
+# user nobody hammers the control socket (tests/integration/trust-clients.py
+# hammer: 48 connections held open with a byte of a request every 5 s, 8
+# polite clients, a burst of 2000 pipelined dry runs every 15 s, garbage,
+# oversized lines and refused requests every 2 s), while root asks for
+# status every 0.1 s on a new connection (trust-clients.py latency) and runs
+# `vpackctl status` every 5 s; every answer must come within 100 ms. With
+# VPACK_SOAK_CHURN=0 no churn guests are started (the anchors only), so that
+# what root waits for is the hammering and not libvirtd booting guests.
 # Every 30 s: vpackd alive, its RSS, open file descriptors and CPU time, and
 # the anchors' pins (the kernel's thread affinity, not libvirt's view).
 # At the end: SIGTERM, exit status 0, and every thread of every guest has its
@@ -41,12 +52,15 @@ duration=${VPACK_SOAK_SECONDS:-3600}
 period=${VPACK_SOAK_PERIOD:-8}
 max_churn=${VPACK_SOAK_CHURN:-3}
 warmup=${VPACK_SOAK_WARMUP:-300}
+hostile=${VPACK_SOAK_HOSTILE:-0}
 report=${VPACK_SOAK_REPORT:-$builddir/soak-report.md}
 NS=urn:vpack:powerpolicy:1
 work=$(mktemp -d /tmp/vpack-soak.XXXXXX)
 sock=$work/vpackd.sock
 samples=$work/samples.txt      # t rss_kib fds cpu_ticks churn_running
 agent_pid=""
+bg_pids=()
+ctl_max_ms=0 ctl_count=0 ctl_failed=0 ctl_over=0
 checks=0 check_failures=0 started=0 destroyed=0 start_failures=0
 
 vp_require_root
@@ -55,7 +69,8 @@ vp_require_root
 [ -x "$VPACKD" ] || vp_die "no vpackd at $VPACKD (meson setup build && ninja -C build)"
 
 cleanup() {
-    local rc=$?
+    local rc=$? p
+    for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
     if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
         kill -TERM "$agent_pid" 2>/dev/null || true
         wait "$agent_pid" 2>/dev/null || true
@@ -98,6 +113,7 @@ check_pin() {
 all_cpus=$(cat /sys/devices/system/cpu/online)
 
 start_agent() {
+    [ "$hostile" = 1 ] && chmod 0755 "$work"   # nobody reaches the socket
     "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$work/state" --set control.socket="$sock" \
         --set metrics.enabled=false --set agent.interval_ms=1000 \
@@ -129,6 +145,31 @@ check_anchors() {
 
 start_agent
 vp_log "vpackd $agent_pid running; soak for ${duration}s, a guest every ${period}s"
+if [ "$hostile" = 1 ]; then
+    install -m 0644 "$top/tests/integration/trust-clients.py" "$work/clients.py"
+    fd_start=$(find "/proc/$agent_pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
+    setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+        /usr/bin/python3 "$work/clients.py" hammer "$sock" "$duration" >"$work/hammer.out" 2>&1 &
+    bg_pids+=($!)
+    /usr/bin/python3 "$work/clients.py" latency "$sock" "$duration" >"$work/latency.out" 2>&1 &
+    bg_pids+=($!)
+    vp_log "nobody hammers $sock; root asks for status every 0.1 s"
+fi
+# root's vpackctl status, timed (the whole process, as an operator runs it).
+time_ctl() {
+    local t0 t1 ms
+    t0=$(date +%s%N)
+    if "$VPACKCTL" status --socket "$sock" >/dev/null 2>"$work/ctl.err"; then
+        t1=$(date +%s%N); ms=$(((t1 - t0) / 1000000))
+        ctl_count=$((ctl_count + 1))
+        [ "$ms" -le "$ctl_max_ms" ] || ctl_max_ms=$ms
+        if [ "$ms" -ge 100 ]; then
+            ctl_over=$((ctl_over + 1)); bad "vpackctl status took $ms ms at $((SECONDS - t0s)) s"
+        fi
+    else
+        ctl_failed=$((ctl_failed + 1)); bad "vpackctl status failed: $(head -c 200 "$work/ctl.err")"
+    fi
+}
 
 loads=(idle idle duty:10 duty:30 busy:1 "wait:15,busy:1")
 levels=("" 0 1 2)
@@ -186,7 +227,7 @@ record() { # elapsed seconds
     echo "$1 $rss $fds $ticks ${#churn[@]}" >> "$samples"
 }
 
-t0=$SECONDS
+t0=$SECONDS t0s=$SECONDS
 next_record=0
 while [ $((SECONDS - t0)) -lt "$duration" ]; do
     el=$((SECONDS - t0))
@@ -195,13 +236,45 @@ while [ $((SECONDS - t0)) -lt "$duration" ]; do
         check_anchors
         next_record=$((next_record + 30))
     fi
-    start_churn
-    while [ ${#churn[@]} -gt "$max_churn" ]; do stop_oldest; done
-    sleep "$period"
+    if [ "$max_churn" -gt 0 ]; then
+        start_churn
+        while [ ${#churn[@]} -gt "$max_churn" ]; do stop_oldest; done
+    fi
+    if [ "$hostile" = 1 ]; then
+        for _ in $(seq $(((period + 4) / 5))); do time_ctl; sleep 5; done
+    else
+        sleep "$period"
+    fi
 done
 record $((SECONDS - t0)) || true
 check_anchors
 while [ ${#churn[@]} -gt 0 ]; do stop_oldest; done
+
+hammer="" lat=""
+if [ "$hostile" = 1 ]; then
+    # Both end by themselves at the run's end; give them a minute.
+    for p in "${bg_pids[@]}"; do
+        for _ in $(seq 120); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+    done
+    hammer=$(tail -n1 "$work/hammer.out"); lat=$(tail -n1 "$work/latency.out")
+    echo "nobody's hammer: $hammer"; echo "root's status probe: $lat"
+    w() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -n1; }
+    [ "$(w failed "$lat")" = 0 ] || bad "root's status probe: $(w failed "$lat") failed"
+    [ -n "$(w max_ms "$lat")" ] && [ "$(w max_ms "$lat")" -lt 100 ] ||
+        bad "root's status probe: slowest answer $(w max_ms "$lat") ms"
+    [ "$ctl_count" -gt 0 ] || bad "vpackctl status never ran"
+    # The hammer must really have hammered: held connections closed by the
+    # agent's line deadline, dry-run bursts answered, odd requests answered.
+    [ "$(w held_closed "$hammer")" -gt 0 ] 2>/dev/null ||
+        bad "the agent never closed a held connection: $hammer"
+    [ "$(w burst_answers "$hammer")" -gt 0 ] 2>/dev/null || bad "no dry-run burst was answered: $hammer"
+    [ "$(w odd_answered "$hammer")" -gt 0 ] 2>/dev/null || bad "no odd request was answered: $hammer"
+    # Every connection the hammer held is gone with it: the agent's open
+    # descriptors are back to what they were before the hammer started.
+    sleep 2
+    fd_after=$(find "/proc/$agent_pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
+    [ "$fd_after" -le "$fd_start" ] || bad "open descriptors $fd_start before the hammer, $fd_after after it"
+fi
 
 # Clean stop: exit 0, and every thread gets its guest pin or the full mask.
 status_json=$("$VPACKCTL" status --json --socket "$sock" 2>/dev/null || echo '{}')
@@ -239,7 +312,9 @@ if [ "$verdict" = too-short ]; then
     bad "run too short to judge growth"; growth_ok=0
 else
     [ "$rss4" -le $((rss1 + 1024)) ] || { bad "RSS grew: ${rss1} KiB -> ${rss4} KiB"; growth_ok=0; }
-    [ "$fd4" -le "$fd1" ] || { bad "file descriptors grew: $fd1 -> $fd4"; growth_ok=0; }
+    # (With the hammer, the count follows its connections; checked above
+    # against the count before it started.)
+    [ "$hostile" = 1 ] || [ "$fd4" -le "$fd1" ] || { bad "file descriptors grew: $fd1 -> $fd4"; growth_ok=0; }
 fi
 rss_min=$(awk '{print $2}' "$samples" | sort -n | head -1)
 rss_max=$(awk '{print $2}' "$samples" | sort -n | tail -1)
@@ -265,6 +340,12 @@ mkdir -p "$(dirname "$report")"
     echo "| RSS, max of first vs last quarter after ${warmup} s warm-up | ${rss1:-?} vs ${rss4:-?} KiB |"
     echo "| open fds, whole run min..max; first vs last quarter max | ${fd_min} .. ${fd_max}; ${fd1:-?} vs ${fd4:-?} |"
     echo "| vpackd CPU time after warm-up | ${cpu_s:-?} s over ${span:-?} s |"
+    if [ "$hostile" = 1 ]; then
+        echo "| nobody's hammer (trust-clients.py hammer) | $hammer |"
+        echo "| root's status every 0.1 s, new connection each | $lat |"
+        echo "| vpackd's open descriptors before the hammer / after it ended | ${fd_start:-?} / ${fd_after:-?} |"
+        echo "| root's \`vpackctl status\` every 5 s (whole process) | $ctl_count answered, $ctl_failed failed, slowest $ctl_max_ms ms, $ctl_over at 100 ms or more |"
+    fi
 } | tee "$report"
 echo "samples (t rss_kib fds cpu_ticks churn):"; column -t "$samples" | awk 'NR % 10 == 1'
 [ "$result" = PASS ]

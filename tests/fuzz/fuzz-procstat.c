@@ -92,6 +92,10 @@ static void check_task_stat(const char *buf, size_t len)
         return;
     }
     CHECK(r == 0 && memchr(buf, ')', len) != NULL);
+    /* The start time (field 22) is further on: found only where utime was. */
+    uint64_t start = 42;
+    r = vpack_task_stat_start(buf, len, &start);
+    CHECK(r == 0 || (r == -EINVAL && start == 42));
 }
 
 static void check_numastat(const char *buf, size_t len)

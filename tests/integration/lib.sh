@@ -41,7 +41,8 @@ VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 
 # Every test domain's name starts with one of these (one per script).
 VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
-                 vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg- vpcg- vpst-)
+                 vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg- vpcg- vptr- vpin- vprec-
+                 vpst-)
 
 # Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is

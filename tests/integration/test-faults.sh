@@ -300,7 +300,7 @@ umount "$work/ro"
 rc=0
 out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/state" \
       --set control.socket="$work/notadir/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
-if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "cannot open the control socket $work/notadir/vpackd.sock: not a directory" <<<"$out" &&
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "cannot open the control socket $work/notadir/vpackd.sock: $work/notadir: not a directory" <<<"$out" &&
    ! ss -ltn | grep -q ":$port "; then
     pass "a file in place of the socket directory: exit $rc, '$(grep -F notadir <<<"$out" | head -n1)'"
 else

@@ -49,6 +49,7 @@ RESTRICT_AF=${VPACK_RESTRICT_AF:-$builddir/tests/integration/restrict-af}
 NS=urn:vpack:powerpolicy:1
 work=$(mktemp -d /var/tmp/vpack-hardening-test.XXXXXX)
 rundir=$(mktemp -d /run/vpack-hardening.XXXXXX)   # stands for RuntimeDirectory
+install -d -m 0755 /run/vpack   # the RuntimeDirectory itself, as systemd makes it
 # The sandbox hides /tmp, /var/tmp, /home and /root, where a checkout (and so
 # the build) may well be: run copies of the programs from outside them, as
 # an installed vpackd runs from /usr/sbin.
@@ -88,10 +89,13 @@ sandbox() {
     exec unshare --mount --propagation private -- bash -c '
         set -e
         rw=$1; cgro=$2; af=$3; shift 3
-        # ProtectSystem=strict, with the RuntimeDirectory writable.
+        # ProtectSystem=strict, with the RuntimeDirectory writable: the
+        # real one, /run/vpack (vpackd keeps its per-connection lock there),
+        # and the test'"'"'s, its state directory here.
         mount --bind "$rw" "$rw"
+        mount --bind /run/vpack /run/vpack
         awk "{print \$5}" /proc/self/mountinfo | sort -u | while read -r mp; do
-            case $mp in /dev|/dev/*|/proc|/proc/*|/sys|/sys/*|"$rw") continue ;; esac
+            case $mp in /dev|/dev/*|/proc|/proc/*|/sys|/sys/*|"$rw"|/run/vpack) continue ;; esac
             mount -o remount,bind,ro "$mp" 2>/dev/null || true
         done
         # ProtectHome=yes

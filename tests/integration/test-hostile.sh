@@ -99,10 +99,11 @@ for _ in $(seq 50); do [ -s "$rec" ] && break; sleep 0.1; done
 [ -s "$rec" ] && pass "root's hook registered vpho-a ($rec)" || fail "no record after the root hook"
 sleep 2
 records() { (cd "$state/domains" && sha256sum -- * 2>/dev/null) || true; }
-# What explain says, without the measured columns (utilisation, delay) and the reason.
+# What explain says, without the measured columns (utilisation, delay, where
+# the load is read) and the reason: a thread line up to its CPUS NOW.
 explain() {
     "$VPACKCTL" explain vpho-a --socket "$sock" |
-        awk '$1 == "reason" {next} $1 ~ /^(vcpu|emulator|iothread)$/ {NF -= 2} {print}'
+        awk '$1 == "reason" {next} $1 == "emulator" {NF = 3} $1 ~ /^(vcpu|iothread)$/ {NF = 4} {print}'
 }
 rec0=$(records)
 exp0=$(explain)

@@ -294,6 +294,16 @@ static void test_json_read_errors(void **state)
         {"{\"name\":\"a\",\"iothreadpin\":{\"1\":\"\"}}", "\"iothreadpin\""},
         {"{\"name\":\"a\",\"numatune\":{\"memory\":{\"mode\":\"x\"}}}", "\"memory\""},
         {"{\"name\":", "\"\""},
+        /* Issue 14, item 13: pins no reader output has make the whole record damaged. */
+        {"{\"name\":\"a\",\"vcpus\":2,\"vcpupin\":{\"2\":\"1\"}}", "\"vcpupin\""},
+        {"{\"name\":\"a\",\"vcpus\":2,\"vcpupin\":{\"1\":\"0\",\"01\":\"1\"}}", "\"vcpupin\""},
+        {"{\"name\":\"a\",\"iothreads\":[1],\"iothreadpin\":{\"2\":\"1\"}}", "\"iothreadpin\""},
+        {"{\"name\":\"a\",\"iothreadpin\":{\"1\":\"0\"}}", "\"iothreadpin\""},
+        {"{\"name\":\"a\",\"iothreads\":[1],\"iothreadpin\":{\"1\":\"0\",\"001\":\"1\"}}",
+         "\"iothreadpin\""},
+        {"{\"name\":\"a\",\"emulatorpin\":\"^0\"}", "\"emulatorpin\""},
+        {"{\"name\":\"a\",\"emulatorpin\":\"0,x\"}", "\"emulatorpin\""},
+        {"{\"name\":\"a\",\"iothreads\":[1],\"iothreadpin\":{\"1\":[0]}}", "\"iothreadpin\""},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -307,7 +317,8 @@ static void test_json_read_errors(void **state)
             fail_msg("%s: message '%s' does not name %s", bad[i].json, msg, bad[i].key);
         free(msg);
     }
-    struct vpack_domxml *d = from_json_ok("{\"name\":\"t\",\"vcpupin\":{\"3\":\"1\",\"1\":\"0-1\"}}");
+    struct vpack_domxml *d =
+        from_json_ok("{\"name\":\"t\",\"vcpus\":4,\"vcpupin\":{\"3\":\"1\",\"1\":\"0-1\"}}");
     assert_int_equal(d->level, -1);
     assert_false(d->has_uuid);
     assert_false(d->has_cpuset);
@@ -315,6 +326,37 @@ static void test_json_read_errors(void **state)
     assert_int_equal(d->vcpupin[0].vcpu, 1);
     assert_int_equal(d->vcpupin[1].vcpu, 3);
     vpack_domxml_free(d);
+}
+
+/*
+ * Issue 14, item 13: a record is the domain's only when every thread it
+ * pins exists in the running domain; else it is damaged as a whole and the
+ * agent leaves the domain alone (a pin dropped silently would let vpack
+ * move a thread the guest pinned).
+ */
+static void test_request_check(void **state)
+{
+    struct vpack_domxml *live = parse_ok(DOM("<vcpu>2</vcpu><iothreads>1</iothreads>"));
+    static const char *const bad[] = {
+        "{\"name\":\"a\",\"vcpus\":4,\"vcpupin\":{\"3\":\"1\"}}",
+        "{\"name\":\"a\",\"vcpus\":2,\"iothreads\":[1,2],\"iothreadpin\":{\"2\":\"1\"}}",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct vpack_domxml *req = from_json_ok(bad[i]);
+        char *msg = NULL;
+        assert_int_equal(vpack_domxml_request_check(req, live, &msg), -EINVAL);
+        assert_non_null(msg);
+        assert_non_null(strstr(msg, "the domain has"));
+        free(msg);
+        vpack_domxml_free(req);
+    }
+    struct vpack_domxml *req = from_json_ok(
+        "{\"name\":\"a\",\"vcpus\":2,\"vcpupin\":{\"1\":\"1\"},\"emulatorpin\":\"0\","
+        "\"iothreads\":[1],\"iothreadpin\":{\"1\":\"0\"}}");
+    assert_int_equal(vpack_domxml_request_check(req, live, NULL), 0);
+    vpack_domxml_free(req);
+    vpack_domxml_free(live);
 }
 
 /* The invalid fixture names its bad value, as the hook must. */
@@ -989,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_fixture_cpuset_invalid),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_read_errors),
+        cmocka_unit_test(test_request_check),
         cmocka_unit_test(test_level_values),
         cmocka_unit_test(test_level_namespaces),
         cmocka_unit_test(test_vcpus),

@@ -2,8 +2,9 @@
 /*
  * The host adapter on fixture trees: uevent parsing, /proc and /sys reads
  * under a root, and the cgroup v1 cpuset repair on a tree shaped like
- * libvirt's (machine/<domain>/{vcpuN,emulator}) after CPU 1 went offline and
- * came back; and what the agent reads of a QEMU process (its cgroups, its
+ * libvirt's (machine/<domain>/{vcpuN,emulator}) through CPU 1 going offline
+ * and coming back, and on v1-narrowed (groups narrower than their parents on
+ * purpose, which it must never widen); and what the agent reads of a QEMU process (its cgroups, its
  * iothreads' threads and CPU time, where its memory is) on the fixture
  * trees $VPACK_TESTDATA/hosts/: qemu-iothread (cgroup v1), v2-systemd and
  * v2-machine (cgroup v2 with and without systemd), and cgroup v2's side of
@@ -91,57 +92,205 @@ static void test_reads_under_root(void **state)
     assert_int_equal(vpack_host_read_file(root, "proc/stat", 10, &data, NULL), -EFBIG);
 }
 
+/* Without a root the path is taken as given: `vpackd -c my.conf` reads ./my.conf. */
+static void test_reads_relative(void **state)
+{
+    char cwd[4096], *buf = NULL;
+    (void)state;
+    put("etc/my.conf", "[agent]\n");
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(root), 0);
+    int r = vpack_host_read_file(NULL, "etc/my.conf", 4096, &buf, NULL);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(r, 0);
+    assert_string_equal(buf, "[agent]\n");
+    free(buf);
+}
+
 #define CG "sys/fs/cgroup/cpuset"
 #define DOM CG "/machine/qemu-1-vptest-a.libvirt-qemu"
 
+static void copy_tree(const char *name);
+
+static void set_list(vpack_cpuset *s, const char *list)
+{
+    assert_int_equal(vpack_cpuset_parse(s, list, NULL), 0);
+}
+
+/* One repair walk with online CPUs list; gone: CPUs seen going (NULL: none). */
+static unsigned repair(struct vpack_cgroup_memo *m, const char *list, const char *gone)
+{
+    vpack_cpuset online, g;
+    unsigned fixed = 99;
+    set_list(&online, list);
+    if (gone)
+        set_list(&g, gone);
+    assert_int_equal(vpack_cgroup_repair(root, m, &online, gone ? &g : NULL, &fixed), 0);
+    return fixed;
+}
+
+static void expect_cpus(const char *rel, const char *want)
+{
+    char *s = get(rel);
+    if (strcmp(s, want))
+        fail_msg("%s: '%s', expected '%s'", rel, s, want);
+    free(s);
+}
+
 static void test_cgroup_repair(void **state)
 {
+    struct vpack_cgroup_memo m = {0};
     (void)state;
-    /* After CPU 1 went offline and back: the root has it, libvirt's groups do not. */
+    /* All online: what the groups have is remembered, nothing written. */
     put(CG "/cpuset.cpus", "0-1\n");
+    put(CG "/machine/cpuset.cpus", "0-1\n");
+    put(DOM "/cpuset.cpus", "0-1\n");
+    put(DOM "/vcpu0/cpuset.cpus", "1\n");
+    put(DOM "/emulator/cpuset.cpus", "0-1\n");
+    put(DOM "/iothread1/cpuset.cpus", "0-1\n");
+    /* A group someone narrowed on purpose. */
+    put(CG "/machine/qemu-2-b.libvirt-qemu/cpuset.cpus", "0\n");
+    /* Groups outside libvirt's partition are not ours. */
+    put(CG "/user/cpuset.cpus", "1\n");
+    assert_int_equal(repair(&m, "0-1", NULL), 0);
+    /* CPU 1 goes offline: the kernel takes it from every group. */
+    put(CG "/cpuset.cpus", "0\n");
     put(CG "/machine/cpuset.cpus", "0\n");
     put(DOM "/cpuset.cpus", "0\n");
     put(DOM "/vcpu0/cpuset.cpus", "0\n");
     put(DOM "/emulator/cpuset.cpus", "0\n");
     put(DOM "/iothread1/cpuset.cpus", "0\n");
-    /* A group someone narrowed on purpose keeps what it had, plus what returned. */
-    put(CG "/machine/qemu-2-b.libvirt-qemu/cpuset.cpus", "0\n");
-    /* Groups outside libvirt's partition are not ours. */
     put(CG "/user/cpuset.cpus", "0\n");
-
-    vpack_cpuset online;
-    vpack_cpuset_zero(&online);
-    vpack_cpuset_set_range(&online, 0, 1);
-    unsigned fixed = 0;
-    assert_int_equal(vpack_cgroup_repair(root, &online, &fixed), 0);
-    assert_int_equal(fixed, 3);
-    char *s;
-    assert_string_equal((s = get(CG "/machine/cpuset.cpus")), "0-1");
-    free(s);
-    assert_string_equal((s = get(DOM "/cpuset.cpus")), "0-1");
-    free(s);
-    assert_string_equal((s = get(CG "/machine/qemu-2-b.libvirt-qemu/cpuset.cpus")), "0-1");
-    free(s);
+    assert_int_equal(repair(&m, "0", "1"), 0);
+    /* It comes back: only the root has it again. */
+    put(CG "/cpuset.cpus", "0-1\n");
+    assert_int_equal(repair(&m, "0-1", NULL), 2);
+    expect_cpus(CG "/machine/cpuset.cpus", "0-1");
+    expect_cpus(DOM "/cpuset.cpus", "0-1");
+    /* The narrowed group had no CPU 1: it gets none. */
+    expect_cpus(CG "/machine/qemu-2-b.libvirt-qemu/cpuset.cpus", "0");
     /* Per-thread groups are libvirt's to rewrite when vpack pins through it. */
-    assert_string_equal((s = get(DOM "/vcpu0/cpuset.cpus")), "0");
-    free(s);
-    assert_string_equal((s = get(DOM "/emulator/cpuset.cpus")), "0");
-    free(s);
-    assert_string_equal((s = get(DOM "/iothread1/cpuset.cpus")), "0");
-    free(s);
-    assert_string_equal((s = get(CG "/user/cpuset.cpus")), "0");
-    free(s);
-
+    expect_cpus(DOM "/vcpu0/cpuset.cpus", "0");
+    expect_cpus(DOM "/emulator/cpuset.cpus", "0");
+    expect_cpus(DOM "/iothread1/cpuset.cpus", "0");
+    expect_cpus(CG "/user/cpuset.cpus", "0");
     /* Nothing left to repair: nothing written. */
-    assert_int_equal(vpack_cgroup_repair(root, &online, &fixed), 0);
-    assert_int_equal(fixed, 0);
+    assert_int_equal(repair(&m, "0-1", NULL), 0);
 
-    /* A CPU still offline is not given back. */
-    put(CG "/cpuset.cpus", "0-2\n");
+    /* Offline and back between two walks: the caller saw it go. */
     put(CG "/machine/cpuset.cpus", "0\n");
-    assert_int_equal(vpack_cgroup_repair(root, &online, &fixed), 0);
-    assert_string_equal((s = get(CG "/machine/cpuset.cpus")), "0-1");
-    free(s);
+    put(DOM "/cpuset.cpus", "0\n");
+    assert_int_equal(repair(&m, "0-1", "1"), 2);
+    expect_cpus(DOM "/cpuset.cpus", "0-1");
+    /* Unseen, the same is an administrator's narrowing: left alone. */
+    put(CG "/machine/cpuset.cpus", "0\n");
+    put(DOM "/cpuset.cpus", "0\n");
+    assert_int_equal(repair(&m, "0-1", NULL), 0);
+    expect_cpus(CG "/machine/cpuset.cpus", "0");
+    vpack_cgroup_memo_clear(&m);
+}
+
+/*
+ * Issue 14, item 4: a v1 host where groups are narrower than their parents
+ * on purpose (tests/data/hosts/v1-narrowed): with nothing offline nothing is
+ * widened; after CPU 3 goes offline and comes back (CPU 2 stays offline a
+ * while longer), each group gets back exactly what it had, and a group
+ * emptied by the offline CPU gets it back too.
+ */
+static void test_cgroup_repair_narrowed(void **state)
+{
+    static const char *const groups[][2] = {
+        {CG "/machine/cpuset.cpus", "0-3"},
+        {CG "/machine/restricted.partition/cpuset.cpus", "2-3"},
+        {CG "/machine/restricted.partition/qemu-1-web.libvirt-qemu/cpuset.cpus", "2-3"},
+        {CG "/machine/qemu-2-db.libvirt-qemu/cpuset.cpus", "0-3"},
+        {CG "/machine.slice/cpuset.cpus", "0-3"},
+        {CG "/machine.slice/systemd-nspawn@ct1.service/cpuset.cpus", "3"},
+        {CG "/user.slice/cpuset.cpus", "1"},
+    };
+    struct vpack_cgroup_memo m = {0};
+    (void)state;
+    copy_tree("v1-narrowed");
+    /* Nothing went offline: however often it looks, nothing is written. */
+    assert_int_equal(repair(&m, "0-3", NULL), 0);
+    assert_int_equal(repair(&m, "0-3", NULL), 0);
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        expect_cpus(groups[i][0], groups[i][1]);
+    /* A pin libvirt refused does not change that either (no CPU went). */
+    assert_int_equal(repair(&m, "0-3", NULL), 0);
+
+    /* CPUs 2 and 3 go offline: the kernel takes them everywhere. */
+    put(CG "/cpuset.cpus", "0-1\n");
+    put(CG "/machine/cpuset.cpus", "0-1\n");
+    put(CG "/machine/restricted.partition/cpuset.cpus", "\n");
+    put(CG "/machine/restricted.partition/qemu-1-web.libvirt-qemu/cpuset.cpus", "\n");
+    put(CG "/machine/qemu-2-db.libvirt-qemu/cpuset.cpus", "0-1\n");
+    put(CG "/machine.slice/cpuset.cpus", "0-1\n");
+    put(CG "/machine.slice/systemd-nspawn@ct1.service/cpuset.cpus", "\n");
+    assert_int_equal(repair(&m, "0-1", NULL), 0);
+    /* CPU 3 comes back. */
+    put(CG "/cpuset.cpus", "0-1,3\n");
+    assert_int_equal(repair(&m, "0-1,3", NULL), 6);
+    expect_cpus(CG "/machine/cpuset.cpus", "0-1,3");
+    expect_cpus(CG "/machine/restricted.partition/cpuset.cpus", "3");
+    expect_cpus(CG "/machine/restricted.partition/qemu-1-web.libvirt-qemu/cpuset.cpus", "3");
+    expect_cpus(CG "/machine/qemu-2-db.libvirt-qemu/cpuset.cpus", "0-1,3");
+    expect_cpus(CG "/machine.slice/cpuset.cpus", "0-1,3");
+    expect_cpus(CG "/machine.slice/systemd-nspawn@ct1.service/cpuset.cpus", "3");
+    /* CPU 2 too: still remembered where it was. */
+    put(CG "/cpuset.cpus", "0-3\n");
+    assert_int_equal(repair(&m, "0-3", NULL), 5);
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        if (!strstr(groups[i][0], "user.slice"))
+            expect_cpus(groups[i][0], groups[i][1]);
+    /* Outside libvirt's partitions nothing is touched, whatever it lost. */
+    expect_cpus(CG "/user.slice/cpuset.cpus", "1");
+    assert_int_equal(repair(&m, "0-3", NULL), 0);
+    vpack_cgroup_memo_clear(&m);
+}
+
+/*
+ * Issue 14, item 10: a domain with placement='auto' is bounded by the CPUs
+ * of the NUMA nodes numad chose, read from sysfs (a real two-node host's
+ * tree, tests/data/fixtures/topologies/sysfs/32intel64-2p8co2t+8ve), never
+ * "every CPU"; and a run of a process is named by its pid and start time.
+ */
+static void test_node_cpus_and_runs(void **state)
+{
+    char sys[4096], buf[128];
+    const char *fx = getenv("VPACK_FIXTURES");
+    vpack_cpuset nodes, cpus;
+    uint64_t start = 0;
+    (void)state;
+    if (!fx || !*fx)
+        fail_msg("VPACK_FIXTURES is not set (run the test through meson)");
+    snprintf(sys, sizeof(sys), "%s/topologies/sysfs/32intel64-2p8co2t+8ve", fx);
+    set_list(&nodes, "1");
+    assert_int_equal(vpack_host_node_cpus(sys, &nodes, &cpus), 0);
+    vpack_cpuset_format_buf(&cpus, buf, sizeof(buf));
+    assert_string_equal(buf, "8-15,24-31");
+    set_list(&nodes, "0-1");
+    assert_int_equal(vpack_host_node_cpus(sys, &nodes, &cpus), 0);
+    vpack_cpuset_format_buf(&cpus, buf, sizeof(buf));
+    assert_string_equal(buf, "0-31");
+    set_list(&nodes, "2");
+    assert_int_equal(vpack_host_node_cpus(sys, &nodes, &cpus), -ENOENT);
+    /* A node with memory only has an empty list. */
+    put("sys/devices/system/node/node0/cpulist", "\n");
+    put("sys/devices/system/node/node1/cpulist", "2-3\n");
+    set_list(&nodes, "0-1");
+    assert_int_equal(vpack_host_node_cpus(root, &nodes, &cpus), 0);
+    vpack_cpuset_format_buf(&cpus, buf, sizeof(buf));
+    assert_string_equal(buf, "2-3");
+    /* Field 22 of /proc/PID/stat, after a name with blanks and parentheses. */
+    put("proc/77/stat", "77 (qemu (x) y) S 1 77 77 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 4 0 "
+                        "123456 1000 10\n");
+    assert_int_equal(vpack_host_process_start(root, 77, &start), 0);
+    assert_int_equal(start, 123456);
+    assert_int_equal(vpack_host_process_start(root, 78, &start), -ENOENT);
+    put("proc/79/stat", "79 (short) S 1 2 3\n");
+    assert_int_equal(vpack_host_process_start(root, 79, &start), -EINVAL);
+    assert_int_equal(vpack_host_process_start(root, 0, &start), -ENOENT);
 }
 
 static void test_cgroup_v2_noop(void **state)
@@ -153,8 +302,10 @@ static void test_cgroup_v2_noop(void **state)
     vpack_cpuset_zero(&online);
     vpack_cpuset_set(&online, 0);
     unsigned fixed = 7;
-    assert_int_equal(vpack_cgroup_repair(other, &online, &fixed), 0);
+    struct vpack_cgroup_memo m = {0};
+    assert_int_equal(vpack_cgroup_repair(other, &m, &online, NULL, &fixed), 0);
     assert_int_equal(fixed, 0);
+    assert_false(m.taken);
 }
 
 /* A fixture tree under $VPACK_TESTDATA/hosts/ (tests/data/hosts/README.md). */
@@ -638,7 +789,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reads_under_root, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reads_relative, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_repair, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cgroup_repair_narrowed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_cpus_and_runs, setup, teardown),
         cmocka_unit_test(test_cgroup_v2_noop),
         cmocka_unit_test(test_process_cgroups),
         cmocka_unit_test(test_iothread_ticks),

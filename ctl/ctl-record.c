@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vpackctl record: writes the running agent's snapshots as a trace (one
+ * interval per line, vpack/trace.h) for `vpackctl simulate`. It asks the
+ * agent for its last snapshot (the control socket's "snapshot" op) four
+ * times per interval and writes each new one once.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "client.h"
+#include "ctl-client.h"
+#include "vpack/config.h"
+#include "vpack/snapshot.h"
+#include "vpack/trace.h"
+#include "vpackctl.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: vpackctl record --duration SECONDS --output FILE [--socket PATH]\n"
+            "\n"
+            "Record the running agent's snapshots for SECONDS as a trace, one interval\n"
+            "per line, for 'vpackctl simulate --trace FILE'. A thread's demand is what\n"
+            "it ran plus what it waited in the run queue. Needs a running vpackd.\n"
+            "\n"
+            "Options:\n"
+            "  --duration SECONDS  how long to record (up to 604800)\n"
+            "  --output FILE       the trace to write ('-': standard output)\n"
+            "  --socket PATH       the agent's control socket (default: $VPACK_SOCKET,\n"
+            "                      else " VPACK_DEFAULT_SOCKET ")\n"
+            "  -h, --help          show this help\n");
+}
+
+enum {
+    OPT_DURATION = 256,
+    OPT_OUTPUT,
+    OPT_SOCKET,
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/*
+ * The agent's snapshot as a trace line (caller frees), or NULL with *none
+ * when it has none yet. Returns an exit code.
+ */
+static int fetch(const struct vpackctl_args *a, char **line, unsigned *interval_ms, bool *none)
+{
+    struct json_object *body = NULL, *snap;
+    struct vpack_snapshot *s = NULL;
+    const char *text;
+    char *err = NULL;
+    int ret;
+
+    *line = NULL;
+    *none = false;
+    if ((ret = vpackctl_ask(a, VPACKCTL_TIMEOUT_MS, NULL, &body, "snapshot", NULL)))
+        return ret;
+    if (!json_object_object_get_ex(body, "snapshot", &snap) ||
+        !json_object_is_type(snap, json_type_object)) {
+        *none = true;
+        goto cleanup;
+    }
+    text = json_object_to_json_string_ext(snap, JSON_C_TO_STRING_PLAIN);
+    if (vpack_snapshot_parse(text, strlen(text), &s, &err) < 0) {
+        vpackctl_err("record: the agent's snapshot does not read back: %s",
+                     err ? err : "out of memory");
+        ret = VPACKCTL_EXIT_FAIL;
+        goto cleanup;
+    }
+    vpack_trace_from_observed(s);
+    *interval_ms = s->interval_ms;
+    *line = vpack_snapshot_to_json(s);
+    if (!*line) {
+        vpackctl_err("record: out of memory");
+        ret = VPACKCTL_EXIT_FAIL;
+    }
+
+cleanup:
+    free(err);
+    vpack_snapshot_free(s);
+    json_object_put(body);
+    return ret;
+}
+
+int record_main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"duration", required_argument, NULL, OPT_DURATION},
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        VPACKCTL_OPTIONS_END,
+    };
+    struct vpackctl_getopt g = {.cmd = "record", .usage = usage, .options = options};
+    struct vpackctl_args a = {.cmd = "record"};
+    const char *output = NULL, *socket = NULL;
+    double duration = -1, end;
+    unsigned interval_ms = 1000;
+    unsigned long written = 0;
+    char *last = NULL, *endp;
+    FILE *out = NULL;
+    int c, ret;
+
+    while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
+        if (c == OPT_DURATION) {
+            errno = 0;
+            duration = strtod(optarg, &endp);
+            if (endp == optarg || *endp || errno || !isfinite(duration) || duration <= 0 ||
+                duration > 604800) {
+                vpackctl_err("record: --duration '%s': expected seconds, more than 0 and at "
+                             "most 604800", optarg);
+                return VPACKCTL_EXIT_USAGE;
+            }
+        } else if (c == OPT_OUTPUT) {
+            output = optarg;
+        } else if (c == OPT_SOCKET) {
+            socket = optarg;
+        }
+    }
+    if (c == VPACKCTL_OPT_EXIT)
+        return g.exit_code;
+    if (optind < argc || duration < 0 || !output) {
+        if (optind < argc)
+            vpackctl_err("record: unexpected argument '%s' (see 'vpackctl record --help')",
+                         argv[optind]);
+        else
+            vpackctl_err("record: --duration SECONDS and --output FILE are required "
+                         "(see 'vpackctl record --help')");
+        return VPACKCTL_EXIT_USAGE;
+    }
+    a.socket = vpack_client_socket_path(socket);
+    out = strcmp(output, "-") ? fopen(output, "w") : stdout;
+    if (!out) {
+        vpackctl_err("record: %s: %s", output, strerror(errno));
+        return VPACKCTL_EXIT_FAIL;
+    }
+    end = now_s() + duration;
+    ret = VPACKCTL_EXIT_OK;
+    while (now_s() < end) {
+        char *line;
+        bool none;
+
+        if ((ret = fetch(&a, &line, &interval_ms, &none)))
+            break;
+        if (line && (!last || strcmp(line, last))) {
+            if (fputs(line, out) < 0 || fputc('\n', out) < 0 || fflush(out) != 0) {
+                vpackctl_err("record: %s: %s", output, strerror(errno));
+                free(line);
+                ret = VPACKCTL_EXIT_FAIL;
+                break;
+            }
+            written++;
+            free(last);
+            last = line;
+        } else {
+            free(line);
+        }
+        sleep_s(interval_ms / 4000.0 < 0.05 ? 0.05 : interval_ms / 4000.0);
+    }
+    if (ret == VPACKCTL_EXIT_OK && written == 0) {
+        vpackctl_err("record: the agent had no snapshot in %g s", duration);
+        ret = VPACKCTL_EXIT_FAIL;
+    }
+    if (out != stdout && fclose(out) != 0 && ret == VPACKCTL_EXIT_OK) {
+        vpackctl_err("record: %s: %s", output, strerror(errno));
+        ret = VPACKCTL_EXIT_FAIL;
+    }
+    if (ret == VPACKCTL_EXIT_OK)
+        fprintf(stderr, "vpackctl: record: %lu intervals written to %s\n", written, output);
+    free(last);
+    return ret;
+}

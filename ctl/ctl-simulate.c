@@ -1,0 +1,797 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vpackctl simulate: replays a trace (a file, or one built from PlanetLab VM
+ * traces) through the host model (lib/model.c) at levels 0, 1 and 2, next to
+ * the oracle (lib/oracle.c), and prints what vpack would save.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "vpack/json-util.h"
+#include "vpack/model.h"
+#include "vpack/oracle.h"
+#include "vpack/policy.h"
+#include "vpack/topology.h"
+#include "vpack/trace.h"
+#include "vpackctl.h"
+
+#define NLEVELS 3
+/* Columns of the SVG timeline at most. */
+#define SVG_COLUMNS 1000
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: vpackctl simulate --trace FILE [OPTIONS]\n"
+            "       vpackctl simulate --planetlab DIR --vms N [--seed S] [--burst SIGMA]\n"
+            "                         [--hold] [OPTIONS]\n"
+            "\n"
+            "Replay a trace through the host model with the policy at levels 0, 1 and 2\n"
+            "and print, side by side: each package's whole-idle share, the modelled\n"
+            "energy and the saving against level 0, the share of the demanded work\n"
+            "served, the p99 vCPU run-queue delay, moves per hour, and the active\n"
+            "package-seconds against the oracle (the fewest packages that hold the\n"
+            "demand with every pin and bound kept). See vpackctl(1), SIMULATE.\n"
+            "\n"
+            "Options:\n"
+            "  --trace FILE        a trace: JSON lines, one interval each ('-': stdin)\n"
+            "  --planetlab DIR     build the trace from PlanetLab VM traces in DIR\n"
+            "  --vms N             ... from N files picked with the seed\n"
+            "  --seed S            ... the seed (default 1)\n"
+            "  --burst SIGMA       ... log-normal burst on each VM's demand (default 0)\n"
+            "  --hold              ... hold readings instead of interpolating\n"
+            "  --interval-ms MS    ... the trace's interval (default 1000)\n"
+            "  --hours H           stop after H hours of trace\n"
+            "  --write-trace FILE  also write the trace replayed, as JSON lines\n"
+            "  --topology SPEC     host (the default), xml:PATH, synthetic:DESC, sysfs:ROOT\n"
+            "  --reserved CPUS     leave these CPUs out (libvirt syntax)\n"
+            "  --power FILE        the power model (default: built in, as in\n"
+            "                      data/power-model.ini)\n"
+            "  --json              print the figures as one JSON object\n"
+            "  --svg FILE          draw the level 2 timeline: demand, active packages,\n"
+            "                      oracle, wake-up package\n"
+            "  -h, --help          show this help\n");
+}
+
+enum {
+    OPT_TRACE = 256,
+    OPT_PLANETLAB,
+    OPT_VMS,
+    OPT_SEED,
+    OPT_BURST,
+    OPT_HOLD,
+    OPT_INTERVAL,
+    OPT_HOURS,
+    OPT_WRITE,
+    OPT_TOPOLOGY,
+    OPT_RESERVED,
+    OPT_POWER,
+    OPT_JSON,
+    OPT_SVG,
+};
+
+struct sim_args {
+    const char *trace, *planetlab, *write, *spec, *reserved, *power, *svg;
+    unsigned vms, interval_ms;
+    unsigned long long seed;
+    double burst, hours;
+    bool hold, json;
+};
+
+/* Where the intervals come from. */
+struct source {
+    FILE *f;                 /* a trace file, or NULL */
+    const char *name;
+    char *line;
+    size_t cap;
+    unsigned long lineno;
+    struct vpack_planetlab pl;
+    unsigned long k, nintervals;
+};
+
+/* One point of the timeline (level 2). */
+struct point {
+    float demand;
+    unsigned short active, oracle;
+    short wakeup;
+};
+
+struct sim {
+    const struct vpack_topology *topo;
+    struct vpack_model *model[NLEVELS];
+    double oracle_s, seconds;
+    bool oracle_exact;
+    unsigned long ndomains; /* most domains in one interval */
+    struct point *tl;
+    unsigned long ntl, captl;
+    FILE *write;
+};
+
+static int parse_number(const char *opt, const char *text, double min, double max, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(v) || v < min || v > max) {
+        vpackctl_err("simulate: --%s '%s': expected a number from %g to %g", opt, text, min, max);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct sim_args *a)
+{
+    static const struct option options[] = {
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"planetlab", required_argument, NULL, OPT_PLANETLAB},
+        {"vms", required_argument, NULL, OPT_VMS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"burst", required_argument, NULL, OPT_BURST},
+        {"hold", no_argument, NULL, OPT_HOLD},
+        {"interval-ms", required_argument, NULL, OPT_INTERVAL},
+        {"hours", required_argument, NULL, OPT_HOURS},
+        {"write-trace", required_argument, NULL, OPT_WRITE},
+        {"topology", required_argument, NULL, OPT_TOPOLOGY},
+        {"reserved", required_argument, NULL, OPT_RESERVED},
+        {"power", required_argument, NULL, OPT_POWER},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"svg", required_argument, NULL, OPT_SVG},
+        VPACKCTL_OPTIONS_END,
+    };
+    struct vpackctl_getopt g = {.cmd = "simulate", .usage = usage, .options = options};
+    double v;
+    int c;
+
+    *a = (struct sim_args){.interval_ms = 1000, .seed = 1};
+    while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
+        int err = 0;
+
+        if (c == OPT_TRACE)
+            a->trace = optarg;
+        else if (c == OPT_PLANETLAB)
+            a->planetlab = optarg;
+        else if (c == OPT_VMS && !(err = parse_number(g.option, optarg, 1, 100000, &v)))
+            a->vms = (unsigned)v;
+        else if (c == OPT_SEED && !(err = parse_number(g.option, optarg, 0, 1e15, &v)))
+            a->seed = (unsigned long long)v;
+        else if (c == OPT_BURST)
+            err = parse_number(g.option, optarg, 0, 3, &a->burst);
+        else if (c == OPT_HOLD)
+            a->hold = true;
+        else if (c == OPT_INTERVAL && !(err = parse_number(g.option, optarg, 100, 3600000, &v)))
+            a->interval_ms = (unsigned)v;
+        else if (c == OPT_HOURS)
+            err = parse_number(g.option, optarg, 0.001, 100000, &a->hours);
+        else if (c == OPT_WRITE)
+            a->write = optarg;
+        else if (c == OPT_TOPOLOGY)
+            a->spec = optarg;
+        else if (c == OPT_RESERVED)
+            a->reserved = optarg;
+        else if (c == OPT_POWER)
+            a->power = optarg;
+        else if (c == OPT_JSON)
+            a->json = true;
+        else if (c == OPT_SVG)
+            a->svg = optarg;
+        if (err < 0)
+            return VPACKCTL_EXIT_USAGE;
+    }
+    if (c == VPACKCTL_OPT_EXIT)
+        return g.exit_code;
+    if (optind < argc) {
+        vpackctl_err("simulate: unexpected argument '%s' (see 'vpackctl simulate --help')",
+                     argv[optind]);
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (!a->trace == !a->planetlab) {
+        vpackctl_err("simulate: give one of --trace FILE and --planetlab DIR "
+                     "(see 'vpackctl simulate --help')");
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (a->planetlab && !a->vms) {
+        vpackctl_err("simulate: --planetlab needs --vms N");
+        return VPACKCTL_EXIT_USAGE;
+    }
+    return VPACKCTL_PROCEED;
+}
+
+/* The whole of file path into *buf (NUL-terminated); its length, or -1 after a message. */
+static long slurp(const char *path, char **buf)
+{
+    FILE *f = fopen(path, "r");
+    size_t len = 0, cap = 0, n;
+    char *b = NULL;
+
+    *buf = NULL;
+    if (!f) {
+        vpackctl_err("simulate: %s: %s", path, strerror(errno));
+        return -1;
+    }
+    do {
+        if (cap - len < 4096) {
+            char *nb = realloc(b, cap * 2 + 8192);
+            if (!nb) {
+                vpackctl_err("simulate: out of memory");
+                free(b);
+                fclose(f);
+                return -1;
+            }
+            b = nb;
+            cap = cap * 2 + 8192;
+        }
+        n = fread(b + len, 1, cap - len - 1, f);
+        len += n;
+    } while (n > 0 && len < (64u << 20));
+    if (ferror(f) || len >= (64u << 20)) {
+        vpackctl_err("simulate: %s: %s", path, ferror(f) ? strerror(EIO) : "larger than 64 MiB");
+        free(b);
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    b[len] = '\0';
+    *buf = b;
+    return (long)len;
+}
+
+static int regular_file(const struct dirent *e)
+{
+    return e->d_name[0] != '.' && (e->d_type == DT_REG || e->d_type == DT_UNKNOWN);
+}
+
+/* Reads the picked PlanetLab files of a->planetlab into s->pl. Returns 0 or -1 (reported). */
+static int planetlab_load(const struct sim_args *a, struct source *s)
+{
+    struct dirent **list = NULL;
+    unsigned *idx = NULL;
+    int n, ret = -1;
+
+    n = scandir(a->planetlab, &list, regular_file, alphasort);
+    if (n < 0) {
+        vpackctl_err("simulate: %s: %s", a->planetlab, strerror(errno));
+        return -1;
+    }
+    if ((unsigned)n < a->vms) {
+        vpackctl_err("simulate: %s has %d files, fewer than --vms %u", a->planetlab, n, a->vms);
+        goto cleanup;
+    }
+    idx = malloc(a->vms * sizeof(*idx));
+    s->pl.vms = calloc(a->vms, sizeof(*s->pl.vms));
+    if (!idx || !s->pl.vms) {
+        vpackctl_err("simulate: out of memory");
+        goto cleanup;
+    }
+    vpack_planetlab_pick((unsigned)n, a->vms, a->seed, idx);
+    for (unsigned v = 0; v < a->vms; v++) {
+        struct vpack_planetlab_vm *vm = &s->pl.vms[v];
+        char path[PATH_MAX], *buf = NULL, *err = NULL;
+        int r;
+
+        snprintf(path, sizeof(path), "%s/%s", a->planetlab, list[idx[v]]->d_name);
+        if (slurp(path, &buf) < 0)
+            goto cleanup;
+        r = vpack_planetlab_parse(buf, strlen(buf), &vm->pct, &err);
+        free(buf);
+        if (r < 0) {
+            vpackctl_err("simulate: %s: %s", path, err ? err : "out of memory");
+            free(err);
+            goto cleanup;
+        }
+        s->pl.nvms = v + 1;
+        vm->nreadings = (unsigned)r;
+        vm->nvcpus = vpack_planetlab_vcpus(a->seed, v);
+        vm->name = strdup(list[idx[v]]->d_name);
+        if (!vm->name) {
+            vpackctl_err("simulate: out of memory");
+            goto cleanup;
+        }
+    }
+    s->pl.interval_ms = a->interval_ms;
+    s->pl.reading_ms = 300000;
+    s->pl.burst = a->burst;
+    s->pl.interpolate = !a->hold;
+    s->pl.level = 2;
+    s->pl.seed = a->seed;
+    s->nintervals = vpack_planetlab_intervals(&s->pl);
+    ret = 0;
+
+cleanup:
+    for (int i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+    free(idx);
+    return ret;
+}
+
+/* The next interval: 1 with *snap, 0 at the end, -1 after a message. */
+static int source_next(struct source *s, struct vpack_snapshot **snap)
+{
+    *snap = NULL;
+    if (!s->f) {
+        if (s->k >= s->nintervals)
+            return 0;
+        if (vpack_planetlab_snapshot(&s->pl, s->k++, snap) < 0) {
+            vpackctl_err("simulate: out of memory");
+            return -1;
+        }
+        return 1;
+    }
+    for (;;) {
+        ssize_t n = getline(&s->line, &s->cap, s->f);
+        char *err = NULL;
+        int r;
+
+        if (n < 0) {
+            if (ferror(s->f)) {
+                vpackctl_err("simulate: %s: cannot read: %s", s->name, strerror(errno));
+                return -1;
+            }
+            return 0;
+        }
+        s->lineno++;
+        r = vpack_trace_parse_line(s->line, (size_t)n, s->lineno, snap, &err);
+        if (r == -ENODATA)
+            continue;
+        if (r < 0) {
+            vpackctl_err("simulate: %s: %s", s->name, err ? err : "out of memory");
+            free(err);
+            return -1;
+        }
+        return 1;
+    }
+}
+
+static int timeline_add(struct sim *sim, const struct point *p)
+{
+    if (sim->ntl == sim->captl) {
+        unsigned long nc = sim->captl ? sim->captl * 2 : 4096;
+        struct point *np = realloc(sim->tl, nc * sizeof(*np));
+        if (!np)
+            return -ENOMEM;
+        sim->tl = np;
+        sim->captl = nc;
+    }
+    sim->tl[sim->ntl++] = *p;
+    return 0;
+}
+
+/* Writes snap as a line of the trace being written. Returns 0 or -1 (reported). */
+static int write_interval(struct sim *sim, const char *path, const struct vpack_snapshot *snap)
+{
+    char *json = vpack_snapshot_to_json(snap);
+
+    if (!json) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
+    if (fputs(json, sim->write) < 0 || fputc('\n', sim->write) < 0) {
+        vpackctl_err("simulate: %s: %s", path, strerror(errno));
+        free(json);
+        return -1;
+    }
+    free(json);
+    return 0;
+}
+
+/* One interval through the three models and the oracle. Returns 0 or -1 (reported). */
+static int step(struct sim *sim, const struct vpack_snapshot *snap, double pack_watermark,
+                const char *where, unsigned long at)
+{
+    struct vpack_model_interval iv;
+    struct point p = {0};
+    bool exact;
+    int k;
+
+    for (int l = 0; l < NLEVELS; l++) {
+        char *err = NULL;
+        int r = vpack_model_step(sim->model[l], snap, &iv, &err);
+
+        if (r < 0) {
+            vpackctl_err("simulate: %s: interval %lu: %s", where, at,
+                         err ? err : "out of memory");
+            free(err);
+            return -1;
+        }
+        if (l == NLEVELS - 1) {
+            p.demand = (float)iv.demand;
+            p.active = (unsigned short)iv.nworking;
+            p.wakeup = (short)(iv.wakeup_package < SHRT_MAX ? iv.wakeup_package : -1);
+        }
+    }
+    k = vpack_oracle_packages(sim->topo, pack_watermark, snap, &exact);
+    if (k < 0) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
+    sim->oracle_s += k * (snap->interval_ms / 1000.0);
+    sim->seconds += snap->interval_ms / 1000.0;
+    sim->oracle_exact = sim->oracle_exact && exact;
+    p.oracle = (unsigned short)k;
+    if (snap->ndomains > sim->ndomains)
+        sim->ndomains = snap->ndomains;
+    if (timeline_add(sim, &p) < 0) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs every interval of src (up to max_s seconds, 0: all). Returns 0 or -1 (reported). */
+static int run(struct sim *sim, struct source *src, double max_s, const char *write_path)
+{
+    struct vpack_policy_params pp;
+    double seconds = 0;
+
+    vpack_policy_params_default(&pp);
+    sim->oracle_exact = true;
+    for (;;) {
+        struct vpack_snapshot *snap = NULL;
+        int r;
+
+        if (max_s > 0 && seconds >= max_s - 1e-9)
+            break;
+        r = source_next(src, &snap);
+        if (r <= 0)
+            return r;
+        seconds += snap->interval_ms / 1000.0;
+        if ((sim->write && write_interval(sim, write_path, snap) < 0) ||
+            step(sim, snap, pp.pack_watermark, src->name,
+                 src->f ? src->lineno : src->k) < 0) {
+            vpack_snapshot_free(snap);
+            return -1;
+        }
+        vpack_snapshot_free(snap);
+    }
+    return 0;
+}
+
+/* The figures of one level. */
+struct figures {
+    struct vpack_model_totals t;
+    double kwh, saving, served_ratio, moves_per_hour, vs_oracle;
+};
+
+static void figures_of(const struct sim *sim, struct figures *f)
+{
+    for (int l = 0; l < NLEVELS; l++) {
+        struct figures *x = &f[l];
+
+        vpack_model_totals(sim->model[l], &x->t);
+        x->kwh = x->t.energy_j / 3.6e6;
+        x->saving = f[0].t.energy_j > 0 ? 1 - x->t.energy_j / f[0].t.energy_j : 0;
+        x->served_ratio = x->t.demand > 0 ? x->t.served / x->t.demand : 1;
+        x->moves_per_hour = x->t.seconds > 0 ? x->t.moves / (x->t.seconds / 3600) : 0;
+        x->vs_oracle = sim->oracle_s > 0 ? x->t.active_pkg_s / sim->oracle_s - 1 : 0;
+    }
+}
+
+/* What a row of the table shows. */
+enum row { ROW_KWH, ROW_SAVING, ROW_SERVED, ROW_DELAY, ROW_MOVES, ROW_PINS, ROW_ACTIVE, ROW_ORACLE };
+
+static void print_row(const char *label, const struct figures *f, enum row what)
+{
+    printf("%-26s", label);
+    for (int l = 0; l < NLEVELS; l++) {
+        const struct figures *x = &f[l];
+        char cell[64];
+
+        switch (what) {
+        case ROW_KWH:
+            snprintf(cell, sizeof(cell), "%.4f", x->kwh);
+            break;
+        case ROW_SAVING:
+            snprintf(cell, sizeof(cell), "%.1f%%", x->saving * 100);
+            break;
+        case ROW_SERVED:
+            snprintf(cell, sizeof(cell), "%.4f", x->served_ratio);
+            break;
+        case ROW_DELAY:
+            snprintf(cell, sizeof(cell), "%.2f%%", x->t.delay_p99 * 100);
+            break;
+        case ROW_MOVES:
+            snprintf(cell, sizeof(cell), "%.1f", x->moves_per_hour);
+            break;
+        case ROW_PINS:
+            snprintf(cell, sizeof(cell), "%lu", x->t.pin_ops);
+            break;
+        case ROW_ACTIVE:
+            snprintf(cell, sizeof(cell), "%.0f", x->t.active_pkg_s);
+            break;
+        default:
+            snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_oracle * 100);
+            break;
+        }
+        printf(" %12s", cell);
+    }
+    putchar('\n');
+}
+
+static int print_text(const struct sim *sim, const struct figures *f)
+{
+    const struct vpack_topology *t = sim->topo;
+
+    printf("%lu intervals (%.2f h), up to %lu domains, on %s (%u packages)\n\n",
+           f[0].t.intervals, f[0].t.seconds / 3600, sim->ndomains,
+           t->source ? t->source : "host", t->npackages);
+    printf("%-26s %12s %12s %12s\n", "", "level 0", "level 1", "level 2");
+    for (unsigned p = 0; p < t->npackages; p++) {
+        char label[64];
+
+        snprintf(label, sizeof(label), "package %d whole-idle", t->packages[p].id);
+        printf("%-26s", label);
+        for (int l = 0; l < NLEVELS; l++) {
+            char cell[32];
+            snprintf(cell, sizeof(cell), "%.1f%%",
+                     f[l].t.seconds > 0 ? 100 * f[l].t.pkg_idle_s[p] / f[l].t.seconds : 0);
+            printf(" %12s", cell);
+        }
+        putchar('\n');
+    }
+    print_row("energy (kWh)", f, ROW_KWH);
+    print_row("saving vs level 0", f, ROW_SAVING);
+    print_row("served work ratio", f, ROW_SERVED);
+    print_row("p99 vCPU delay", f, ROW_DELAY);
+    print_row("moves per hour", f, ROW_MOVES);
+    print_row("pin operations", f, ROW_PINS);
+    print_row("active package-seconds", f, ROW_ACTIVE);
+    print_row("vs oracle", f, ROW_ORACLE);
+    printf("%-26s %12.0f (%s)\n", "oracle package-seconds", sim->oracle_s,
+           sim->oracle_exact ? "exact" : "lower bound");
+    return vpackctl_flush();
+}
+
+static int print_json(const struct sim *sim, const struct figures *f)
+{
+    struct json_object *o = json_object_new_object(), *levels = json_object_new_array(), *orc;
+    bool ok = true;
+    int ret;
+
+    vpack_json_set_int(o, "intervals", (int64_t)f[0].t.intervals, &ok);
+    vpack_json_set_double(o, "seconds", f[0].t.seconds, &ok);
+    vpack_json_set_int(o, "domains", (int64_t)sim->ndomains, &ok);
+    vpack_json_set_str(o, "topology", sim->topo->source ? sim->topo->source : "host", &ok);
+    orc = json_object_new_object();
+    vpack_json_set_double(orc, "package_seconds", sim->oracle_s, &ok);
+    vpack_json_set_bool(orc, "exact", sim->oracle_exact, &ok);
+    vpack_json_set(o, "oracle", orc, &ok);
+    for (int l = 0; l < NLEVELS; l++) {
+        const struct figures *x = &f[l];
+        struct json_object *lv = json_object_new_object(), *idle = json_object_new_array(),
+                           *busy = json_object_new_array();
+
+        vpack_json_set_int(lv, "level", l, &ok);
+        for (unsigned p = 0; p < sim->topo->npackages; p++) {
+            double s = x->t.seconds > 0 ? x->t.seconds : 1;
+            vpack_json_append(idle, json_object_new_double(x->t.pkg_idle_s[p] / s), &ok);
+            vpack_json_append(busy, json_object_new_double(x->t.pkg_busy_s[p] / s), &ok);
+        }
+        vpack_json_set(lv, "package_idle", idle, &ok);
+        vpack_json_set(lv, "package_busy", busy, &ok);
+        vpack_json_set_double(lv, "energy_j", x->t.energy_j, &ok);
+        vpack_json_set_double(lv, "saving", x->saving, &ok);
+        vpack_json_set_double(lv, "demand_cpu_s", x->t.demand, &ok);
+        vpack_json_set_double(lv, "served_cpu_s", x->t.served, &ok);
+        vpack_json_set_double(lv, "served_ratio", x->served_ratio, &ok);
+        vpack_json_set_double(lv, "delay_p99", x->t.delay_p99, &ok);
+        vpack_json_set_double(lv, "moves_per_hour", x->moves_per_hour, &ok);
+        vpack_json_set_int(lv, "moves", (int64_t)x->t.moves, &ok);
+        vpack_json_set_int(lv, "pin_ops", (int64_t)x->t.pin_ops, &ok);
+        vpack_json_set_double(lv, "active_package_seconds", x->t.active_pkg_s, &ok);
+        vpack_json_set_double(lv, "planned_package_seconds", x->t.planned_pkg_s, &ok);
+        vpack_json_set_double(lv, "vs_oracle", x->vs_oracle, &ok);
+        vpack_json_append(levels, vpack_json_finish(lv, ok), &ok);
+    }
+    vpack_json_set(o, "levels", levels, &ok);
+    o = vpack_json_finish(o, ok);
+    if (!o) {
+        vpackctl_err("simulate: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
+    ret = vpackctl_print_json(o);
+    json_object_put(o);
+    return ret;
+}
+
+/* A colour for package index p of n. */
+static void pkg_colour(unsigned p, char *buf, size_t len)
+{
+    snprintf(buf, len, "hsl(%u,70%%,50%%)", (p * 360 / 7 + 30) % 360);
+}
+
+/* The timeline as SVG: demand, active packages (level 2), oracle, wake-up package. */
+static int write_svg(const struct sim *sim, const char *path)
+{
+    const double W = 1000, H = 320, top = 30, plot = 220, left = 50;
+    unsigned cols = sim->ntl < SVG_COLUMNS ? (unsigned)sim->ntl : SVG_COLUMNS;
+    unsigned np = sim->topo->npackages;
+    double cores = 0, cw;
+    FILE *f;
+
+    if (cols == 0) {
+        vpackctl_err("simulate: --svg: no interval to draw");
+        return -1;
+    }
+    for (unsigned p = 0; p < np; p++)
+        cores += sim->topo->packages[p].ncores;
+    f = fopen(path, "w");
+    if (!f) {
+        vpackctl_err("simulate: %s: %s", path, strerror(errno));
+        return -1;
+    }
+    cw = (W - left - 10) / cols;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"18\">vpack level 2: demand (blue, share of %.0f cores), "
+               "active packages (red), oracle (grey), wake-up package (strip)</text>\n",
+            left, cores);
+    fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left,
+            top + plot, W - 10, top + plot);
+    fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left,
+            top, left, top + plot);
+    fprintf(f, "<text x=\"4\" y=\"%.0f\">%u pkg</text><text x=\"4\" y=\"%.0f\">0</text>\n",
+            top + 4, np, top + plot);
+    for (int series = 0; series < 3; series++) {
+        const char *colour = series == 0 ? "#1f5fbf" : series == 1 ? "#d62728" : "#888888";
+
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s points=\"",
+                colour, series == 1 ? "2" : "1", series == 2 ? " stroke-dasharray=\"4,3\"" : "");
+        for (unsigned c = 0; c < cols; c++) {
+            unsigned long a = (unsigned long)c * sim->ntl / cols;
+            unsigned long b = (unsigned long)(c + 1) * sim->ntl / cols;
+            double sum = 0, y;
+
+            for (unsigned long i = a; i < b; i++)
+                sum += series == 0   ? sim->tl[i].demand / (cores > 0 ? cores : 1)
+                       : series == 1 ? (double)sim->tl[i].active / np
+                                     : (double)sim->tl[i].oracle / np;
+            y = top + plot - plot * (b > a ? sum / (double)(b - a) : 0);
+            fprintf(f, "%.1f,%.1f %.1f,%.1f ", left + c * cw, y, left + (c + 1) * cw, y);
+        }
+        fprintf(f, "\"/>\n");
+    }
+    for (unsigned c = 0; c < cols; c++) {
+        unsigned long i = (unsigned long)(c + 1) * sim->ntl / cols - 1;
+        int w = sim->tl[i].wakeup;
+        int pi = w >= 0 ? vpack_topology_package_index(sim->topo, w) : -1;
+        char colour[32];
+
+        if (pi < 0)
+            snprintf(colour, sizeof(colour), "#dddddd");
+        else
+            pkg_colour((unsigned)pi, colour, sizeof(colour));
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.2f\" height=\"14\" fill=\"%s\"/>\n",
+                left + c * cw, top + plot + 12, cw + 0.05, colour);
+    }
+    for (unsigned p = 0; p < np; p++) {
+        char colour[32];
+
+        pkg_colour(p, colour, sizeof(colour));
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                   "<text x=\"%.0f\" y=\"%.0f\">wake-up package %d</text>\n",
+                left + p * 140.0, top + plot + 40, colour, left + p * 140.0 + 16, top + plot + 50,
+                sim->topo->packages[p].id);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%.2f h</text>\n", W - 60, top + plot + 60,
+            sim->seconds / 3600);
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0) {
+        vpackctl_err("simulate: %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The power model of --power, or the defaults. Returns 0 or -1 (reported). */
+static int load_power(const char *path, struct vpack_power_params *pw)
+{
+    char *buf, *err = NULL;
+    long len;
+    int r;
+
+    vpack_power_params_default(pw);
+    if (!path)
+        return 0;
+    if ((len = slurp(path, &buf)) < 0)
+        return -1;
+    r = vpack_power_params_parse(buf, (size_t)len, pw, &err);
+    free(buf);
+    if (r < 0) {
+        vpackctl_err("simulate: %s: %s", path, err ? err : "out of memory");
+        free(err);
+        return -1;
+    }
+    return 0;
+}
+
+int simulate_main(int argc, char **argv)
+{
+    struct sim_args a;
+    struct sim sim = {0};
+    struct source src = {0};
+    struct vpack_topology *topo = NULL;
+    struct vpack_power_params pw;
+    struct vpack_policy_params pp;
+    struct figures f[NLEVELS];
+    int ret;
+
+    if ((ret = parse_args(argc, argv, &a)) != VPACKCTL_PROCEED)
+        return ret;
+    if ((ret = vpackctl_load_topology("simulate", a.spec, a.reserved, &topo)))
+        return ret;
+    ret = VPACKCTL_EXIT_FAIL;
+    if (load_power(a.power, &pw) < 0)
+        goto cleanup;
+    sim.topo = topo;
+    vpack_policy_params_default(&pp);
+    for (int l = 0; l < NLEVELS; l++) {
+        char *err = NULL;
+
+        if (vpack_model_new(topo, &pp, &pw, l, &sim.model[l], &err) < 0) {
+            vpackctl_err("simulate: %s", err ? err : "out of memory");
+            free(err);
+            goto cleanup;
+        }
+    }
+    if (a.trace) {
+        src.name = a.trace;
+        src.f = strcmp(a.trace, "-") ? fopen(a.trace, "r") : stdin;
+        if (!src.f) {
+            vpackctl_err("simulate: %s: %s", a.trace, strerror(errno));
+            goto cleanup;
+        }
+    } else {
+        src.name = a.planetlab;
+        if (planetlab_load(&a, &src) < 0)
+            goto cleanup;
+    }
+    if (a.write && !(sim.write = fopen(a.write, "w"))) {
+        vpackctl_err("simulate: %s: %s", a.write, strerror(errno));
+        goto cleanup;
+    }
+    if (run(&sim, &src, a.hours * 3600, a.write) < 0)
+        goto cleanup;
+    if (sim.write) {
+        int r = fclose(sim.write);
+        sim.write = NULL;
+        if (r != 0) {
+            vpackctl_err("simulate: %s: %s", a.write, strerror(errno));
+            goto cleanup;
+        }
+    }
+    if (sim.ntl == 0) {
+        vpackctl_err("simulate: %s: no interval in the trace", src.name);
+        goto cleanup;
+    }
+    figures_of(&sim, f);
+    if (a.svg && write_svg(&sim, a.svg) < 0)
+        goto cleanup;
+    ret = a.json ? print_json(&sim, f) : print_text(&sim, f);
+
+cleanup:
+    if (sim.write)
+        fclose(sim.write);
+    if (src.f && src.f != stdin)
+        fclose(src.f);
+    free(src.line);
+    vpack_planetlab_clear(&src.pl);
+    for (int l = 0; l < NLEVELS; l++)
+        vpack_model_free(sim.model[l]);
+    free(sim.tl);
+    vpack_topology_free(topo);
+    return ret;
+}

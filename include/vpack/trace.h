@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Traces: what a host's domains demand, interval by interval, for the host
+ * model (vpack/model.h). Pure: text in, snapshots out.
+ *
+ * A trace is JSON lines, one interval per line, each line a snapshot (the
+ * format of README.md's "Snapshot format") read as demand: a thread's "util"
+ * is the CPUs' worth it wants to run (at most 1), "delay" and "cpus" are
+ * ignored by the model ("cpus" may be {}), and per domain "level", "cpuset",
+ * "memory" and each thread's "pin" are as in a snapshot. Blank lines are
+ * skipped; every other line must be one interval.
+ *
+ * `vpackctl record` writes the agent's snapshots as a trace: a thread that
+ * ran util and waited delay wanted util + delay (cut to 1).
+ */
+#ifndef VPACK_TRACE_H
+#define VPACK_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vpack/snapshot.h"
+
+/*
+ * Parses line lineno (for messages) of a trace, len bytes without its line
+ * break. Returns 0 with *out, -ENODATA for a blank line (nothing to do), or
+ * -EINVAL with *errmsg "line N: ..." (column too for JSON syntax) for a line
+ * that is not one interval: bad JSON, not a snapshot, data after it, a
+ * thread demanding more than one CPU, two domains of one name. -ENOMEM.
+ */
+int vpack_trace_parse_line(const char *buf, size_t len, unsigned long lineno,
+                           struct vpack_snapshot **out, char **errmsg);
+
+/*
+ * Turns an agent's snapshot into a trace interval in place: util += delay
+ * (cut to 1), delay = 0, cpu = -1.
+ */
+void vpack_trace_from_observed(struct vpack_snapshot *s);
+
+/*
+ * The PlanetLab builder (the CoMon VM traces: one reading per 5 minutes, the
+ * VM's utilisation of one CPU in percent). A VM's demand at time t is its
+ * reading, linearly interpolated between readings (held after the last, or
+ * held throughout with interpolate = 0), as a share of one CPU, spread evenly
+ * over its vCPUs. With burst > 0 each VM's demand in each interval is
+ * multiplied by a log-normal factor exp(burst * z - burst^2 / 2) (mean 1; z
+ * standard normal from the seed, the VM and the interval), each vCPU then
+ * cut to 1. Emulators demand nothing; there are no iothreads, pins or
+ * bounds. Every domain gets level.
+ */
+struct vpack_planetlab_vm {
+    char *name;            /* domain name (owned) */
+    unsigned nvcpus;
+    unsigned nreadings;
+    double *pct;           /* readings, percent of one CPU (owned) */
+};
+
+struct vpack_planetlab {
+    unsigned nvms;
+    struct vpack_planetlab_vm *vms;
+    unsigned interval_ms;  /* the trace's interval; default 1000 */
+    unsigned reading_ms;   /* between readings; 300000 */
+    double burst;          /* log-normal sigma; 0: none */
+    int interpolate;       /* 1: linear between readings, 0: hold */
+    int level;             /* every domain's level */
+    uint64_t seed;
+};
+
+/*
+ * Parses one PlanetLab file's text: one integer or decimal percentage
+ * (0..100) per line; blank lines skipped. Returns the count (> 0) with *out
+ * (caller frees), or -EINVAL with *errmsg "line N: ...", or -ENOMEM.
+ */
+int vpack_planetlab_parse(const char *buf, size_t len, double **out, char **errmsg);
+
+/*
+ * Picks n of nfiles (n <= nfiles) with seed: idx[0..n) distinct, ascending.
+ * The same seed gives the same choice.
+ */
+void vpack_planetlab_pick(unsigned nfiles, unsigned n, uint64_t seed, unsigned *idx);
+
+/* A VM's vCPU count from seed and its index: 1 (40%), 2 (35%) or 4 (25%). */
+unsigned vpack_planetlab_vcpus(uint64_t seed, unsigned vm);
+
+/* The number of intervals the readings cover: the longest VM's readings * reading_ms. */
+unsigned long vpack_planetlab_intervals(const struct vpack_planetlab *pl);
+
+/*
+ * Interval k of the trace as a snapshot (free with vpack_snapshot_free()).
+ * Returns 0 or -ENOMEM.
+ */
+int vpack_planetlab_snapshot(const struct vpack_planetlab *pl, unsigned long k,
+                             struct vpack_snapshot **out);
+
+/* Frees the VMs (names, readings) and the array; the struct itself is the caller's. */
+void vpack_planetlab_clear(struct vpack_planetlab *pl);
+
+#endif

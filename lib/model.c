@@ -1,0 +1,827 @@
+// SPDX-License-Identifier: MIT
+/* The host model: see include/vpack/model.h for what it computes and why. */
+#include "vpack/model.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vpack/errmsg.h"
+
+/* The p99 delay comes from a histogram of this many bins over 0..1. */
+#define HIST_BINS 10000
+
+void vpack_power_params_default(struct vpack_power_params *p)
+{
+    /* The values of data/power-model.ini; keep the two alike. */
+    p->awake_w = 30.0;
+    p->core_w = 5.0;
+    p->deep_w = 8.0;
+    p->smt_gain = 0.25;
+}
+
+struct power_ctx {
+    struct vpack_power_params *p;
+    char msg[256];
+};
+
+static int power_key(void *user, const char *section, const char *name, const char *value)
+{
+    struct power_ctx *c = user;
+    double *dst = NULL, max = 1e6;
+    char *end;
+    double v;
+
+    if (!strcmp(section, "package") && !strcmp(name, "awake_w"))
+        dst = &c->p->awake_w;
+    else if (!strcmp(section, "package") && !strcmp(name, "core_w"))
+        dst = &c->p->core_w;
+    else if (!strcmp(section, "package") && !strcmp(name, "deep_w"))
+        dst = &c->p->deep_w;
+    else if (!strcmp(section, "smt") && !strcmp(name, "gain")) {
+        dst = &c->p->smt_gain;
+        max = 1;
+    }
+    /* inih goes on after an error and reports the first one's line: keep its message. */
+    if (c->msg[0])
+        return 0;
+    if (!dst) {
+        snprintf(c->msg, sizeof(c->msg), "unknown key '%s' in section [%s]", name, section);
+        return 0;
+    }
+    errno = 0;
+    v = strtod(value, &end);
+    if (end == value || *end || errno || !isfinite(v) || v < 0 || v > max) {
+        snprintf(c->msg, sizeof(c->msg), "[%s] %s = '%s': expected a number from 0 to %g",
+                 section, name, value, max);
+        return 0;
+    }
+    *dst = v;
+    return 1;
+}
+
+int vpack_power_params_parse(const char *text, size_t len, struct vpack_power_params *out,
+                             char **errmsg)
+{
+    struct vpack_power_params p;
+    struct power_ctx c = {.p = &p};
+    char *buf;
+    int line;
+
+    if (errmsg)
+        *errmsg = NULL;
+    vpack_power_params_default(&p);
+    buf = malloc(len + 1);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (strlen(buf) != len) {
+        free(buf);
+        return vpack_errmsg_set(-EINVAL, errmsg, "a NUL byte in the power model");
+    }
+    line = ini_parse_string(buf, power_key, &c);
+    free(buf);
+    if (line != 0)
+        return vpack_errmsg_set(-EINVAL, errmsg, "line %d: %s", line,
+                                c.msg[0] ? c.msg : "not an INI line");
+    if (p.deep_w > p.awake_w)
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "deep_w (%g) must not be above awake_w (%g): the deep state "
+                                "saves power",
+                                p.deep_w, p.awake_w);
+    *out = p;
+    return 0;
+}
+
+/* A CPU mask over the topology's CPUs, interned: threads compare masks by index. */
+struct mask {
+    uint64_t *w;          /* nwords words */
+    unsigned ncpus;
+    int *cpus;            /* its usable CPUs, ascending */
+};
+
+/* What the model remembers of one thread between intervals. */
+struct mthread {
+    unsigned mask;        /* interned index of the mask applied */
+    double util, delay;   /* what the agent would observe */
+};
+
+struct mdom {
+    struct vpack_model_domain pub;
+    char *name;
+    unsigned nvcpus, niothreads;
+    struct mthread *thr;  /* vCPUs, the emulator, iothreads */
+};
+
+struct vpack_model {
+    const struct vpack_topology *topo;
+    struct vpack_policy_params params;
+    struct vpack_power_params power;
+    int level;
+    struct vpack_policy_state *state;
+
+    unsigned nwords, ncpu;  /* words and CPU ids 0..max_cpu */
+    int *cpu_core;          /* global core index per CPU, -1 when unusable */
+    unsigned ncores;
+    unsigned *core_pkg;     /* package index per core */
+
+    struct mask *masks;
+    unsigned nmasks, capmasks;
+
+    struct mdom *doms;
+    unsigned ndoms, capdoms;
+    unsigned *map;          /* snapshot domain index -> doms index, last interval */
+    unsigned nmap, capmap;
+
+    /* The snapshot the policy sees: borrowed names, pins, cpusets, memory. */
+    struct vpack_snapshot obs;
+    unsigned capobs;
+    struct vpack_thread_sample *obs_thr;
+    unsigned capthr;
+    bool first;
+
+    /* Scratch, per interval. */
+    double *load, *frac, *occ, *tmp;
+    double *core_busy, *pkg_busy, *pkg_idle;
+    double *dom_demand, *dom_served;
+    unsigned *thr_mask;     /* per thread of the interval: interned mask */
+    double *thr_demand;
+    double *mdemand, *mserved;
+    unsigned *morder, *moff;
+    double *mocc;           /* per mask: occupancy summed over its CPUs */
+    double *fill;
+    unsigned capfill;
+    unsigned cap[9];        /* capacities of the scratch arrays above, in order */
+
+    struct vpack_model_totals tot;
+    double *pkg_busy_s, *pkg_idle_s;
+    unsigned long hist[HIST_BINS + 1];
+    unsigned long nhist;
+};
+
+/* Grows *arr of *cap elements of size sz to hold n. Returns 0 or -ENOMEM. */
+static int grow(void *arr, unsigned *cap, unsigned n, size_t sz)
+{
+    void **a = arr;
+    unsigned c = *cap ? *cap : 8;
+    void *p;
+
+    if (n <= *cap)
+        return 0;
+    while (c < n)
+        c *= 2;
+    p = realloc(*a, (size_t)c * sz);
+    if (!p)
+        return -ENOMEM;
+    memset((char *)p + (size_t)*cap * sz, 0, (size_t)(c - *cap) * sz);
+    *a = p;
+    *cap = c;
+    return 0;
+}
+
+/* Interns words w (nwords, already limited to usable CPUs): its index, or -ENOMEM. */
+static int intern(struct vpack_model *m, const uint64_t *w)
+{
+    struct mask *k;
+
+    for (unsigned i = 0; i < m->nmasks; i++)
+        if (!memcmp(m->masks[i].w, w, m->nwords * sizeof(uint64_t)))
+            return (int)i;
+    if (grow(&m->masks, &m->capmasks, m->nmasks + 1, sizeof(*m->masks)) < 0)
+        return -ENOMEM;
+    k = &m->masks[m->nmasks];
+    k->w = malloc(m->nwords * sizeof(uint64_t));
+    k->cpus = malloc(m->ncpu * sizeof(int));
+    if (!k->w || !k->cpus) {
+        free(k->w);
+        free(k->cpus);
+        k->w = NULL;
+        k->cpus = NULL;
+        return -ENOMEM;
+    }
+    memcpy(k->w, w, m->nwords * sizeof(uint64_t));
+    k->ncpus = 0;
+    for (unsigned c = 0; c < m->ncpu; c++)
+        if (w[c / 64] >> (c % 64) & 1)
+            k->cpus[k->ncpus++] = (int)c;
+    return (int)m->nmasks++;
+}
+
+/* Interns s & the usable CPUs (s NULL: all usable CPUs). */
+static int intern_set(struct vpack_model *m, const vpack_cpuset *s, const vpack_cpuset *and2)
+{
+    uint64_t w[VPACK_CPUSET_WORDS];
+
+    for (unsigned i = 0; i < m->nwords; i++) {
+        w[i] = m->topo->cpus.w[i];
+        if (s)
+            w[i] &= s->w[i];
+        if (and2)
+            w[i] &= and2->w[i];
+    }
+    return intern(m, w);
+}
+
+static void build_cores(struct vpack_model *m)
+{
+    const struct vpack_topology *t = m->topo;
+    unsigned base = 0;
+
+    for (unsigned c = 0; c < m->ncpu; c++)
+        m->cpu_core[c] = -1;
+    for (unsigned p = 0; p < t->npackages; p++) {
+        const struct vpack_package *pk = &t->packages[p];
+        unsigned nc = pk->ncores ? pk->ncores : 1, i = 0;
+
+        VPACK_CPUSET_FOREACH(cpu, &pk->cpus)
+        {
+            if ((unsigned)cpu < m->ncpu)
+                m->cpu_core[cpu] = (int)(base + i++ % nc);
+        }
+        for (unsigned k = 0; k < nc; k++)
+            m->core_pkg[base + k] = p;
+        base += nc;
+    }
+}
+
+int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy_params *params,
+                    const struct vpack_power_params *power, int level, struct vpack_model **out,
+                    char **errmsg)
+{
+    struct vpack_model *m;
+    unsigned ncores = 0, np;
+
+    if (errmsg)
+        *errmsg = NULL;
+    *out = NULL;
+    if (level < -1 || level > 2)
+        return vpack_errmsg_set(-EINVAL, errmsg, "level %d: expected -1, 0, 1 or 2", level);
+    if (!topo || topo->npackages == 0 || topo->max_cpu < 0)
+        return vpack_errmsg_set(-EINVAL, errmsg, "the topology has no usable CPU");
+    m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    m->topo = topo;
+    m->params = *params;
+    m->power = *power;
+    m->level = level;
+    m->first = true;
+    m->ncpu = (unsigned)topo->max_cpu + 1;
+    m->nwords = (m->ncpu + 63) / 64;
+    np = topo->npackages;
+    for (unsigned p = 0; p < np; p++)
+        ncores += topo->packages[p].ncores ? topo->packages[p].ncores : 1;
+    m->ncores = ncores;
+    m->state = vpack_policy_state_new();
+    m->cpu_core = malloc(m->ncpu * sizeof(int));
+    m->core_pkg = malloc(ncores * sizeof(unsigned));
+    m->load = calloc(m->ncpu, sizeof(double));
+    m->frac = calloc(m->ncpu, sizeof(double));
+    m->occ = calloc(m->ncpu, sizeof(double));
+    m->tmp = calloc(m->ncpu > ncores ? m->ncpu : ncores, sizeof(double));
+    m->core_busy = calloc(ncores, sizeof(double));
+    m->pkg_busy = calloc(np, sizeof(double));
+    m->pkg_idle = calloc(np, sizeof(double));
+    m->pkg_busy_s = calloc(np, sizeof(double));
+    m->pkg_idle_s = calloc(np, sizeof(double));
+    m->obs.cpu_busy = calloc(m->ncpu, sizeof(double));
+    if (!m->state || !m->cpu_core || !m->core_pkg || !m->load || !m->frac || !m->occ || !m->tmp ||
+        !m->core_busy || !m->pkg_busy || !m->pkg_idle || !m->pkg_busy_s || !m->pkg_idle_s ||
+        !m->obs.cpu_busy) {
+        vpack_model_free(m);
+        return -ENOMEM;
+    }
+    m->obs.ncpus = m->ncpu;
+    build_cores(m);
+    m->tot.npackages = np;
+    m->tot.pkg_busy_s = m->pkg_busy_s;
+    m->tot.pkg_idle_s = m->pkg_idle_s;
+    *out = m;
+    return 0;
+}
+
+void vpack_model_free(struct vpack_model *m)
+{
+    if (!m)
+        return;
+    vpack_policy_state_free(m->state);
+    for (unsigned i = 0; i < m->nmasks; i++) {
+        free(m->masks[i].w);
+        free(m->masks[i].cpus);
+    }
+    free(m->masks);
+    for (unsigned i = 0; i < m->ndoms; i++) {
+        free(m->doms[i].name);
+        free(m->doms[i].thr);
+    }
+    free(m->doms);
+    free(m->map);
+    free(m->obs.domains);
+    free(m->obs.cpu_busy);
+    free(m->obs_thr);
+    free(m->cpu_core);
+    free(m->core_pkg);
+    free(m->load);
+    free(m->frac);
+    free(m->occ);
+    free(m->tmp);
+    free(m->core_busy);
+    free(m->pkg_busy);
+    free(m->pkg_idle);
+    free(m->pkg_busy_s);
+    free(m->pkg_idle_s);
+    free(m->dom_demand);
+    free(m->dom_served);
+    free(m->thr_mask);
+    free(m->thr_demand);
+    free(m->mdemand);
+    free(m->mserved);
+    free(m->morder);
+    free(m->moff);
+    free(m->mocc);
+    free(m->fill);
+    free(m);
+}
+
+static unsigned nthreads_of(const struct vpack_domain_sample *d)
+{
+    return d->nvcpus + 1 + d->niothreads;
+}
+
+static const struct vpack_thread_sample *thread_of(const struct vpack_domain_sample *d, unsigned k)
+{
+    if (k < d->nvcpus)
+        return &d->vcpus[k];
+    if (k == d->nvcpus)
+        return &d->emulator;
+    return &d->iothreads[k - d->nvcpus - 1];
+}
+
+static double demand_of(const struct vpack_thread_sample *t)
+{
+    return t->util > 1 ? 1 : t->util;
+}
+
+/* (Re)starts what the model knows of d in slot md: every thread on its free mask. */
+static int dom_reset(struct vpack_model *m, struct mdom *md, const struct vpack_domain_sample *d)
+{
+    unsigned n = nthreads_of(d);
+    struct mthread *thr = realloc(md->thr, n * sizeof(*thr));
+
+    if (!thr)
+        return -ENOMEM;
+    md->thr = thr;
+    md->nvcpus = d->nvcpus;
+    md->niothreads = d->niothreads;
+    for (unsigned k = 0; k < n; k++) {
+        const struct vpack_thread_sample *t = thread_of(d, k);
+        int mi = intern_set(m, t->pin ? t->pin : d->cpuset, NULL);
+
+        if (mi < 0)
+            return mi;
+        thr[k].mask = (unsigned)mi;
+        thr[k].util = demand_of(t);
+        thr[k].delay = 0;
+    }
+    return 0;
+}
+
+/* The model's slot for snapshot domain i (d), matched by name; -ENOMEM. */
+static int dom_slot(struct vpack_model *m, unsigned i, const struct vpack_domain_sample *d)
+{
+    unsigned s = m->ndoms;
+    struct mdom *md;
+    int err;
+
+    if (i < m->nmap && m->map[i] < m->ndoms && !strcmp(m->doms[m->map[i]].name, d->name))
+        s = m->map[i];
+    for (unsigned k = 0; s == m->ndoms && k < m->ndoms; k++)
+        if (!strcmp(m->doms[k].name, d->name))
+            s = k;
+    if (s == m->ndoms) {
+        if (grow(&m->doms, &m->capdoms, m->ndoms + 1, sizeof(*m->doms)) < 0)
+            return -ENOMEM;
+        md = &m->doms[s];
+        md->name = strdup(d->name);
+        if (!md->name)
+            return -ENOMEM;
+        md->pub.name = md->name;
+        m->ndoms++;
+        if ((err = dom_reset(m, md, d)) < 0)
+            return err;
+    }
+    md = &m->doms[s];
+    if (md->nvcpus != d->nvcpus || md->niothreads != d->niothreads)
+        if ((err = dom_reset(m, md, d)) < 0)
+            return err;
+    return (int)s;
+}
+
+/* Builds m->obs from snap and the last interval's observations. */
+static int build_obs(struct vpack_model *m, const struct vpack_snapshot *snap)
+{
+    unsigned total = 0, off = 0;
+    double demand = 0, usable = (double)vpack_cpuset_count(&m->topo->cpus);
+
+    for (unsigned i = 0; i < snap->ndomains; i++)
+        total += nthreads_of(&snap->domains[i]);
+    /* At least one of each: no arithmetic on a NULL array. */
+    if (grow(&m->obs.domains, &m->capobs, snap->ndomains + 1, sizeof(*m->obs.domains)) < 0 ||
+        grow(&m->obs_thr, &m->capthr, total + 1, sizeof(*m->obs_thr)) < 0 ||
+        grow(&m->map, &m->capmap, snap->ndomains + 1, sizeof(*m->map)) < 0)
+        return -ENOMEM;
+    m->obs.interval_ms = snap->interval_ms;
+    m->obs.ndomains = snap->ndomains;
+    for (unsigned i = 0; i < snap->ndomains; i++) {
+        const struct vpack_domain_sample *d = &snap->domains[i];
+        struct vpack_domain_sample *o = &m->obs.domains[i];
+        int s = dom_slot(m, i, d);
+
+        if (s < 0)
+            return s;
+        m->map[i] = (unsigned)s;
+        *o = *d;
+        if (m->level >= 0)
+            o->level = m->level;
+        o->vcpus = &m->obs_thr[off];
+        o->iothreads = &m->obs_thr[off + d->nvcpus];
+        for (unsigned k = 0; k < nthreads_of(d); k++) {
+            const struct vpack_thread_sample *t = thread_of(d, k);
+            struct vpack_thread_sample *ot = k == d->nvcpus ? &o->emulator
+                                             : k < d->nvcpus ? &o->vcpus[k]
+                                                             : &o->iothreads[k - d->nvcpus - 1];
+            *ot = *t;
+            ot->util = m->doms[s].thr[k].util;
+            ot->delay = m->doms[s].thr[k].delay;
+            ot->cpu = -1;
+            demand += demand_of(t);
+        }
+        off += d->nvcpus + d->niothreads;
+    }
+    m->nmap = snap->ndomains;
+    if (m->first) {
+        double b = usable > 0 ? demand / usable : 0;
+
+        for (unsigned c = 0; c < m->ncpu; c++)
+            m->obs.cpu_busy[c] = m->cpu_core[c] < 0 ? -1 : b > 1 ? 1 : b;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Water-fills D onto mask k's CPUs: the least loaded are raised first. */
+static void water_fill(struct vpack_model *m, const struct mask *k, double D, double *fill)
+{
+    unsigned n = k->ncpus, j;
+    double sum = 0, level = 0;
+
+    if (n == 0 || D <= 0) {
+        for (unsigned i = 0; i < n; i++)
+            fill[i] = 0;
+        return;
+    }
+    for (unsigned i = 0; i < n; i++)
+        m->tmp[i] = m->load[k->cpus[i]];
+    qsort(m->tmp, n, sizeof(double), cmp_double);
+    /* The level L with sum over CPUs below it of (L - load) = D. */
+    for (j = 0; j < n; j++) {
+        sum += m->tmp[j];
+        level = (D + sum) / (j + 1);
+        if (j + 1 == n || level <= m->tmp[j + 1])
+            break;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        double add = level - m->load[k->cpus[i]];
+        fill[i] = add > 0 ? add : 0;
+        m->load[k->cpus[i]] += fill[i];
+    }
+}
+
+/* Serves each CPU's load under its core's capacity: m->frac, m->occ, busy and idle. */
+static void serve(struct vpack_model *m)
+{
+    const struct vpack_topology *t = m->topo;
+    double g = m->power.smt_gain;
+
+    for (unsigned c = 0; c < m->ncores; c++)
+        m->core_busy[c] = 0;
+    /* Per core: want = sum of min(load, 1), k = CPUs with work. tmp holds want per core. */
+    for (unsigned c = 0; c < m->ncores; c++)
+        m->tmp[c] = 0;
+    for (unsigned c = 0; c < m->ncpu; c++) {
+        int core = m->cpu_core[c];
+        if (core < 0)
+            continue;
+        m->occ[c] = m->load[c] > 1 ? 1 : m->load[c];
+        m->tmp[core] += m->occ[c];
+        /* core_busy holds the count of CPUs with work, then the product of idles */
+        if (m->load[c] > 0)
+            m->core_busy[core] += 1;
+    }
+    for (unsigned c = 0; c < m->ncpu; c++) {
+        int core = m->cpu_core[c];
+        double cap, scale;
+
+        if (core < 0)
+            continue;
+        cap = m->core_busy[core] >= 1 ? 1 + g * (m->core_busy[core] - 1) : 1;
+        scale = m->tmp[core] > cap ? cap / m->tmp[core] : 1;
+        m->frac[c] = m->load[c] > 0 ? m->occ[c] * scale / m->load[c] : 1;
+    }
+    for (unsigned c = 0; c < m->ncores; c++)
+        m->core_busy[c] = 1; /* now the product of (1 - occupancy) */
+    for (unsigned c = 0; c < m->ncpu; c++)
+        if (m->cpu_core[c] >= 0)
+            m->core_busy[m->cpu_core[c]] *= 1 - m->occ[c];
+    for (unsigned p = 0; p < t->npackages; p++) {
+        m->pkg_busy[p] = 0;
+        m->pkg_idle[p] = 1;
+    }
+    for (unsigned c = 0; c < m->ncores; c++) {
+        unsigned p = m->core_pkg[c];
+        m->core_busy[c] = 1 - m->core_busy[c];
+        m->pkg_busy[p] += m->core_busy[c];
+        m->pkg_idle[p] *= 1 - m->core_busy[c];
+    }
+}
+
+/* Sakasegawa's M/M/c waiting time per unit of service at occupancy rho. */
+static double wait_factor(double rho, unsigned c)
+{
+    if (rho <= 0 || c == 0)
+        return 0;
+    if (rho > 0.99)
+        rho = 0.99;
+    return pow(rho, sqrt(2.0 * (c + 1)) - 1) / (c * (1 - rho));
+}
+
+/* Sizes the per-interval scratch for ndom domains, nthr threads and every interned mask. */
+static int scratch(struct vpack_model *m, unsigned ndom, unsigned nthr)
+{
+    unsigned nm = m->nmasks;
+
+    ndom++;
+    nthr++;
+    nm++;
+    if (grow(&m->dom_demand, &m->cap[0], ndom, sizeof(double)) < 0 ||
+        grow(&m->dom_served, &m->cap[1], ndom, sizeof(double)) < 0 ||
+        grow(&m->thr_mask, &m->cap[2], nthr, sizeof(unsigned)) < 0 ||
+        grow(&m->thr_demand, &m->cap[3], nthr, sizeof(double)) < 0 ||
+        grow(&m->mdemand, &m->cap[4], nm, sizeof(double)) < 0 ||
+        grow(&m->mserved, &m->cap[5], nm, sizeof(double)) < 0 ||
+        grow(&m->morder, &m->cap[6], nm, sizeof(unsigned)) < 0 ||
+        grow(&m->moff, &m->cap[7], nm, sizeof(unsigned)) < 0 ||
+        grow(&m->mocc, &m->cap[8], nm, sizeof(double)) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* The mask the plan gives thread k of plan domain pd (snapshot domain d): interned. */
+static int plan_mask(struct vpack_model *m, const struct vpack_plan_domain *pd,
+                     const struct vpack_domain_sample *d, unsigned k)
+{
+    const struct vpack_plan_thread *pt = k < pd->nvcpus    ? &pd->vcpus[k]
+                                         : k == pd->nvcpus ? &pd->emulator
+                                                           : &pd->iothreads[k - pd->nvcpus - 1];
+    const struct vpack_thread_sample *t = thread_of(d, k);
+
+    if (pt->cpus)
+        return intern_set(m, pt->cpus, NULL);
+    return intern_set(m, t->pin ? t->pin : d->cpuset, NULL);
+}
+
+/* Applies the plan's masks: counts pin operations and moves, fills thr_mask and thr_demand. */
+static int apply_plan(struct vpack_model *m, const struct vpack_snapshot *snap,
+                      const struct vpack_plan *plan, struct vpack_model_interval *iv)
+{
+    unsigned off = 0;
+
+    if (plan->ndomains != snap->ndomains)
+        return -EPROTO;
+    for (unsigned i = 0; i < snap->ndomains; i++) {
+        const struct vpack_domain_sample *d = &snap->domains[i];
+        const struct vpack_plan_domain *pd = &plan->domains[i];
+        struct mdom *md = &m->doms[m->map[i]];
+
+        if (pd->nvcpus != d->nvcpus || pd->niothreads != d->niothreads)
+            return -EPROTO;
+        iv->moves += pd->moved;
+        for (unsigned k = 0; k < nthreads_of(d); k++) {
+            int mi = plan_mask(m, pd, d, k);
+
+            if (mi < 0)
+                return mi;
+            if ((unsigned)mi != md->thr[k].mask)
+                iv->pin_ops++;
+            md->thr[k].mask = (unsigned)mi;
+            m->thr_mask[off] = (unsigned)mi;
+            m->thr_demand[off++] = demand_of(thread_of(d, k));
+        }
+    }
+    return 0;
+}
+
+/* Places every group's demand, narrowest mask first; serves it. Returns 0 or -ENOMEM. */
+static int share(struct vpack_model *m, unsigned nthr)
+{
+    unsigned used = 0, need = 0;
+
+    for (unsigned k = 0; k < m->nmasks; k++)
+        m->mdemand[k] = m->mserved[k] = m->mocc[k] = 0;
+    for (unsigned t = 0; t < nthr; t++)
+        m->mdemand[m->thr_mask[t]] += m->thr_demand[t];
+    for (unsigned k = 0; k < m->nmasks; k++) {
+        if (m->mdemand[k] <= 0)
+            continue;
+        /* Insertion by width, then index: a stable order. */
+        unsigned j = used++;
+        while (j > 0 && m->masks[m->morder[j - 1]].ncpus > m->masks[k].ncpus) {
+            m->morder[j] = m->morder[j - 1];
+            j--;
+        }
+        m->morder[j] = k;
+    }
+    for (unsigned j = 0; j < used; j++) {
+        m->moff[m->morder[j]] = need;
+        need += m->masks[m->morder[j]].ncpus;
+    }
+    if (grow(&m->fill, &m->capfill, need ? need : 1, sizeof(double)) < 0)
+        return -ENOMEM;
+    for (unsigned c = 0; c < m->ncpu; c++)
+        m->load[c] = 0;
+    for (unsigned j = 0; j < used; j++) {
+        unsigned k = m->morder[j];
+        water_fill(m, &m->masks[k], m->mdemand[k], &m->fill[m->moff[k]]);
+    }
+    serve(m);
+    for (unsigned j = 0; j < used; j++) {
+        const struct mask *mk = &m->masks[m->morder[j]];
+        unsigned k = m->morder[j];
+
+        for (unsigned i = 0; i < mk->ncpus; i++) {
+            m->mserved[k] += m->fill[m->moff[k] + i] * m->frac[mk->cpus[i]];
+            m->mocc[k] += m->occ[mk->cpus[i]];
+        }
+        if (m->mserved[k] > m->mdemand[k])
+            m->mserved[k] = m->mdemand[k];
+    }
+    return 0;
+}
+
+/* Each thread's served work and delay; the domains' sums; the next observation. */
+static void account_threads(struct vpack_model *m, const struct vpack_snapshot *snap,
+                            struct vpack_model_interval *iv, double dt)
+{
+    unsigned off = 0;
+
+    for (unsigned i = 0; i < snap->ndomains; i++) {
+        const struct vpack_domain_sample *d = &snap->domains[i];
+        struct mdom *md = &m->doms[m->map[i]];
+
+        m->dom_demand[i] = m->dom_served[i] = 0;
+        for (unsigned k = 0; k < nthreads_of(d); k++, off++) {
+            unsigned mk = m->thr_mask[off];
+            const struct mask *msk = &m->masks[mk];
+            double dmd = m->thr_demand[off], s = 0, delay = 0;
+
+            if (dmd > 0 && m->mdemand[mk] > 0)
+                s = dmd * m->mserved[mk] / m->mdemand[mk];
+            if (dmd > 0) {
+                double rho = msk->ncpus ? (m->mocc[mk] - s) / msk->ncpus : 0;
+                delay = (dmd - s) + s * wait_factor(rho < 0 ? 0 : rho, msk->ncpus);
+                if (delay > 1 - s)
+                    delay = 1 - s;
+            }
+            md->thr[k].util = s;
+            md->thr[k].delay = delay;
+            m->dom_demand[i] += dmd;
+            m->dom_served[i] += s;
+            if (k < d->nvcpus) {
+                unsigned b = (unsigned)(delay * HIST_BINS + 0.5);
+                m->hist[b > HIST_BINS ? HIST_BINS : b]++;
+                m->nhist++;
+                if (delay > iv->max_delay)
+                    iv->max_delay = delay;
+            }
+        }
+        iv->demand += m->dom_demand[i];
+        iv->served += m->dom_served[i];
+        md->pub.demand += m->dom_demand[i] * dt;
+        md->pub.served += m->dom_served[i] * dt;
+    }
+    for (unsigned c = 0; c < m->ncpu; c++)
+        m->obs.cpu_busy[c] = m->cpu_core[c] < 0 ? -1 : m->occ[c];
+}
+
+/* Power and energy per package; the totals. */
+static void account_packages(struct vpack_model *m, struct vpack_model_interval *iv, double dt)
+{
+    const struct vpack_power_params *pw = &m->power;
+
+    for (unsigned p = 0; p < m->topo->npackages; p++) {
+        double idle = m->pkg_idle[p];
+        double watts = idle * pw->deep_w + (1 - idle) * pw->awake_w + pw->core_w * m->pkg_busy[p];
+        unsigned nc = m->topo->packages[p].ncores ? m->topo->packages[p].ncores : 1;
+
+        iv->energy_j += watts * dt;
+        if (m->pkg_busy[p] > 1e-9)
+            iv->nworking++;
+        m->pkg_busy[p] /= nc;
+        m->pkg_busy_s[p] += m->pkg_busy[p] * dt;
+        m->pkg_idle_s[p] += idle * dt;
+    }
+    m->tot.intervals++;
+    m->tot.seconds += dt;
+    m->tot.demand += iv->demand * dt;
+    m->tot.served += iv->served * dt;
+    m->tot.energy_j += iv->energy_j;
+    m->tot.pin_ops += iv->pin_ops;
+    m->tot.moves += iv->moves;
+    m->tot.active_pkg_s += iv->nworking * dt;
+    m->tot.planned_pkg_s += iv->nactive * dt;
+}
+
+int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
+                     struct vpack_model_interval *out, char **errmsg)
+{
+    struct vpack_model_interval iv = {0};
+    struct vpack_plan *plan = NULL;
+    double dt = snap->interval_ms / 1000.0;
+    unsigned nthr = 0;
+    int err;
+
+    if (errmsg)
+        *errmsg = NULL;
+    for (unsigned i = 0; i < snap->ndomains; i++)
+        nthr += nthreads_of(&snap->domains[i]);
+    if ((err = build_obs(m, snap)) < 0 || (err = scratch(m, snap->ndomains, nthr)) < 0)
+        goto cleanup;
+    err = vpack_plan_compute(m->topo, &m->params, &m->obs, m->state, &plan);
+    if (err < 0) {
+        vpack_errmsg_set(err, errmsg, "the policy refused the interval: %s", strerror(-err));
+        goto cleanup;
+    }
+    iv.nactive = plan->lifted ? m->topo->npackages : plan->nactive;
+    iv.wakeup_package = plan->wakeup_package;
+    iv.lifted = plan->lifted;
+    if ((err = apply_plan(m, snap, plan, &iv)) < 0) {
+        if (err == -EPROTO)
+            vpack_errmsg_set(-EINVAL, errmsg, "the plan does not match the interval's domains");
+        goto cleanup;
+    }
+    /* apply_plan() may have interned new masks. */
+    if ((err = scratch(m, snap->ndomains, nthr)) < 0 || (err = share(m, nthr)) < 0)
+        goto cleanup;
+    account_threads(m, snap, &iv, dt);
+    account_packages(m, &iv, dt);
+    m->first = false;
+    iv.seconds = dt;
+    iv.npackages = m->topo->npackages;
+    iv.pkg_busy = m->pkg_busy;
+    iv.pkg_idle = m->pkg_idle;
+    iv.ndomains = snap->ndomains;
+    iv.dom_demand = m->dom_demand;
+    iv.dom_served = m->dom_served;
+    if (out)
+        *out = iv;
+    err = 0;
+
+cleanup:
+    vpack_plan_free(plan);
+    return err == -EPROTO ? -EINVAL : err;
+}
+
+void vpack_model_totals(const struct vpack_model *m, struct vpack_model_totals *out)
+{
+    unsigned long want, seen = 0;
+
+    *out = m->tot;
+    out->delay_p99 = 0;
+    if (m->nhist == 0)
+        return;
+    /* The smallest bin with at least 99% of the samples at or below it. */
+    want = m->nhist - m->nhist / 100;
+    for (unsigned b = 0; b <= HIST_BINS; b++) {
+        seen += m->hist[b];
+        if (seen >= want) {
+            out->delay_p99 = (double)b / HIST_BINS;
+            break;
+        }
+    }
+}
+
+const struct vpack_model_domain *vpack_model_domain_get(const struct vpack_model *m, unsigned i)
+{
+    return i < m->ndoms ? &m->doms[i].pub : NULL;
+}

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: MIT
+/* Traces: the line reader, the recorder's conversion, the PlanetLab builder (vpack/trace.h). */
+#include "vpack/trace.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vpack/errmsg.h"
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* "line N: " before msg (which is freed); col 0 leaves the column out. */
+static int line_error(int ret, char **errmsg, unsigned long lineno, size_t col, char *msg)
+{
+    if (col)
+        vpack_errmsg_set(ret, errmsg, "line %lu, column %zu: %s", lineno, col,
+                         msg ? msg : "out of memory");
+    else
+        vpack_errmsg_set(ret, errmsg, "line %lu: %s", lineno, msg ? msg : "out of memory");
+    free(msg);
+    return ret;
+}
+
+/* Names the first thread of d demanding more than one CPU, if any: true then. */
+static bool over_one(const struct vpack_domain_sample *d, char *what, size_t len)
+{
+    for (unsigned k = 0; k < d->nvcpus; k++)
+        if (d->vcpus[k].util > 1 + 1e-9) {
+            snprintf(what, len, "vcpus[%u] (id %d) demands %g CPUs", k, d->vcpus[k].id,
+                     d->vcpus[k].util);
+            return true;
+        }
+    for (unsigned k = 0; k < d->niothreads; k++)
+        if (d->iothreads[k].util > 1 + 1e-9) {
+            snprintf(what, len, "iothreads[%u] (id %d) demands %g CPUs", k, d->iothreads[k].id,
+                     d->iothreads[k].util);
+            return true;
+        }
+    if (d->emulator.util > 1 + 1e-9) {
+        snprintf(what, len, "the emulator demands %g CPUs", d->emulator.util);
+        return true;
+    }
+    return false;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The first name two domains share, or NULL (also when out of memory: *nomem). */
+static const char *duplicate_name(const struct vpack_snapshot *s, bool *nomem)
+{
+    const char **names;
+    const char *dup = NULL;
+
+    *nomem = false;
+    if (s->ndomains < 2)
+        return NULL;
+    names = malloc(s->ndomains * sizeof(*names));
+    if (!names) {
+        *nomem = true;
+        return NULL;
+    }
+    for (unsigned i = 0; i < s->ndomains; i++)
+        names[i] = s->domains[i].name;
+    qsort(names, s->ndomains, sizeof(*names), cmp_name);
+    for (unsigned i = 1; i < s->ndomains && !dup; i++)
+        if (!strcmp(names[i - 1], names[i]))
+            dup = names[i];
+    free(names);
+    return dup;
+}
+
+int vpack_trace_parse_line(const char *buf, size_t len, unsigned long lineno,
+                           struct vpack_snapshot **out, char **errmsg)
+{
+    struct vpack_snapshot *s = NULL;
+    char *msg = NULL, what[160];
+    size_t end, at, i = 0;
+    const char *dup;
+    bool nomem;
+    int err;
+
+    *out = NULL;
+    if (errmsg)
+        *errmsg = NULL;
+    while (i < len && is_blank(buf[i]))
+        i++;
+    if (i == len)
+        return -ENODATA;
+    err = vpack_snapshot_parse_first(buf, len, &end, &at, &s, &msg);
+    if (err == -ENOMEM)
+        return line_error(-ENOMEM, errmsg, lineno, 0, msg);
+    if (err < 0)
+        return line_error(-EINVAL, errmsg, lineno, at == SIZE_MAX ? 0 : at + 1, msg);
+    free(msg);
+    for (i = end; i < len && is_blank(buf[i]); i++)
+        ;
+    if (i < len) {
+        vpack_snapshot_free(s);
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "line %lu, column %zu: unexpected data after the interval "
+                                "(a trace has one interval per line)",
+                                lineno, i + 1);
+    }
+    for (unsigned d = 0; d < s->ndomains; d++)
+        if (over_one(&s->domains[d], what, sizeof(what))) {
+            err = vpack_errmsg_set(-EINVAL, errmsg,
+                                   "line %lu: domain '%.64s': %s; a thread demands at most 1",
+                                   lineno, s->domains[d].name, what);
+            vpack_snapshot_free(s);
+            return err;
+        }
+    dup = duplicate_name(s, &nomem);
+    if (dup || nomem) {
+        err = nomem ? -ENOMEM
+                    : vpack_errmsg_set(-EINVAL, errmsg, "line %lu: two domains named '%.64s'",
+                                       lineno, dup);
+        vpack_snapshot_free(s);
+        return err;
+    }
+    *out = s;
+    return 0;
+}
+
+static void observed_thread(struct vpack_thread_sample *t)
+{
+    double d = t->util + t->delay;
+
+    t->util = d > 1 ? 1 : d;
+    t->delay = 0;
+    t->cpu = -1;
+}
+
+void vpack_trace_from_observed(struct vpack_snapshot *s)
+{
+    for (unsigned i = 0; i < s->ndomains; i++) {
+        struct vpack_domain_sample *d = &s->domains[i];
+
+        for (unsigned k = 0; k < d->nvcpus; k++)
+            observed_thread(&d->vcpus[k]);
+        for (unsigned k = 0; k < d->niothreads; k++)
+            observed_thread(&d->iothreads[k]);
+        observed_thread(&d->emulator);
+    }
+}
+
+int vpack_planetlab_parse(const char *buf, size_t len, double **out, char **errmsg)
+{
+    size_t pos = 0, cap = 0, n = 0;
+    unsigned long line = 0;
+    double *v = NULL;
+
+    *out = NULL;
+    if (errmsg)
+        *errmsg = NULL;
+    while (pos < len) {
+        size_t eol = pos, a, b;
+        char num[64], *endp;
+        double x;
+
+        while (eol < len && buf[eol] != '\n')
+            eol++;
+        line++;
+        for (a = pos; a < eol && is_blank(buf[a]); a++)
+            ;
+        for (b = eol; b > a && is_blank(buf[b - 1]); b--)
+            ;
+        pos = eol + 1;
+        if (a == b)
+            continue;
+        if (b - a >= sizeof(num) || memchr(buf + a, '\0', b - a)) {
+            free(v);
+            return vpack_errmsg_set(-EINVAL, errmsg, "line %lu: not a percentage", line);
+        }
+        memcpy(num, buf + a, b - a);
+        num[b - a] = '\0';
+        errno = 0;
+        x = strtod(num, &endp);
+        if (endp == num || *endp || errno || !isfinite(x) || x < 0 || x > 100) {
+            free(v);
+            return vpack_errmsg_set(-EINVAL, errmsg,
+                                    "line %lu: '%s' is not a percentage (0 to 100)", line, num);
+        }
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 512;
+            double *nv = realloc(v, nc * sizeof(*nv));
+            if (!nv) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n++] = x;
+    }
+    if (n == 0) {
+        free(v);
+        return vpack_errmsg_set(-EINVAL, errmsg, "no reading in the file");
+    }
+    if (n > 1000000) {
+        free(v);
+        return vpack_errmsg_set(-EINVAL, errmsg, "more than 1000000 readings");
+    }
+    *out = v;
+    return (int)n;
+}
+
+/* splitmix64: a small, well-mixed generator that is the same everywhere. */
+static uint64_t mix(uint64_t x)
+{
+    x += UINT64_C(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* A number in [0, 1) from a 64-bit value. */
+static double unit(uint64_t x)
+{
+    return (double)(x >> 11) * 0x1.0p-53;
+}
+
+void vpack_planetlab_pick(unsigned nfiles, unsigned n, uint64_t seed, unsigned *idx)
+{
+    /* Selection sampling (Knuth's algorithm S): ascending, each subset equally likely. */
+    uint64_t state = seed;
+    unsigned chosen = 0;
+
+    for (unsigned i = 0; i < nfiles && chosen < n; i++) {
+        state = mix(state);
+        if (unit(state) * (nfiles - i) < n - chosen)
+            idx[chosen++] = i;
+    }
+}
+
+unsigned vpack_planetlab_vcpus(uint64_t seed, unsigned vm)
+{
+    double u = unit(mix(seed ^ mix(UINT64_C(0x76637075) + vm)));
+
+    return u < 0.40 ? 1 : u < 0.75 ? 2 : 4;
+}
+
+unsigned long vpack_planetlab_intervals(const struct vpack_planetlab *pl)
+{
+    unsigned long most = 0;
+
+    for (unsigned v = 0; v < pl->nvms; v++)
+        if (pl->vms[v].nreadings > most)
+            most = pl->vms[v].nreadings;
+    if (pl->interval_ms == 0)
+        return 0;
+    return (unsigned long)((double)most * pl->reading_ms / pl->interval_ms);
+}
+
+/* VM v's demand in CPUs at interval k, before any burst. */
+static double vm_demand(const struct vpack_planetlab *pl, const struct vpack_planetlab_vm *vm,
+                        unsigned long k)
+{
+    double pos = (double)k * pl->interval_ms / pl->reading_ms;
+    unsigned long i = (unsigned long)pos;
+    double f = pos - (double)i, a, b;
+
+    if (vm->nreadings == 0)
+        return 0;
+    if (i >= vm->nreadings - 1)
+        return vm->pct[vm->nreadings - 1] / 100;
+    a = vm->pct[i];
+    b = vm->pct[i + 1];
+    return (pl->interpolate ? a + (b - a) * f : a) / 100;
+}
+
+/* The log-normal burst factor of VM v in interval k (mean 1). */
+static double burst_factor(const struct vpack_planetlab *pl, unsigned v, unsigned long k)
+{
+    uint64_t h = mix(pl->seed ^ mix(((uint64_t)v << 40) ^ k));
+    double u1 = unit(h), u2 = unit(mix(h));
+    double z = sqrt(-2 * log(1 - u1)) * cos(2 * M_PI * u2);
+
+    return exp(pl->burst * z - pl->burst * pl->burst / 2);
+}
+
+int vpack_planetlab_snapshot(const struct vpack_planetlab *pl, unsigned long k,
+                             struct vpack_snapshot **out)
+{
+    struct vpack_snapshot *s = vpack_snapshot_new(0, pl->nvms);
+
+    *out = NULL;
+    if (!s)
+        return -ENOMEM;
+    s->interval_ms = pl->interval_ms;
+    for (unsigned v = 0; v < pl->nvms; v++) {
+        const struct vpack_planetlab_vm *vm = &pl->vms[v];
+        struct vpack_domain_sample *d = &s->domains[v];
+        double dem = vm_demand(pl, vm, k), per;
+        int err = vpack_domain_sample_init(d, vm->name, pl->level, vm->nvcpus, 0);
+
+        if (err < 0) {
+            vpack_snapshot_free(s);
+            return err;
+        }
+        if (pl->burst > 0)
+            dem *= burst_factor(pl, v, k);
+        per = vm->nvcpus ? dem / vm->nvcpus : 0;
+        for (unsigned c = 0; c < vm->nvcpus; c++)
+            d->vcpus[c].util = per > 1 ? 1 : per;
+    }
+    *out = s;
+    return 0;
+}
+
+void vpack_planetlab_clear(struct vpack_planetlab *pl)
+{
+    for (unsigned v = 0; v < pl->nvms; v++) {
+        free(pl->vms[v].name);
+        free(pl->vms[v].pct);
+    }
+    free(pl->vms);
+    pl->vms = NULL;
+    pl->nvms = 0;
+}

@@ -1,0 +1,416 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Trust (issue 14, items 1, 2, 3, 6, 7, 12): what a local user can do to a
+# real vpackd on a real libvirtd with a real QEMU (TCG) guest vptr-a
+# (level 2), as the real unprivileged user nobody and a test user in the
+# control group. Phases:
+#
+#   lockout    nobody holds 64 connections sending a space a second (no
+#              newline): root's vpackctl status and rebalance answer and
+#              the hook (as root) registers vptr-a; a 65th unprivileged
+#              client is refused; the agent closes the trickling clients
+#              after idle_timeout_ms although they keep sending bytes.
+#              Then 64 polite clients (a whole request a second): root
+#              still gets in, and they are not closed
+#   restart    nobody cannot open the lock file (0600); a restart works
+#              while nobody tries; a 0644 lock file left by an older
+#              vpackd, opened and flocked by nobody, is replaced: the
+#              restart still works
+#   statedir   a state directory owned by nobody with planted symlinks
+#              (domains/UUID.json.tmp -> a root-only file, vpackd.lock ->
+#              a new file), a world-writable state directory, a socket
+#              directory owned by nobody: each refused (exit 1, a message
+#              naming the directory), the root-only file unchanged,
+#              nothing created through a link
+#   atomic     strace of the agent while the hook registers: the record is
+#              written to a new temp file (O_EXCL|O_NOFOLLOW, relative to
+#              the records directory), fsynced, renamed, and the
+#              directory fsynced
+#   dryrun     an agent that has not planned yet (600 s interval): three
+#              dry runs by nobody leave status (no plan, plans 0) and the
+#              metrics as they were; a burst of 3000 pipelined dry runs
+#              by nobody does not hold up root's status (each < 100 ms)
+#   two        a second vpackd with another state directory, on the same
+#              socket (with the URI spelled qemu+unix:///system) and then
+#              on another socket: refused (exit 1), the first keeps its
+#              socket
+#   groups     vpackd with control.group: a member (by a supplementary
+#              group) may rebalance, also when the process that connected
+#              has exited before vpackd accepted (SO_PEERGROUPS, not
+#              /proc/PID/status)
+#   stop       SIGTERM: exit 0 (under ASan: no leak)
+#
+# VPACKD, VPACKCTL and VPACK_HOOK pick the binaries.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+VP_PREFIX=vptr-
+builddir=${VPACK_BUILDDIR:-$here/../../build}
+VPACKD=${VPACKD:-$builddir/agent/vpackd}
+VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
+VPACK_HOOK=${VPACK_HOOK:-$builddir/plugin/vpack-hook}
+NS=urn:vpack:powerpolicy:1
+TESTUSER=vptrust
+CTLGROUP=vptrctl
+IDLE_MS=3000
+work=$(mktemp -d /tmp/vpack-trust-test.XXXXXX)
+chmod 0755 "$work"
+sock=$work/vpackd.sock
+state=$work/state
+log=$work/vpackd.log
+agent_pid=""
+other_pid=""
+bg_pids=()
+created_user=""
+created_group=""
+t_start=$SECONDS
+
+vp_require_root
+for f in "$VPACKD" "$VPACKCTL" "$VPACK_HOOK"; do [ -x "$f" ] || vp_die "build first: no $f"; done
+vp_public_copy VPACKCTL_PUB "$VPACKCTL"
+install -m 0644 "$here/trust-clients.py" "$work/clients.py"
+
+cleanup() {
+    local rc=$? p
+    set +e
+    for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
+    [ -z "$agent_pid" ] || kill -CONT "$agent_pid" 2>/dev/null
+    vp_stop_pid "$other_pid"
+    vp_stop_pid "$agent_pid"
+    vp_log_tail_on_failure $rc "$log" 60
+    [ -z "$created_user" ] || userdel "$TESTUSER" 2>/dev/null
+    [ -z "$created_group" ] || groupdel "$CTLGROUP" 2>/dev/null
+    rm -rf "$work"
+    vp_cleanup
+    return $rc
+}
+trap cleanup EXIT
+
+fail() { vp_fail "$@"; }
+pass() { vp_pass "$@"; }
+NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+MEMBER=(setpriv --reuid="$TESTUSER" --regid=nogroup --init-groups --)
+# The system's python3 (a root-only pyenv shim on PATH is out of nobody's reach).
+PY=/usr/bin/python3
+clients() { "$PY" "$work/clients.py" "$@"; }
+ctl() { "$VPACKCTL" "$@" --socket "$sock"; }
+now_ms() { date +%s%3N; }
+# word KEY TEXT: the value of KEY=VALUE in TEXT.
+word() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -n1; }
+
+# launch VAR STATE SOCKET [OPTION...]: starts vpackd in the background and
+# waits (10 s at most) until it says it started and SOCKET answers, or it
+# exits. Running: VAR is its pid, returns 0. Exited: VAR is empty,
+# launch_rc its exit code, launch_log what it logged, returns 1.
+launch() {
+    local var=$1 st=$2 so=$3 pid from; shift 3
+    echo "---- start $(date +%T) state $st socket $so $*" >>"$log"
+    from=$(($(wc -l < "$log") + 1))
+    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' --set agent.state_dir="$st" \
+        --set control.socket="$so" --set control.idle_timeout_ms=$IDLE_MS \
+        --set metrics.enabled=false --set agent.log_level=debug "$@" >>"$log" 2>&1 &
+    pid=$!
+    launch_rc=""
+    for _ in $(seq 100); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            launch_rc=0; wait "$pid" || launch_rc=$?
+            launch_log=$(tail -n "+$from" "$log")
+            printf -v "$var" '%s' ""
+            return 1
+        fi
+        if tail -n "+$from" "$log" | grep -q '^vpackd\[info\]: vpackd .* started (' &&
+           clients send "$so" '{"op":"version"}' 2>/dev/null | grep -q '"ok": *true'; then
+            printf -v "$var" '%s' "$pid"
+            return 0
+        fi
+        sleep 0.1
+    done
+    printf -v "$var" '%s' "$pid"
+    return 0
+}
+start_agent() { launch agent_pid "$state" "$sock" "$@" || vp_die "vpackd did not start (exit $launch_rc)"; }
+stop_agent() {   # SIGTERM; checks exit 0, sets stop_rc
+    stop_rc=0
+    kill -TERM "$agent_pid"
+    wait "$agent_pid" || stop_rc=$?
+    agent_pid=""
+    [ $stop_rc -eq 0 ] || fail "vpackd exited $stop_rc on SIGTERM"
+}
+# wait_line FILE SECONDS: until FILE has a line (a background client is ready).
+wait_line() {
+    for _ in $(seq $(($2 * 10))); do [ -s "$1" ] && return 0; sleep 0.1; done
+    return 1
+}
+# run_bg OUT CMD...: CMD in the background, stdout to OUT; sets bg.
+run_bg() { local out=$1; shift; (exec "$@") >"$out" 2>&1 & bg=$!; bg_pids+=("$bg"); }
+
+vp_install_deps
+for p in strace curl; do
+    command -v $p >/dev/null ||
+        { vp__apt_update_once; vp__quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $p; }
+done
+vp_start_libvirtd
+vp_build_guest
+vp_destroy_all_test_domains
+getent passwd nobody >/dev/null && getent group nogroup >/dev/null || vp_die "no user nobody / group nogroup"
+if ! getent group "$CTLGROUP" >/dev/null; then groupadd -r "$CTLGROUP"; created_group=1; fi
+if ! id "$TESTUSER" >/dev/null 2>&1; then
+    useradd -M -r -g nogroup -G "$CTLGROUP" -s /usr/sbin/nologin "$TESTUSER"
+    created_user=1
+fi
+id -nG "$TESTUSER" | grep -qw "$CTLGROUP" || vp_die "$TESTUSER is not in $CTLGROUP"
+
+vp_define_start vptr-a 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
+vp_wait_ready vptr-a
+uuid=$(vp_virsh domuuid vptr-a | tr -d ' \n')
+vp_virsh dumpxml vptr-a > "$work/a.xml"
+hook_started() {   # SOCKET: the hook as libvirt runs it at "started", as root
+    VPACK_SOCKET=$1 "$VPACK_HOOK" vptr-a started begin - < "$work/a.xml"
+}
+t_guest=$SECONDS
+
+echo "== lockout: nobody holds every unprivileged slot"
+start_agent
+run_bg "$work/hog.out" "${NOBODY[@]}" "$PY" "$work/clients.py" hog "$sock" 64 trickle 8
+wait_line "$work/hog.out" 20 || vp_die "the trickling clients did not connect: $(cat "$work/hog.out")"
+ready=$(head -n1 "$work/hog.out")
+echo "    nobody: $ready"
+[ "$(word connected "$ready")" = 64 ] || fail "nobody could not open 64 connections: $ready"
+extra=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$sock" '{"op":"version"}' || true)
+grep -q "too many clients" <<<"$extra" && pass "a 65th unprivileged client is refused: $extra" ||
+    fail "a 65th unprivileged client got: $extra"
+t0=$(now_ms); rc=0; out=$(ctl status 2>&1) || rc=$?; dt=$(( $(now_ms) - t0 ))
+[ $rc -eq 0 ] && [ $dt -lt 2000 ] &&
+    pass "root's vpackctl status answers in ${dt} ms while nobody holds 64 connections" ||
+    fail "root's vpackctl status: exit $rc in ${dt} ms: $(head -n2 <<<"$out")"
+rc=0; out=$(ctl rebalance 2>&1) || rc=$?
+[ $rc -eq 0 ] && pass "root's vpackctl rebalance works: $(head -n1 <<<"$out")" ||
+    fail "root's vpackctl rebalance: exit $rc: $out"
+rm -f "$state/domains/$uuid.json"
+hook_started "$sock"
+for _ in $(seq 20); do [ -s "$state/domains/$uuid.json" ] && break; sleep 0.1; done
+[ -s "$state/domains/$uuid.json" ] && pass "the hook (root) registered vptr-a meanwhile" ||
+    fail "the hook's registration was lost: no $state/domains/$uuid.json"
+wait "$bg" || true
+done_line=$(tail -n1 "$work/hog.out")
+echo "    nobody: $done_line"
+if [ "$(word closed "$done_line")" = 64 ] &&
+   awk -v f="$(word first "$done_line")" -v l="$(word last "$done_line")" -v i=$IDLE_MS \
+       'BEGIN {exit !(f >= 0.9 * i / 1000 && l <= i / 1000 + 2)}'; then
+    pass "the agent closed all 64 trickling clients after $(word first "$done_line")..$(word last "$done_line") s (idle_timeout_ms $IDLE_MS), bytes without a newline do not keep a client"
+else
+    fail "trickling clients not closed on time: $done_line (idle_timeout_ms $IDLE_MS)"
+fi
+run_bg "$work/polite.out" "${NOBODY[@]}" "$PY" "$work/clients.py" hog "$sock" 64 polite 5
+wait_line "$work/polite.out" 20 || vp_die "the polite clients did not connect"
+echo "    nobody: $(head -n1 "$work/polite.out")"
+rc=0; out=$(ctl status 2>&1) || rc=$?
+[ $rc -eq 0 ] && pass "root's status with 64 polite unprivileged clients connected: exit 0" ||
+    fail "root's status with 64 polite clients: exit $rc: $(head -n2 <<<"$out")"
+wait "$bg" || true
+done_line=$(tail -n1 "$work/polite.out")
+[ "$(word closed "$done_line")" = 0 ] && pass "clients sending whole requests are kept ($done_line)" ||
+    fail "polite clients were closed: $done_line"
+
+echo "== restart: nobody and the lock file"
+stop_agent
+lock=$state/vpackd.lock
+echo "    lock file: $(stat -c '%A %U' "$lock")"
+run_bg "$work/lock.out" "${NOBODY[@]}" "$PY" "$work/clients.py" lockhold "$lock" 30
+wait_line "$work/lock.out" 10 || vp_die "lockhold did not start"
+echo "    nobody: $(cat "$work/lock.out")"
+if launch agent_pid "$state" "$sock"; then
+    pass "vpackd restarts while nobody tries the lock ($(cat "$work/lock.out"))"
+else
+    fail "vpackd did not restart: exit $launch_rc: $(grep '\[error\]' <<<"$launch_log" | head -n1)"
+fi
+{ kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; } || true
+[ -n "$agent_pid" ] && stop_agent
+chmod 0644 "$lock"   # as an older vpackd left it
+run_bg "$work/lock.out" "${NOBODY[@]}" "$PY" "$work/clients.py" lockhold "$lock" 30
+wait_line "$work/lock.out" 10 || vp_die "lockhold did not start"
+echo "    0644 lock file: nobody: $(cat "$work/lock.out")"
+if launch agent_pid "$state" "$sock"; then
+    pass "vpackd starts although nobody holds a flock on the old 0644 lock file; now $(stat -c '%A %U' "$lock")"
+else
+    fail "nobody's flock on a 0644 lock file keeps vpackd from starting: exit $launch_rc: $(grep '\[error\]' <<<"$launch_log" | head -n1)"
+fi
+[ "$(stat -c '%a %u' "$lock")" = "600 0" ] || fail "the lock file is $(stat -c '%a %U' "$lock"), not 0600 root"
+{ kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; } || true
+[ -n "$agent_pid" ] && stop_agent
+
+echo "== statedir: only root's own directories are trusted"
+# refused WHAT STATE SOCKET: vpackd must exit 1 naming the directory in its error.
+refused() {
+    local what=$1 st=$2 so=$3 expect=$4 msg
+    if launch other_pid "$st" "$so"; then
+        fail "$what: vpackd started"
+        hook_started "$so" || true
+        vp_stop_pid "$other_pid"; other_pid=""
+        return
+    fi
+    msg=$(grep '\[error\]' <<<"$launch_log" | head -n1)
+    if [ "$launch_rc" = 1 ] && grep -qF -- "$expect" <<<"$msg" && [ ! -e "$so" ]; then
+        pass "$what: exit 1: $msg"
+    else
+        fail "$what: exit $launch_rc, socket $([ -e "$so" ] && echo created || echo absent): $msg"
+    fi
+}
+evil=$work/evil
+install -d -o nobody -g nogroup -m 0755 "$evil" "$evil/domains"
+printf 'root only\n' > "$work/secret"; chmod 0600 "$work/secret"
+"${NOBODY[@]}" ln -s "$work/secret" "$evil/domains/$uuid.json.tmp"
+"${NOBODY[@]}" ln -s "$work/created-through-a-link" "$evil/vpackd.lock"
+refused "state directory owned by nobody, with planted links" "$evil" "$work/s1.sock" "$evil"
+[ "$(cat "$work/secret")" = "root only" ] && pass "the root-only file behind domains/$uuid.json.tmp is unchanged" ||
+    fail "the root-only file was overwritten through a link: $(head -c 100 "$work/secret")"
+[ ! -e "$work/created-through-a-link" ] && pass "no file created through the vpackd.lock link" ||
+    fail "vpackd created $work/created-through-a-link through the vpackd.lock link"
+install -d -m 0777 "$work/open"
+refused "world-writable state directory (0777)" "$work/open" "$work/s2.sock" "$work/open"
+install -d -o nobody -g nogroup -m 0755 "$work/sockdir"
+refused "socket directory owned by nobody" "$state" "$work/sockdir/vpackd.sock" "$work/sockdir"
+
+echo "== atomic: how a record is written"
+start_agent
+strace -f -qq -p "$agent_pid" -e trace=openat,fsync,fdatasync,rename,renameat,renameat2 \
+    -o "$work/strace.out" &
+strace_pid=$!
+bg_pids+=("$strace_pid")
+sleep 1
+hook_started "$sock"
+sleep 1
+kill -INT "$strace_pid" 2>/dev/null; wait "$strace_pid" 2>/dev/null || true
+grep -F "$uuid" "$work/strace.out" | sed 's/^/    /' | head -n 6
+if python3 - "$work/strace.out" "$uuid" <<'EOF'
+import re, sys
+lines = [l.split(None, 1)[1] for l in open(sys.argv[1]) if l.strip() and l.split()[0].isdigit()]
+uuid = sys.argv[2]
+tmp = fd = dirfd = None
+steps = []
+for l in lines:
+    m = re.match(r'openat\((\d+), "(%s\.json\.[^"]+)", ([A-Z_|]+).*\) = (\d+)' % uuid, l)
+    if m and "O_CREAT" in m.group(3):
+        flags = m.group(3)
+        if "O_EXCL" in flags and "O_NOFOLLOW" in flags:
+            dirfd, tmp, fd = m.group(1), m.group(2), m.group(4)
+            steps = ["open"]
+        continue
+    if tmp and re.match(r'f(data)?sync\(%s\)\s*= 0' % fd, l) and steps == ["open"]:
+        steps.append("fsync")
+    elif tmp and re.match(r'renameat2?\(%s, "%s", %s, "%s\.json"' % (dirfd, re.escape(tmp), dirfd, uuid), l) \
+            and steps == ["open", "fsync"]:
+        steps.append("rename")
+    elif tmp and re.match(r'f(data)?sync\(%s\)\s*= 0' % dirfd, l) and steps == ["open", "fsync", "rename"]:
+        steps.append("dirsync")
+print("    steps seen:", " ".join(steps) or "none")
+sys.exit(0 if steps == ["open", "fsync", "rename", "dirsync"] else 1)
+EOF
+then
+    pass "the record is written to a new O_EXCL|O_NOFOLLOW temp file, fsynced, renamed, the directory fsynced"
+else
+    fail "the record is not written atomically with fsync (strace in $work/strace.out)"
+fi
+stop_agent
+
+echo "== dryrun: nobody's dry runs change nothing that is reported"
+port=$(vp_free_port)
+start_agent --set agent.interval_ms=600000 --set metrics.enabled=true --set metrics.port="$port"
+for _ in $(seq 50); do ctl status --json 2>/dev/null | grep -q '"libvirt_connected": *true' && break; sleep 0.1; done
+# What status and the metrics say about planning.
+reported() {
+    ctl status --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("plan:", s.get("reason", "none"), "| plans:", s["counters"]["plans"])'
+    curl -s "http://127.0.0.1:$port/metrics" |
+        grep -E '^vpack_(demand_cpus|restrictions_lifted|package_active|package_wakeup|plan_duration_seconds_count|rebalances_total)' |
+        sort
+}
+before=$(reported)
+for _ in 1 2 3; do
+    rc=0; out=$("${NOBODY[@]}" "$VPACKCTL_PUB" rebalance --dry-run --socket "$sock" 2>&1) || rc=$?
+    [ $rc -eq 0 ] && grep -qF "(dry run: nothing applied)" <<<"$out" || fail "nobody's dry run: exit $rc: $out"
+done
+after=$(reported)
+echo "$before" | head -n1 | sed 's/^/    before: /'
+echo "$after" | head -n1 | sed 's/^/    after:  /'
+[ "$before" = "$after" ] && pass "status and metrics unchanged by 3 unprivileged dry runs ($(head -n1 <<<"$after"))" ||
+    fail "dry runs changed what is reported:"$'\n'"$(diff <(echo "$before") <(echo "$after"))"
+stop_agent
+start_agent
+sleep 2
+planned0=$(grep -c "dry run: planned" "$log" || true)
+run_bg "$work/burst.out" "${NOBODY[@]}" "$PY" "$work/clients.py" burst "$sock" 3000
+lat=$(clients latency "$sock" 4)
+wait "$bg" || true
+burst=$(cat "$work/burst.out")
+planned=$(( $(grep -c "dry run: planned" "$log" || true) - planned0 ))
+echo "    nobody: $burst; root: $lat"
+[ "$(word answers "$burst")" = 3000 ] || fail "the burst was not answered: $burst"
+# At most one dry plan per interval (1 s), one more for an interval boundary.
+if [ "$planned" -ge 1 ] &&
+   awk -v n="$planned" -v s="$(word seconds "$burst")" 'BEGIN {exit !(n <= s + 2)}'; then
+    pass "3000 dry runs in $(word seconds "$burst") s cost $planned plan(s)"
+else
+    fail "3000 dry runs in $(word seconds "$burst") s cost $planned plans (logged 'dry run: planned')"
+fi
+if [ "$(word failed "$lat")" = 0 ] && [ "$(word max_ms "$lat")" -lt 100 ]; then
+    pass "root's status during 3000 pipelined dry runs: $lat"
+else
+    fail "root's status held up by nobody's dry runs: $lat"
+fi
+
+echo "== two: one agent per libvirt connection"
+# Another spelling of the same connection gets past the connection lock:
+# the socket's own check stops it.
+ino=$(stat -c %i "$sock")
+if launch other_pid "$work/state2" "$sock" --set agent.libvirt_uri=qemu+unix:///system; then
+    fail "a second vpackd (another state directory and URI spelling, the same socket) started"
+    vp_stop_pid "$other_pid"; other_pid=""
+else
+    msg=$(grep '\[error\]' <<<"$launch_log" | head -n1)
+    [ "$launch_rc" = 1 ] && grep -q "another vpackd serves it" <<<"$msg" &&
+        pass "second vpackd, same socket: exit 1: $msg" ||
+        fail "second vpackd, same socket: exit $launch_rc: $msg"
+fi
+[ -S "$sock" ] && [ "$(stat -c %i "$sock")" = "$ino" ] && ctl version >/dev/null &&
+    pass "the first vpackd still serves its socket" || fail "the first vpackd lost its socket"
+if launch other_pid "$work/state2" "$work/other.sock"; then
+    fail "a second vpackd (another state directory and socket, the same libvirt URI) started"
+    vp_stop_pid "$other_pid"; other_pid=""
+else
+    msg=$(grep '\[error\]' <<<"$launch_log" | head -n1)
+    [ "$launch_rc" = 1 ] && grep -q "another vpackd" <<<"$msg" && pass "second vpackd, other socket: exit 1: $msg" ||
+        fail "second vpackd, other socket: exit $launch_rc: $msg"
+fi
+stop_agent
+
+echo "== groups: the control group by SO_PEERGROUPS"
+start_agent --set control.group="$CTLGROUP"
+req='{"op":"rebalance","dry_run":false}'
+out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
+grep -q '"ok": *true' <<<"$out" && pass "$TESTUSER (in $CTLGROUP as a supplementary group) may rebalance" ||
+    fail "$TESTUSER may not rebalance: $out"
+out=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
+grep -q "permission denied" <<<"$out" && pass "nobody may not: $(head -c 100 <<<"$out")" ||
+    fail "nobody's rebalance: $out"
+kill -STOP "$agent_pid"
+run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$sock" "$req"
+wait_line "$work/forked.out" 10 || true
+echo "    $(head -n1 "$work/forked.out")"
+kill -CONT "$agent_pid"
+wait "$bg" || true
+out=$(tail -n1 "$work/forked.out")
+grep -q '"ok": *true' <<<"$out" &&
+    pass "$TESTUSER may rebalance also when the connecting process is gone: $out" ||
+    fail "$TESTUSER refused when the connecting process is gone: $out"
+
+echo "== stop"
+stop_agent
+[ $stop_rc -ne 0 ] || pass "vpackd exited 0 on SIGTERM"
+
+echo
+echo "time: $((SECONDS - t_start)) s in all (guest ready after $((t_guest - t_start)) s)"
+vp_verdict

@@ -1,0 +1,370 @@
+# SPDX-License-Identifier: MIT
+"""Clients of vpackd's control socket for test-trust.sh, run as root or as
+an unprivileged user. Each command prints what it saw as key=value words
+(and a human line); the shell script decides what passes.
+
+  hog SOCK N MODE SECONDS     N connections; MODE trickle (one space a
+                              second, never a newline) or polite (a whole
+                              "version" request a second); prints
+                              "ready ..." once connected, then when each
+                              was closed by the agent
+  send SOCK LINE              one request, prints the answer line
+  forked SOCK LINE            the request on a connection whose connect()ing
+                              process has exited (and been reaped) before the
+                              agent accepts it
+  lockhold PATH SECONDS       open PATH read-only and flock it, then hold it
+  burst SOCK N                N dry-run rebalance requests pipelined on one
+                              connection, all answers read
+  latency SOCK SECONDS        a status request every 0.1 s on a new
+                              connection; the answer times
+  hammer SOCK SECONDS         for tests/bench/soak.sh: everything above at
+                              once, for SECONDS: 48 connections held open
+                              with a byte of a request every 5 s (never a
+                              whole line; reopened when the agent closes
+                              them), 8 polite clients, a burst of 2000
+                              pipelined dry runs every 15 s, and every 2 s
+                              one connection with garbage, an oversized
+                              line, an unknown op or a refused rebalance
+"""
+import fcntl
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import time
+
+
+def connect(path, timeout=5):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    return s
+
+
+def read_line(s, timeout):
+    """The first line the agent sends, or a word for what happened instead."""
+    s.settimeout(timeout)
+    buf = b""
+    try:
+        while b"\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return "eof" if not buf else buf.decode(errors="replace")
+            buf += d
+    except socket.timeout:
+        return "timeout"
+    except (ConnectionResetError, BrokenPipeError):
+        return "reset"
+    return buf.split(b"\n")[0].decode(errors="replace")
+
+
+def hog(path, n, mode, seconds):
+    socks, opened, refused = [], [], 0
+    for _ in range(n):
+        s = connect(path)
+        socks.append(s)
+        opened.append(time.monotonic())
+    # A refused connection gets "too many clients" and is closed at once.
+    time.sleep(0.5)
+    for s in socks:
+        s.setblocking(False)
+        try:
+            s.recv(4096)   # the error line, or EOF
+            refused += 1
+        except BlockingIOError:
+            pass
+        except ConnectionResetError:
+            refused += 1
+    print(f"ready connected={n - refused} refused={refused}", flush=True)
+    closed = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and len(closed) < n:
+        for i, s in enumerate(socks):
+            if i in closed:
+                continue
+            try:
+                if mode == "trickle":
+                    s.send(b" ")
+                else:
+                    s.send(b'{"op":"version"}\n')
+                    s.settimeout(2)
+                    if read_line(s, 2) in ("eof", "reset", "timeout"):
+                        raise ConnectionResetError
+                    s.setblocking(False)
+                    continue
+                d = s.recv(4096)
+                if not d:
+                    raise ConnectionResetError
+            except BlockingIOError:
+                pass
+            except (ConnectionResetError, BrokenPipeError, OSError):
+                closed[i] = time.monotonic() - opened[i]
+        time.sleep(1)
+    for s in socks:
+        s.close()
+    if closed:
+        t = sorted(closed.values())
+        print(f"closed={len(closed)} of={n} first={t[0]:.1f} last={t[-1]:.1f}", flush=True)
+    else:
+        print(f"closed=0 of={n} first=- last=-", flush=True)
+
+
+def send(path, line):
+    s = connect(path, 10)
+    try:
+        s.sendall(line.encode() + b"\n")
+    except OSError:
+        pass  # refused: the agent's answer may still be there to read
+    print(read_line(s, 10), flush=True)
+
+
+def forked(path, line):
+    """The connect()ing process is gone (and reaped) when the agent looks at it."""
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            s = connect(path, 10)
+            socket.send_fds(child, [b"x"], [s.fileno()])
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    _, fds, _, _ = socket.recv_fds(parent, 1, 1)
+    s = socket.socket(fileno=fds[0])
+    print(f"ready connector={pid} gone={not os.path.exists('/proc/%d' % pid)}", flush=True)
+    s.sendall(line.encode() + b"\n")
+    print(read_line(s, 30), flush=True)
+
+
+def lockhold(path, seconds):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        print(f"open={e.errno} ({e.strerror})", flush=True)
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("open=0 locked=1", flush=True)
+    except OSError as e:
+        print(f"open=0 locked=0 ({e.strerror})", flush=True)
+    time.sleep(seconds)
+    os.close(fd)
+
+
+def burst(path, n):
+    s = connect(path, 30)
+    got = {"ok": 0, "err": 0, "first": ""}
+
+    def reader():
+        buf, seen = b"", 0
+        try:
+            while seen < n:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                buf += d
+                *lines, buf = buf.split(b"\n")
+                for ln in lines:
+                    seen += 1
+                    a = json.loads(ln)
+                    got["ok" if a.get("ok") else "err"] += 1
+                    got["first"] = got["first"] or ("" if a.get("ok") else a.get("error", ""))
+        except (OSError, ValueError):
+            pass
+
+    t = threading.Thread(target=reader)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        s.sendall(b'{"op":"rebalance","dry_run":true}\n' * n)
+    except OSError:
+        pass
+    t.join(60)
+    print(f"answers={got['ok']} errors={got['err']} seconds={time.monotonic() - t0:.2f} "
+          f"{got['first']}", flush=True)
+
+
+def latency(path, seconds):
+    times, bad = [], 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        try:
+            s = connect(path, 5)
+            s.sendall(b'{"op":"status"}\n')
+            a = json.loads(read_line(s, 5))
+            s.close()
+            if not a.get("ok"):
+                bad += 1
+        except (OSError, ValueError):
+            bad += 1
+        times.append((time.monotonic() - t0) * 1000)
+        time.sleep(0.1)
+    times.sort()
+    over = sum(1 for t in times if t >= 100)
+    print(f"count={len(times)} failed={bad} max_ms={times[-1]:.0f} "
+          f"median_ms={times[len(times) // 2]:.0f} "
+          f"p99_ms={times[min(len(times) - 1, len(times) * 99 // 100)]:.1f} "
+          f"over100={over}", flush=True)
+
+
+class Hammer:
+    """The soak's unprivileged client: every way test-trust.sh tries to lock
+    root out, at once and for a long time. Counts what happened."""
+
+    def __init__(self, path, seconds):
+        self.path, self.end = path, time.monotonic() + seconds
+        self.lock = threading.Lock()
+        self.n = {"held_opened": 0, "held_closed": 0, "refused": 0,
+                  "polite_answers": 0, "polite_lost": 0, "bursts": 0,
+                  "burst_answers": 0, "odd_sent": 0, "odd_answered": 0,
+                  "connect_errors": 0}
+
+    def count(self, key, by=1):
+        with self.lock:
+            self.n[key] += by
+
+    def running(self):
+        return time.monotonic() < self.end
+
+    def open(self):
+        try:
+            return connect(self.path, 5)
+        except OSError:
+            self.count("connect_errors")
+            return None
+
+    def holder(self, slots=48):
+        """Connections that send a byte of a request every 5 s, never a
+        newline; the agent must close each at its whole-line deadline."""
+        req = b'{"op":"status"}'
+        held = []          # [socket, bytes sent]
+        while self.running():
+            while len(held) < slots and self.running():
+                s = self.open()
+                if s is None:
+                    break
+                s.setblocking(False)
+                held.append([s, 0])
+                self.count("held_opened")
+            for h in list(held):
+                s, sent = h
+                try:
+                    d = s.recv(4096)
+                    if not d:
+                        raise ConnectionResetError
+                    if b"too many clients" in d:
+                        self.count("refused")
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    try:
+                        s.send(req[sent % len(req):sent % len(req) + 1])
+                        h[1] = sent + 1
+                        continue
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        pass
+                except OSError:
+                    pass
+                self.count("held_closed")
+                s.close()
+                held.remove(h)
+            time.sleep(5)
+        for s, _ in held:
+            s.close()
+
+    def polite(self):
+        s = None
+        while self.running():
+            try:
+                if s is None:
+                    s = connect(self.path, 5)
+                s.sendall(b'{"op":"version"}\n')
+                if read_line(s, 5) in ("eof", "reset", "timeout"):
+                    raise ConnectionResetError
+                self.count("polite_answers")
+            except OSError:
+                self.count("polite_lost")
+                if s is not None:
+                    s.close()
+                s = None
+            time.sleep(1)
+        if s is not None:
+            s.close()
+
+    def bursts(self, n=2000):
+        while self.running():
+            s = self.open()
+            if s is not None:
+                answers = 0
+                try:
+                    s.sendall(b'{"op":"rebalance","dry_run":true}\n' * n)
+                    s.settimeout(60)
+                    buf = b""
+                    while answers < n:
+                        d = s.recv(1 << 20)
+                        if not d:
+                            break
+                        buf += d
+                        answers += buf.count(b"\n")
+                        buf = buf[buf.rfind(b"\n") + 1:]
+                except OSError:
+                    pass
+                s.close()
+                self.count("bursts")
+                self.count("burst_answers", answers)
+            time.sleep(15)
+
+    def odd(self):
+        kinds = [lambda: bytes(random.getrandbits(8) for _ in range(200)).replace(b"\n", b"") + b"\n",
+                 lambda: b"x" * (256 * 1024),
+                 lambda: b'{"op":"no-such-op"}\n',
+                 lambda: b'{"op":"rebalance"}\n',
+                 lambda: b'{"op":"status","extra":' + b"[" * 5000 + b"\n",
+                 lambda: b"\x00\xff\n"]
+        while self.running():
+            s = self.open()
+            if s is not None:
+                try:
+                    s.sendall(random.choice(kinds)())
+                    self.count("odd_sent")
+                    if read_line(s, 5) not in ("eof", "reset", "timeout"):
+                        self.count("odd_answered")
+                except OSError:
+                    pass
+                s.close()
+            time.sleep(2)
+
+    def run(self):
+        random.seed(14)
+        ts = [threading.Thread(target=self.holder), threading.Thread(target=self.bursts),
+              threading.Thread(target=self.odd)]
+        ts += [threading.Thread(target=self.polite) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(" ".join(f"{k}={v}" for k, v in self.n.items()), flush=True)
+
+
+if __name__ == "__main__":
+    cmd, a = sys.argv[1], sys.argv[2:]
+    if cmd == "hog":
+        hog(a[0], int(a[1]), a[2], float(a[3]))
+    elif cmd == "send":
+        send(a[0], a[1])
+    elif cmd == "forked":
+        forked(a[0], a[1])
+    elif cmd == "lockhold":
+        lockhold(a[0], float(a[1]))
+    elif cmd == "burst":
+        burst(a[0], int(a[1]))
+    elif cmd == "latency":
+        latency(a[0], float(a[1]))
+    elif cmd == "hammer":
+        Hammer(a[0], float(a[1])).run()
+    else:
+        sys.exit(f"unknown command {cmd}")

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The host model (lib/model.c) and the oracle (lib/oracle.c) on cases small
+ * enough to compute by hand. Topologies are hwloc synthetic descriptions,
+ * intervals trace lines (vpack/trace.h); nothing reads the live host.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "vpack/model.h"
+#include "vpack/oracle.h"
+#include "vpack/policy.h"
+#include "vpack/snapshot.h"
+#include "vpack/topology.h"
+#include "vpack/trace.h"
+
+#define EPS 1e-6
+
+static struct vpack_topology *topo(const char *desc)
+{
+    struct vpack_topology *t = NULL;
+    char spec[256], *err = NULL;
+
+    snprintf(spec, sizeof(spec), "synthetic:%s", desc);
+    if (vpack_topology_load(spec, NULL, NULL, &t, &err) < 0)
+        fail_msg("%s: %s", spec, err ? err : "?");
+    return t;
+}
+
+static struct vpack_snapshot *line(const char *text)
+{
+    struct vpack_snapshot *s = NULL;
+    char *err = NULL;
+
+    if (vpack_trace_parse_line(text, strlen(text), 1, &s, &err) < 0)
+        fail_msg("trace line '%s': %s", text, err ? err : "?");
+    return s;
+}
+
+/* Round numbers, so that the energy is easy to check. */
+static const struct vpack_power_params power = {
+    .awake_w = 20, .core_w = 5, .deep_w = 2, .smt_gain = 0.25};
+
+static struct vpack_model *model(const struct vpack_topology *t, int level)
+{
+    struct vpack_policy_params pp;
+    struct vpack_model *m = NULL;
+    char *err = NULL;
+
+    vpack_policy_params_default(&pp);
+    if (vpack_model_new(t, &pp, &power, level, &m, &err) < 0)
+        fail_msg("vpack_model_new: %s", err ? err : "?");
+    return m;
+}
+
+static void step(struct vpack_model *m, const char *text, struct vpack_model_interval *iv)
+{
+    struct vpack_snapshot *s = line(text);
+    char *err = NULL;
+
+    if (vpack_model_step(m, s, iv, &err) < 0)
+        fail_msg("vpack_model_step: %s", err ? err : "?");
+    vpack_snapshot_free(s);
+}
+
+/* One vCPU busy all the time on a one-CPU host: served, no wait, package busy. */
+static void test_one_busy_vcpu(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_interval iv;
+    struct vpack_model_totals tot;
+
+    (void)state;
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+            "\"vcpus\":[{\"id\":0,\"util\":1.0}]}]}", &iv);
+    assert_float_equal(iv.demand, 1.0, EPS);
+    assert_float_equal(iv.served, 1.0, EPS);
+    assert_float_equal(iv.max_delay, 0.0, EPS);
+    assert_float_equal(iv.pkg_busy[0], 1.0, EPS);
+    assert_float_equal(iv.pkg_idle[0], 0.0, EPS);
+    /* awake 20 W + one busy core 5 W, for one second. */
+    assert_float_equal(iv.energy_j, 25.0, EPS);
+    assert_int_equal(iv.ndomains, 1);
+    assert_float_equal(iv.dom_served[0], 1.0, EPS);
+    vpack_model_totals(m, &tot);
+    assert_int_equal(tot.intervals, 1);
+    assert_float_equal(tot.served, 1.0, EPS);
+    assert_string_equal(vpack_model_domain_get(m, 0)->name, "a");
+    assert_null(vpack_model_domain_get(m, 1));
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/* Two vCPUs on one CPU: one CPU's worth served, half each, each waits the other half. */
+static void test_two_on_one_cpu(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_interval iv;
+
+    (void)state;
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+            "\"vcpus\":[{\"id\":0,\"util\":1.0},{\"id\":1,\"util\":1.0}]}]}", &iv);
+    assert_float_equal(iv.served, 1.0, EPS);
+    assert_float_equal(iv.max_delay, 0.5, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/* SMT: two busy siblings of one core share 1 + smt_gain CPUs of work. */
+static void test_smt_sharing(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:2\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_interval iv;
+
+    (void)state;
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+            "\"vcpus\":[{\"id\":0,\"util\":1.0,\"pin\":\"0\"},{\"id\":1,\"util\":1.0,\"pin\":\"1\"}]}]}",
+         &iv);
+    assert_float_equal(iv.served, 1.25, EPS);
+    assert_float_equal(iv.dom_served[0], 1.25, EPS);
+    /* Each ran 0.625 and waited the rest of the interval. */
+    assert_float_equal(iv.max_delay, 0.375, EPS);
+    assert_float_equal(iv.pkg_busy[0], 1.0, EPS);
+    /* ... while one busy thread alone has its core to itself. */
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+            "\"vcpus\":[{\"id\":0,\"util\":1.0,\"pin\":\"0\"},{\"id\":1,\"util\":0,\"pin\":\"1\"}]}]}",
+         &iv);
+    assert_float_equal(iv.served, 1.0, EPS);
+    assert_float_equal(iv.max_delay, 0.0, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/* An idle package sits in its deep C-state; a half-busy one half the time. */
+static void test_idle_package_deep_state(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_interval iv;
+    struct vpack_model_totals tot;
+
+    (void)state;
+    step(m, "{\"interval_ms\":2000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+            "\"vcpus\":[{\"id\":0,\"util\":0.5,\"pin\":\"0\"}]}]}", &iv);
+    assert_float_equal(iv.pkg_idle[1], 1.0, EPS);
+    assert_float_equal(iv.pkg_busy[1], 0.0, EPS);
+    assert_float_equal(iv.pkg_idle[0], 0.5, EPS);
+    assert_float_equal(iv.pkg_busy[0], 0.5, EPS);
+    /* Package 0: 0.5 * 2 + 0.5 * 20 + 0.5 * 5 = 13.5 W; package 1: 2 W; for 2 s. */
+    assert_float_equal(iv.energy_j, 31.0, EPS);
+    vpack_model_totals(m, &tot);
+    assert_float_equal(tot.seconds, 2.0, EPS);
+    assert_float_equal(tot.pkg_idle_s[1], 2.0, EPS);
+    assert_float_equal(tot.pkg_idle_s[0], 1.0, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/*
+ * The real policy in the loop: a level 2 domain spread over two packages is
+ * packed onto one (pin operations on the first interval), then nothing
+ * changes while the load does not; level 0 never pins anything.
+ */
+static void test_policy_in_the_loop(void **state)
+{
+    static const char *iv_text =
+        "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"w\",\"level\":0,"
+        "\"vcpus\":[{\"id\":0,\"util\":0.7},{\"id\":1,\"util\":0.1}]}]}";
+    struct vpack_topology *t = topo("\"package:2 core:4 pu:1\"");
+    struct vpack_model *m2 = model(t, 2), *m0 = model(t, 0);
+    struct vpack_model_interval iv;
+    struct vpack_model_totals tot;
+
+    (void)state;
+    step(m2, iv_text, &iv);
+    assert_int_equal(iv.nactive, 1);
+    assert_true(iv.pin_ops >= 2);
+    for (int i = 0; i < 10; i++) {
+        step(m2, iv_text, &iv);
+        assert_int_equal(iv.pin_ops, 0);
+        assert_int_equal(iv.nactive, 1);
+    }
+    /* The parked package is whole-idle. */
+    assert_true(iv.pkg_idle[0] > 0.999 || iv.pkg_idle[1] > 0.999);
+    assert_float_equal(iv.served, 0.8, EPS);
+    for (int i = 0; i < 11; i++) {
+        step(m0, iv_text, &iv);
+        assert_int_equal(iv.pin_ops, 0);
+    }
+    /* Level 0: the load is spread over both packages, neither is ever whole-idle. */
+    assert_true(iv.pkg_idle[0] < 0.999 && iv.pkg_idle[1] < 0.999);
+    vpack_model_totals(m0, &tot);
+    {
+        struct vpack_model_totals t2;
+        vpack_model_totals(m2, &t2);
+        assert_true(t2.energy_j < tot.energy_j);
+        assert_float_equal(t2.served, tot.served, EPS);
+    }
+    vpack_model_free(m0);
+    vpack_model_free(m2);
+    vpack_topology_free(t);
+}
+
+static void test_model_bad_level(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:1\"");
+    struct vpack_policy_params pp;
+    struct vpack_model *m = NULL;
+    char *err = NULL;
+
+    (void)state;
+    vpack_policy_params_default(&pp);
+    assert_int_equal(vpack_model_new(t, &pp, &power, 3, &m, &err), -EINVAL);
+    assert_null(m);
+    assert_non_null(strstr(err, "level 3"));
+    free(err);
+    vpack_topology_free(t);
+}
+
+static void test_power_params(void **state)
+{
+    struct vpack_power_params p;
+    char *err = NULL;
+    const char *good = "# watts\n[package]\nawake_w = 40\ncore_w = 4.5\ndeep_w = 9\n[smt]\ngain = 0.3\n";
+    const char *bad = "[package]\nawake_w = 40\ncore_w = lots\n";
+
+    (void)state;
+    assert_int_equal(vpack_power_params_parse(good, strlen(good), &p, &err), 0);
+    assert_float_equal(p.awake_w, 40, EPS);
+    assert_float_equal(p.core_w, 4.5, EPS);
+    assert_float_equal(p.deep_w, 9, EPS);
+    assert_float_equal(p.smt_gain, 0.3, EPS);
+    assert_int_equal(vpack_power_params_parse(bad, strlen(bad), &p, &err), -EINVAL);
+    assert_non_null(strstr(err, "line 3"));
+    assert_non_null(strstr(err, "core_w"));
+    free(err);
+    assert_int_equal(vpack_power_params_parse("[x]\ny=1\n", 8, &p, &err), -EINVAL);
+    assert_non_null(strstr(err, "unknown key 'y'"));
+    free(err);
+    assert_int_equal(vpack_power_params_parse("[package]\ndeep_w=50\n", 20, &p, &err), -EINVAL);
+    assert_non_null(strstr(err, "deep_w"));
+    free(err);
+}
+
+static int oracle(const struct vpack_topology *t, const char *text, bool *exact)
+{
+    struct vpack_snapshot *s = line(text);
+    int k = vpack_oracle_packages(t, 0.6, s, exact);
+
+    vpack_snapshot_free(s);
+    return k;
+}
+
+/* T2: two packages of 4 cores, 2.4 CPUs each under the pack watermark. */
+static void test_oracle_small_exact(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 core:4 pu:1\"");
+    bool exact = false;
+
+    (void)state;
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[]}", &exact), 1);
+    assert_true(exact);
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                               "\"vcpus\":[{\"id\":0,\"util\":1},{\"id\":1,\"util\":1}]}]}",
+                            &exact),
+                     1);
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                               "\"vcpus\":[{\"id\":0,\"util\":1},{\"id\":1,\"util\":1},"
+                               "{\"id\":2,\"util\":0.5}]}]}",
+                            &exact),
+                     2);
+    vpack_topology_free(t);
+}
+
+/* Pins and bounds in two packages force both awake; an idle pinned thread does not. */
+static void test_oracle_pins(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 core:4 pu:1\"");
+
+    (void)state;
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                               "\"vcpus\":[{\"id\":0,\"util\":0.2,\"pin\":\"0\"},"
+                               "{\"id\":1,\"util\":0.2,\"pin\":\"5\"}]}]}",
+                            NULL),
+                     2);
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                               "\"vcpus\":[{\"id\":0,\"util\":0.2,\"pin\":\"0\"},"
+                               "{\"id\":1,\"util\":0,\"pin\":\"5\"}]}]}",
+                            NULL),
+                     1);
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":["
+                               "{\"name\":\"a\",\"cpuset\":\"4-7\",\"vcpus\":[{\"id\":0,\"util\":0.2}]},"
+                               "{\"name\":\"b\",\"vcpus\":[{\"id\":0,\"util\":0.2,\"pin\":\"1\"}]}]}",
+                            NULL),
+                     2);
+    /* A pin over both packages leaves the choice free. */
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":["
+                               "{\"name\":\"a\",\"cpuset\":\"3-4\",\"vcpus\":[{\"id\":0,\"util\":0.2}]},"
+                               "{\"name\":\"b\",\"vcpus\":[{\"id\":0,\"util\":0.2,\"pin\":\"5\"}]}]}",
+                            NULL),
+                     1);
+    vpack_topology_free(t);
+}
+
+/* 20 packages: a lower bound, from capacity or from disjoint pins. */
+static void test_oracle_large_bound(void **state)
+{
+    struct vpack_topology *t = topo("\"package:20 core:2 pu:1\"");
+    char text[2048];
+    size_t n;
+    bool exact = true;
+
+    (void)state;
+    /* 5 CPUs at 1.2 per package: 5 packages (4 hold 4.8). */
+    assert_int_equal(oracle(t, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                               "\"vcpus\":[{\"id\":0,\"util\":1},{\"id\":1,\"util\":1},"
+                               "{\"id\":2,\"util\":1},{\"id\":3,\"util\":1},{\"id\":4,\"util\":1}]}]}",
+                            &exact),
+                     5);
+    assert_false(exact);
+    /* Seven light threads pinned to seven different packages. */
+    n = (size_t)snprintf(text, sizeof(text), "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{"
+                                             "\"name\":\"a\",\"vcpus\":[");
+    for (int i = 0; i < 7; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%s{\"id\":%d,\"util\":0.1,\"pin\":\"%d\"}",
+                              i ? "," : "", i, 2 * i);
+    snprintf(text + n, sizeof(text) - n, "]}]}");
+    assert_int_equal(oracle(t, text, NULL), 7);
+    vpack_topology_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_busy_vcpu),
+        cmocka_unit_test(test_two_on_one_cpu),
+        cmocka_unit_test(test_smt_sharing),
+        cmocka_unit_test(test_idle_package_deep_state),
+        cmocka_unit_test(test_policy_in_the_loop),
+        cmocka_unit_test(test_model_bad_level),
+        cmocka_unit_test(test_power_params),
+        cmocka_unit_test(test_oracle_small_exact),
+        cmocka_unit_test(test_oracle_pins),
+        cmocka_unit_test(test_oracle_large_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
