@@ -17,6 +17,8 @@
 
 #include <json-c/json.h>
 
+#include "host.h"
+#include "vpack/config.h"
 #include "vpack/json-util.h"
 #include "vpack/model.h"
 #include "vpack/oracle.h"
@@ -55,6 +57,11 @@ static void usage(FILE *f)
             "  --write-trace FILE  also write the trace replayed, as JSON lines\n"
             "  --topology SPEC     host (the default), xml:PATH, synthetic:DESC, sysfs:ROOT\n"
             "  --reserved CPUS     leave these CPUs out (libvirt syntax)\n"
+            "  --config FILE       take the [policy] keys (and [agent] topology and\n"
+            "                      reserved_cpus) from vpackd's configuration file\n"
+            "  --set SECTION.KEY=VALUE\n"
+            "                      override one configuration key, as vpackd's --set\n"
+            "                      (repeatable; applied after --config)\n"
             "  --power FILE        the power model (default: built in, as in\n"
             "                      data/power-model.ini)\n"
             "  --json              print the figures as one JSON object\n"
@@ -76,12 +83,16 @@ enum {
     OPT_TOPOLOGY,
     OPT_RESERVED,
     OPT_POWER,
+    OPT_CONFIG,
+    OPT_SET,
     OPT_JSON,
     OPT_SVG,
 };
 
 struct sim_args {
-    const char *trace, *planetlab, *write, *spec, *reserved, *power, *svg;
+    const char *trace, *planetlab, *write, *spec, *reserved, *power, *svg, *config;
+    char **sets; /* --set, in order: pointers into argv */
+    unsigned nsets;
     unsigned vms, interval_ms;
     unsigned long long seed;
     double burst, hours;
@@ -111,6 +122,7 @@ struct sim {
     struct vpack_model *model[NLEVELS];
     double oracle_s, seconds;
     bool oracle_exact;
+    double pack_watermark;  /* the policy's, for the oracle */
     unsigned long ndomains; /* most domains in one interval */
     struct point *tl;
     unsigned long ntl, captl;
@@ -147,6 +159,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         {"topology", required_argument, NULL, OPT_TOPOLOGY},
         {"reserved", required_argument, NULL, OPT_RESERVED},
         {"power", required_argument, NULL, OPT_POWER},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"set", required_argument, NULL, OPT_SET},
         {"json", no_argument, NULL, OPT_JSON},
         {"svg", required_argument, NULL, OPT_SVG},
         VPACKCTL_OPTIONS_END,
@@ -156,6 +170,12 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     int c;
 
     *a = (struct sim_args){.interval_ms = 1000, .seed = 1};
+    /* Every --set is an argument of its own: argc bounds their number. */
+    a->sets = calloc((size_t)argc, sizeof(*a->sets));
+    if (!a->sets) {
+        vpackctl_err("simulate: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         int err = 0;
 
@@ -183,6 +203,10 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             a->reserved = optarg;
         else if (c == OPT_POWER)
             a->power = optarg;
+        else if (c == OPT_CONFIG)
+            a->config = optarg;
+        else if (c == OPT_SET)
+            a->sets[a->nsets++] = optarg;
         else if (c == OPT_JSON)
             a->json = true;
         else if (c == OPT_SVG)
@@ -433,10 +457,8 @@ static int step(struct sim *sim, const struct vpack_snapshot *snap, double pack_
 /* Runs every interval of src (up to max_s seconds, 0: all). Returns 0 or -1 (reported). */
 static int run(struct sim *sim, struct source *src, double max_s, const char *write_path)
 {
-    struct vpack_policy_params pp;
     double seconds = 0;
 
-    vpack_policy_params_default(&pp);
     sim->oracle_exact = true;
     for (;;) {
         struct vpack_snapshot *snap = NULL;
@@ -449,7 +471,7 @@ static int run(struct sim *sim, struct source *src, double max_s, const char *wr
             return r;
         seconds += snap->interval_ms / 1000.0;
         if ((sim->write && write_interval(sim, write_path, snap) < 0) ||
-            step(sim, snap, pp.pack_watermark, src->name,
+            step(sim, snap, sim->pack_watermark, src->name,
                  src->f ? src->lineno : src->k) < 0) {
             vpack_snapshot_free(snap);
             return -1;
@@ -696,6 +718,43 @@ static int write_svg(const struct sim *sim, const char *path)
     return 0;
 }
 
+/*
+ * The configuration of --config FILE (vpackd's own parser), then each --set.
+ * Returns VPACKCTL_PROCEED, or after one line on stderr VPACKCTL_EXIT_FAIL
+ * (the file) or VPACKCTL_EXIT_USAGE (a --set).
+ */
+static int load_config(const struct sim_args *a, struct vpack_config *c)
+{
+    char *text = NULL, *err = NULL;
+    int r;
+
+    if (vpack_config_init(c) < 0) {
+        vpackctl_err("simulate: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
+    if (a->config) {
+        r = vpack_host_read_file(NULL, a->config, 1 << 20, &text, NULL);
+        if (r < 0) {
+            vpackctl_err("simulate: --config %s: %s", a->config, strerror(-r));
+            return VPACKCTL_EXIT_FAIL;
+        }
+        r = vpack_config_parse(c, text, &err);
+        free(text);
+        if (r < 0) {
+            vpackctl_err("simulate: --config %s: %s", a->config, err ? err : "out of memory");
+            free(err);
+            return VPACKCTL_EXIT_FAIL;
+        }
+    }
+    for (unsigned i = 0; i < a->nsets; i++)
+        if (vpack_config_set(c, a->sets[i], &err) < 0) {
+            vpackctl_err("simulate: --set %s", err ? err : "out of memory");
+            free(err);
+            return VPACKCTL_EXIT_USAGE;
+        }
+    return VPACKCTL_PROCEED;
+}
+
 /* The power model of --power, or the defaults. Returns 0 or -1 (reported). */
 static int load_power(const char *path, struct vpack_power_params *pw)
 {
@@ -725,23 +784,32 @@ int simulate_main(int argc, char **argv)
     struct source src = {0};
     struct vpack_topology *topo = NULL;
     struct vpack_power_params pw;
-    struct vpack_policy_params pp;
+    struct vpack_config conf = {0};
     struct figures f[NLEVELS];
+    char *reserved = NULL;
     int ret;
 
-    if ((ret = parse_args(argc, argv, &a)) != VPACKCTL_PROCEED)
-        return ret;
-    if ((ret = vpackctl_load_topology("simulate", a.spec, a.reserved, &topo)))
-        return ret;
+    if ((ret = parse_args(argc, argv, &a)) != VPACKCTL_PROCEED ||
+        (ret = load_config(&a, &conf)) != VPACKCTL_PROCEED)
+        goto cleanup;
+    /* The command line's topology and reserved CPUs, else the configuration's. */
+    if (!a.reserved && conf.has_reserved && !(reserved = vpack_cpuset_format(&conf.reserved_cpus))) {
+        vpackctl_err("simulate: out of memory");
+        ret = VPACKCTL_EXIT_FAIL;
+        goto cleanup;
+    }
+    if ((ret = vpackctl_load_topology("simulate", a.spec ? a.spec : conf.topology,
+                                      a.reserved ? a.reserved : reserved, &topo)))
+        goto cleanup;
     ret = VPACKCTL_EXIT_FAIL;
     if (load_power(a.power, &pw) < 0)
         goto cleanup;
     sim.topo = topo;
-    vpack_policy_params_default(&pp);
+    sim.pack_watermark = conf.policy.pack_watermark;
     for (int l = 0; l < NLEVELS; l++) {
         char *err = NULL;
 
-        if (vpack_model_new(topo, &pp, &pw, l, &sim.model[l], &err) < 0) {
+        if (vpack_model_new(topo, &conf.policy, &pw, l, &sim.model[l], &err) < 0) {
             vpackctl_err("simulate: %s", err ? err : "out of memory");
             free(err);
             goto cleanup;
@@ -793,5 +861,8 @@ cleanup:
         vpack_model_free(sim.model[l]);
     free(sim.tl);
     vpack_topology_free(topo);
+    vpack_config_clear(&conf);
+    free(reserved);
+    free(a.sets);
     return ret;
 }
