@@ -28,6 +28,8 @@
 #include "vpackctl.h"
 
 #define NLEVELS 3
+/* Traces of at most this many domains get their placement in the text output. */
+#define PLACEMENT_DOMAINS 8
 /* Columns of the SVG timeline at most. */
 #define SVG_COLUMNS 1000
 
@@ -542,6 +544,42 @@ static void print_row(const char *label, const struct figures *f, enum row what)
     putchar('\n');
 }
 
+/* Where thread k of the model's i-th domain ended up, as a CPU list in *buf. */
+static int thread_cpus_text(const struct vpack_model *m, unsigned i, unsigned k, char *buf,
+                            size_t len)
+{
+    vpack_cpuset cpus;
+    int nv = vpack_model_thread_cpus(m, i, k, &cpus);
+
+    if (nv >= 0)
+        vpack_cpuset_format_buf(&cpus, buf, len);
+    return nv;
+}
+
+/* "vcpu0=0 vcpu1=0-1 emulator=0 iothread1=1" for the model's i-th domain. */
+static void placement_line(const struct vpack_model *m, unsigned i, char *buf, size_t len)
+{
+    size_t used = 0;
+    char cpus[256];
+    int nv;
+
+    buf[0] = '\0';
+    for (unsigned k = 0; used < len && (nv = thread_cpus_text(m, i, k, cpus, sizeof(cpus))) >= 0;
+         k++) {
+        int n;
+
+        if (k < (unsigned)nv)
+            n = snprintf(buf + used, len - used, "%svcpu%u=%s", k ? " " : "", k, cpus);
+        else if (k == (unsigned)nv)
+            n = snprintf(buf + used, len - used, " emulator=%s", cpus);
+        else
+            n = snprintf(buf + used, len - used, " iothread%u=%s", k - (unsigned)nv, cpus);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static int print_text(const struct sim *sim, const struct figures *f)
 {
     const struct vpack_topology *t = sim->topo;
@@ -573,7 +611,49 @@ static int print_text(const struct sim *sim, const struct figures *f)
     print_row("vs oracle", f, ROW_ORACLE);
     printf("%-26s %12.0f (%s)\n", "oracle package-seconds", sim->oracle_s,
            sim->oracle_exact ? "exact" : "lower bound");
+    /* Where each thread ended up, for a trace small enough to read. */
+    if (sim->ndomains <= PLACEMENT_DOMAINS) {
+        const struct vpack_model_domain *d;
+
+        printf("\nplacement at the end:\n");
+        for (int l = 0; l < NLEVELS; l++) {
+            printf("  level %d:", l);
+            for (unsigned i = 0; (d = vpack_model_domain_get(sim->model[l], i)); i++) {
+                char line[1024];
+
+                placement_line(sim->model[l], i, line, sizeof(line));
+                printf("%s %s: %s", i ? ";" : "", d->name, line);
+            }
+            putchar('\n');
+        }
+    }
     return vpackctl_flush();
+}
+
+/* Per domain of a model: where its threads ended up, as JSON. */
+static struct json_object *placement_json(const struct vpack_model *m, bool *ok)
+{
+    struct json_object *doms = json_object_new_array();
+    const struct vpack_model_domain *d;
+
+    for (unsigned i = 0; (d = vpack_model_domain_get(m, i)); i++) {
+        struct json_object *o = json_object_new_object(), *vcpus = json_object_new_array(),
+                           *io = json_object_new_array();
+        vpack_cpuset cpus;
+        int nv;
+
+        vpack_json_set_str(o, "name", d->name, ok);
+        for (unsigned k = 0; (nv = vpack_model_thread_cpus(m, i, k, &cpus)) >= 0; k++) {
+            if (k == (unsigned)nv)
+                vpack_json_set_cpuset(o, "emulator", &cpus, ok);
+            else
+                vpack_json_append(k < (unsigned)nv ? vcpus : io, vpack_json_cpuset(&cpus), ok);
+        }
+        vpack_json_set(o, "vcpus", vcpus, ok);
+        vpack_json_set(o, "iothreads", io, ok);
+        vpack_json_append(doms, vpack_json_finish(o, *ok), ok);
+    }
+    return doms;
 }
 
 static int print_json(const struct sim *sim, const struct figures *f)
@@ -615,6 +695,7 @@ static int print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_double(lv, "active_package_seconds", x->t.active_pkg_s, &ok);
         vpack_json_set_double(lv, "planned_package_seconds", x->t.planned_pkg_s, &ok);
         vpack_json_set_double(lv, "vs_oracle", x->vs_oracle, &ok);
+        vpack_json_set(lv, "placement", placement_json(sim->model[l], &ok), &ok);
         vpack_json_append(levels, vpack_json_finish(lv, ok), &ok);
     }
     vpack_json_set(o, "levels", levels, &ok);
