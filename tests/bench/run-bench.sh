@@ -16,12 +16,19 @@
 #   cost        vpackd CPU time per interval and RSS with 1, 10, 30 guests;
 #               the hook's added latency to `virsh start` (bench-hook.sh)
 #   planner     bench-policy: plan time up to 1,024 CPUs / 8,000 vCPUs
+#   simulate    the host model (no libvirt): vpackctl simulate on the
+#               PlanetLab traces, 2 x 16-core SMT and 4 x 24-core hosts; and
+#               model-vs-live.py, the placement scenario through the model
+#               (live figures from this run's placement part, else from
+#               BENCHMARKS.md)
 #
 # and rewrites BENCHMARKS.md from what this run measured.
 #
 # Options (for development; a partial run writes BENCHMARKS.partial.md
-# unless --out is given):
-#   --parts LIST     comma-separated: placement,reaction,stability,cost,hook,planner
+# unless --out or --update is given):
+#   --parts LIST     comma-separated: placement,reaction,stability,cost,hook,planner,simulate
+#   --update         rewrite only the host model section of BENCHMARKS.md
+#                    (or --out), keeping the rest: `--parts simulate --update`
 #   --loads LIST     placement loads (light,medium,heavy)
 #   --rounds N       placement rounds (3)
 #   --measure S      seconds per measurement (10)
@@ -34,7 +41,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-parts=placement,reaction,stability,cost,hook,planner
+parts=placement,reaction,stability,cost,hook,planner,simulate
+update=""
 loads=light,medium,heavy
 rounds=3
 measure=10
@@ -51,11 +59,12 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-build) build=""; shift ;;
     --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
-    -h|--help) sed -n '3,33p' "$0"; exit 0 ;;
+    --update) update=1; shift ;;
+    -h|--help) sed -n '3,40p' "$0"; exit 0 ;;
     *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
-[ -n "$out" ] || { if [ -n "$full" ]; then out=$top/BENCHMARKS.md; else out=$top/BENCHMARKS.partial.md; fi; }
+[ -n "$out" ] || { if [ -n "$full" ] || [ -n "$update" ]; then out=$top/BENCHMARKS.md; else out=$top/BENCHMARKS.partial.md; fi; }
 [ "$(id -u)" -eq 0 ] || { echo "run-bench.sh: run as root" >&2; exit 1; }
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 t_start=$SECONDS
@@ -105,6 +114,27 @@ live() { # runs one live part, under the shared lock if VPACK_LIVE_LOCK is set
     fi
 }
 
+# The host model: 24 h of 100 PlanetLab VMs on two hosts (.json: simulate's
+# figures, .meta: what bench-report.py needs besides), then the model against
+# the live placement scenario. CPU-bound and not live: niced, no lock.
+simulate_part() {
+    local vpackctl=$1 dir=$2 t0=$SECONDS name desc title cores speed s0
+    mkdir -p "$dir"
+    while IFS='|' read -r name desc title cores speed; do
+        s0=$EPOCHREALTIME
+        nice -n 19 "$vpackctl" simulate --planetlab tests/data/planetlab/20110303 --vms 100 \
+            --seed 1 --topology "synthetic:\"$desc\"" --json >"$dir/$name.json" || return 1
+        printf 'title=%s\ncores=%s\nspeed_target=%s\nwall_s=%s\n' "$title" "$cores" "$speed" \
+            "$(awk -v a="$s0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')" >"$dir/$name.meta"
+    done <<'EOF_TOPOLOGIES'
+2x16-smt|package:2 core:16 pu:2|2 x 16 cores, SMT (64 CPUs)|32|1
+4x24|package:4 core:24 pu:1|4 x 24 cores, no SMT (96 CPUs)|96|0
+EOF_TOPOLOGIES
+    python3 tests/bench/model-vs-live.py "$vpackctl" "$(dirname "$dir")" "$top/BENCHMARKS.md" \
+        >"$dir/model-vs-live.txt" || return 1
+    echo "simulate $((SECONDS - t0))" >>"$(dirname "$dir")/durations"
+}
+
 rc=0
 if has planner; then
     log "planner scale (bench-policy)"
@@ -131,8 +161,16 @@ if has hook; then
         hook >"$results/hook.txt" 2>"$results/hook.log" || rc=1
     fi
 fi
+if has simulate; then
+    log "host model (vpackctl simulate, model-vs-live.py)"
+    simulate_part "$bdir/ctl/vpackctl" "$results/simulate" || rc=1
+fi
 echo "duration_s=$((SECONDS - t_start)) status=$rc" >>"$results/info"
 log "writing $out"
-python3 tests/bench/bench-report.py "$results" "$out"
+if [ -n "$update" ]; then
+    python3 tests/bench/bench-report.py --update "$results" "$out"
+else
+    python3 tests/bench/bench-report.py "$results" "$out"
+fi
 log "done in $((SECONDS - t_start)) s (status $rc)"
 exit $rc
