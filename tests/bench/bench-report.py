@@ -411,7 +411,7 @@ def host_model(res, out):
                "parameters; the built-in power model (`data/power-model.ini`: awake, per busy core "
                "and deep package C-state watts, SMT gain). The oracle is the fewest packages whose "
                "cores x pack watermark hold each interval's demand with every pin and bound kept. "
-               "Run %s, vpack %s, build-bench; wall times below are this run's (niced, on the "
+               "Run %s, vpack %s; wall times below are this run's (niced, on the "
                "shared 2-CPU machine).\n" % (info.get("date", "?"), info.get("commit", "?")))
     for meta in runs:
         m = read_kv(meta)
