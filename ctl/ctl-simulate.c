@@ -764,7 +764,7 @@ static double tick_hours(double hours)
  */
 static int write_svg(const struct sim *sim, const struct figures *fg, const char *path)
 {
-    const double W = 1000, H = 380, top = 50, plot = 230, left = 56, right = 16;
+    const double W = 1000, H = 400, top = 50, plot = 230, left = 56, right = 16;
     unsigned cols = sim->ntl < SVG_COLUMNS ? (unsigned)sim->ntl : SVG_COLUMNS;
     unsigned np = sim->topo->npackages, gstep;
     double cores = 0, cw, ymax, hours = sim->seconds / 3600, th, strip = top + plot + 30;
@@ -881,12 +881,14 @@ static int write_svg(const struct sim *sim, const struct figures *fg, const char
                 sim->topo->packages[p].id);
     }
     /* The figures of the whole run. */
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"13\">level 2 vs level 0: energy %+.1f%%, "
-               "served work %.4f of level 0, %.1f moves/h; active package-seconds %.0f vs "
-               "oracle %.0f (%+.1f%%), level 0 %.0f</text>\n",
-            left, H - 10, -100 * fg[2].saving,
-            fg[0].t.served > 0 ? fg[2].t.served / fg[0].t.served : 1, fg[2].moves_per_hour,
-            fg[2].t.active_pkg_s, sim->oracle_s, 100 * fg[2].vs_oracle, fg[0].t.active_pkg_s);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">level 2 against level 0: energy %+.1f%%, served "
+               "work %.4f of level 0, %.1f moves per hour</text>\n",
+            left, H - 28, -100 * fg[2].saving,
+            fg[0].t.served > 0 ? fg[2].t.served / fg[0].t.served : 1, fg[2].moves_per_hour);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">active package-seconds: level 2 %.0f, oracle %.0f "
+               "(level 2 %+.1f%%), level 0 %.0f</text>\n",
+            left, H - 10, fg[2].t.active_pkg_s, sim->oracle_s, 100 * fg[2].vs_oracle,
+            fg[0].t.active_pkg_s);
     fprintf(f, "</svg>\n");
     free(v);
     if (fclose(f) != 0) {
