@@ -488,7 +488,7 @@ def model_vs_live(o, out):
                    o["topology"], " ".join("--set " + s for s in o["settings"]), o["intervals"],
                    o["source"], tol))
     out.append("| load | level | guests' QEMU CPU (live) | per guest: vCPU 0 / vCPU 1 / emulator "
-               "| pkg 0 idle % live / model | pkg 1 idle % live / model | idle within %.0f pts "
+               "| pkg 0 idle %% live / model | pkg 1 idle %% live / model | idle within %.0f pts "
                "| placement live | placement model | same placement |" % tol)
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -522,7 +522,13 @@ def model_vs_live(o, out):
                "threads; the live \"other host load\" column); and the scheduler's wake-up "
                "latency: the live vCPU run-queue delay of tens of ms per second at level 0 comes "
                "from that, while the model's fluid sharing gives a thread no wait while its CPU "
-               "has room.\n")
+               "has room. Nor does it see how Linux places threads inside a wide mask: it "
+               "levels a mask's demand onto the least loaded of its CPUs, as load balancing would "
+               "under load, while at light load the scheduler leaves a lightly loaded system "
+               "unbalanced and wakes a vCPU near its waker (wake-affine: the emulator thread, "
+               "which level 1 keeps on CPU 0), so live the unconfined vCPUs ran mostly on CPU 0 "
+               "and CPU 1 idled more than the model says (light, level 1): there the model is "
+               "pessimistic about what level 1 saves.\n")
 
 
 def splice(dest, section):
