@@ -17,6 +17,8 @@
 
 #include <json-c/json.h>
 
+#include "host.h"
+#include "vpack/config.h"
 #include "vpack/json-util.h"
 #include "vpack/model.h"
 #include "vpack/oracle.h"
@@ -26,6 +28,8 @@
 #include "vpackctl.h"
 
 #define NLEVELS 3
+/* Traces of at most this many domains get their placement in the text output. */
+#define PLACEMENT_DOMAINS 8
 /* Columns of the SVG timeline at most. */
 #define SVG_COLUMNS 1000
 
@@ -55,6 +59,11 @@ static void usage(FILE *f)
             "  --write-trace FILE  also write the trace replayed, as JSON lines\n"
             "  --topology SPEC     host (the default), xml:PATH, synthetic:DESC, sysfs:ROOT\n"
             "  --reserved CPUS     leave these CPUs out (libvirt syntax)\n"
+            "  --config FILE       take the [policy] keys (and [agent] topology and\n"
+            "                      reserved_cpus) from vpackd's configuration file\n"
+            "  --set SECTION.KEY=VALUE\n"
+            "                      override one configuration key, as vpackd's --set\n"
+            "                      (repeatable; applied after --config)\n"
             "  --power FILE        the power model (default: built in, as in\n"
             "                      data/power-model.ini)\n"
             "  --json              print the figures as one JSON object\n"
@@ -76,12 +85,16 @@ enum {
     OPT_TOPOLOGY,
     OPT_RESERVED,
     OPT_POWER,
+    OPT_CONFIG,
+    OPT_SET,
     OPT_JSON,
     OPT_SVG,
 };
 
 struct sim_args {
-    const char *trace, *planetlab, *write, *spec, *reserved, *power, *svg;
+    const char *trace, *planetlab, *write, *spec, *reserved, *power, *svg, *config;
+    char **sets; /* --set, in order: pointers into argv */
+    unsigned nsets;
     unsigned vms, interval_ms;
     unsigned long long seed;
     double burst, hours;
@@ -111,6 +124,7 @@ struct sim {
     struct vpack_model *model[NLEVELS];
     double oracle_s, seconds;
     bool oracle_exact;
+    double pack_watermark;  /* the policy's, for the oracle */
     unsigned long ndomains; /* most domains in one interval */
     struct point *tl;
     unsigned long ntl, captl;
@@ -147,6 +161,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         {"topology", required_argument, NULL, OPT_TOPOLOGY},
         {"reserved", required_argument, NULL, OPT_RESERVED},
         {"power", required_argument, NULL, OPT_POWER},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"set", required_argument, NULL, OPT_SET},
         {"json", no_argument, NULL, OPT_JSON},
         {"svg", required_argument, NULL, OPT_SVG},
         VPACKCTL_OPTIONS_END,
@@ -156,6 +172,12 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     int c;
 
     *a = (struct sim_args){.interval_ms = 1000, .seed = 1};
+    /* Every --set is an argument of its own: argc bounds their number. */
+    a->sets = calloc((size_t)argc, sizeof(*a->sets));
+    if (!a->sets) {
+        vpackctl_err("simulate: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         int err = 0;
 
@@ -183,6 +205,10 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             a->reserved = optarg;
         else if (c == OPT_POWER)
             a->power = optarg;
+        else if (c == OPT_CONFIG)
+            a->config = optarg;
+        else if (c == OPT_SET)
+            a->sets[a->nsets++] = optarg;
         else if (c == OPT_JSON)
             a->json = true;
         else if (c == OPT_SVG)
@@ -433,10 +459,8 @@ static int step(struct sim *sim, const struct vpack_snapshot *snap, double pack_
 /* Runs every interval of src (up to max_s seconds, 0: all). Returns 0 or -1 (reported). */
 static int run(struct sim *sim, struct source *src, double max_s, const char *write_path)
 {
-    struct vpack_policy_params pp;
     double seconds = 0;
 
-    vpack_policy_params_default(&pp);
     sim->oracle_exact = true;
     for (;;) {
         struct vpack_snapshot *snap = NULL;
@@ -449,7 +473,7 @@ static int run(struct sim *sim, struct source *src, double max_s, const char *wr
             return r;
         seconds += snap->interval_ms / 1000.0;
         if ((sim->write && write_interval(sim, write_path, snap) < 0) ||
-            step(sim, snap, pp.pack_watermark, src->name,
+            step(sim, snap, sim->pack_watermark, src->name,
                  src->f ? src->lineno : src->k) < 0) {
             vpack_snapshot_free(snap);
             return -1;
@@ -520,6 +544,42 @@ static void print_row(const char *label, const struct figures *f, enum row what)
     putchar('\n');
 }
 
+/* Where thread k of the model's i-th domain ended up, as a CPU list in *buf. */
+static int thread_cpus_text(const struct vpack_model *m, unsigned i, unsigned k, char *buf,
+                            size_t len)
+{
+    vpack_cpuset cpus;
+    int nv = vpack_model_thread_cpus(m, i, k, &cpus);
+
+    if (nv >= 0)
+        vpack_cpuset_format_buf(&cpus, buf, len);
+    return nv;
+}
+
+/* "vcpu0=0 vcpu1=0-1 emulator=0 iothread1=1" for the model's i-th domain. */
+static void placement_line(const struct vpack_model *m, unsigned i, char *buf, size_t len)
+{
+    size_t used = 0;
+    char cpus[256];
+    int nv;
+
+    buf[0] = '\0';
+    for (unsigned k = 0; used < len && (nv = thread_cpus_text(m, i, k, cpus, sizeof(cpus))) >= 0;
+         k++) {
+        int n;
+
+        if (k < (unsigned)nv)
+            n = snprintf(buf + used, len - used, "%svcpu%u=%s", k ? " " : "", k, cpus);
+        else if (k == (unsigned)nv)
+            n = snprintf(buf + used, len - used, " emulator=%s", cpus);
+        else
+            n = snprintf(buf + used, len - used, " iothread%u=%s", k - (unsigned)nv, cpus);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
 static int print_text(const struct sim *sim, const struct figures *f)
 {
     const struct vpack_topology *t = sim->topo;
@@ -551,7 +611,49 @@ static int print_text(const struct sim *sim, const struct figures *f)
     print_row("vs oracle", f, ROW_ORACLE);
     printf("%-26s %12.0f (%s)\n", "oracle package-seconds", sim->oracle_s,
            sim->oracle_exact ? "exact" : "lower bound");
+    /* Where each thread ended up, for a trace small enough to read. */
+    if (sim->ndomains <= PLACEMENT_DOMAINS) {
+        const struct vpack_model_domain *d;
+
+        printf("\nplacement at the end:\n");
+        for (int l = 0; l < NLEVELS; l++) {
+            printf("  level %d:", l);
+            for (unsigned i = 0; (d = vpack_model_domain_get(sim->model[l], i)); i++) {
+                char line[1024];
+
+                placement_line(sim->model[l], i, line, sizeof(line));
+                printf("%s %s: %s", i ? ";" : "", d->name, line);
+            }
+            putchar('\n');
+        }
+    }
     return vpackctl_flush();
+}
+
+/* Per domain of a model: where its threads ended up, as JSON. */
+static struct json_object *placement_json(const struct vpack_model *m, bool *ok)
+{
+    struct json_object *doms = json_object_new_array();
+    const struct vpack_model_domain *d;
+
+    for (unsigned i = 0; (d = vpack_model_domain_get(m, i)); i++) {
+        struct json_object *o = json_object_new_object(), *vcpus = json_object_new_array(),
+                           *io = json_object_new_array();
+        vpack_cpuset cpus;
+        int nv;
+
+        vpack_json_set_str(o, "name", d->name, ok);
+        for (unsigned k = 0; (nv = vpack_model_thread_cpus(m, i, k, &cpus)) >= 0; k++) {
+            if (k == (unsigned)nv)
+                vpack_json_set_cpuset(o, "emulator", &cpus, ok);
+            else
+                vpack_json_append(k < (unsigned)nv ? vcpus : io, vpack_json_cpuset(&cpus), ok);
+        }
+        vpack_json_set(o, "vcpus", vcpus, ok);
+        vpack_json_set(o, "iothreads", io, ok);
+        vpack_json_append(doms, vpack_json_finish(o, *ok), ok);
+    }
+    return doms;
 }
 
 static int print_json(const struct sim *sim, const struct figures *f)
@@ -593,6 +695,7 @@ static int print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_double(lv, "active_package_seconds", x->t.active_pkg_s, &ok);
         vpack_json_set_double(lv, "planned_package_seconds", x->t.planned_pkg_s, &ok);
         vpack_json_set_double(lv, "vs_oracle", x->vs_oracle, &ok);
+        vpack_json_set(lv, "placement", placement_json(sim->model[l], &ok), &ok);
         vpack_json_append(levels, vpack_json_finish(lv, ok), &ok);
     }
     vpack_json_set(o, "levels", levels, &ok);
@@ -606,19 +709,66 @@ static int print_json(const struct sim *sim, const struct figures *f)
     return ret;
 }
 
-/* A colour for package index p of n. */
+/* A colour for package index p. */
 static void pkg_colour(unsigned p, char *buf, size_t len)
 {
-    snprintf(buf, len, "hsl(%u,70%%,50%%)", (p * 360 / 7 + 30) % 360);
+    snprintf(buf, len, "hsl(%u,65%%,55%%)", (p * 360 / 7 + 30) % 360);
 }
 
-/* The timeline as SVG: demand, active packages (level 2), oracle, wake-up package. */
-static int write_svg(const struct sim *sim, const char *path)
+/* The mean of timeline series `series` (0 demand in packages' worth, 1 active, 2 oracle) over points a..b-1. */
+static double tl_mean(const struct sim *sim, int series, unsigned long a, unsigned long b,
+                      double cores_per_pkg)
 {
-    const double W = 1000, H = 320, top = 30, plot = 220, left = 50;
+    double sum = 0;
+
+    for (unsigned long i = a; i < b; i++)
+        sum += series == 0   ? sim->tl[i].demand / cores_per_pkg
+               : series == 1 ? sim->tl[i].active
+                             : sim->tl[i].oracle;
+    return b > a ? sum / (double)(b - a) : 0;
+}
+
+/* A step line through the columns' values, a point only where the value changes. */
+static void svg_steps(FILE *f, const double *v, unsigned cols, double x0, double cw, double y0,
+                      double scale)
+{
+    double prev = y0 - scale * v[0];
+
+    fprintf(f, "%.1f,%.1f", x0, prev);
+    for (unsigned c = 1; c < cols; c++) {
+        double y = y0 - scale * v[c];
+
+        if (fabs(y - prev) >= 0.05) {
+            fprintf(f, " %.1f,%.1f %.1f,%.1f", x0 + c * cw, prev, x0 + c * cw, y);
+            prev = y;
+        }
+    }
+    fprintf(f, " %.1f,%.1f", x0 + cols * cw, prev);
+}
+
+/* Hours between time ticks: at most 12 ticks. */
+static double tick_hours(double hours)
+{
+    static const double steps[] = {1.0 / 60, 5.0 / 60, 0.25, 0.5, 1, 2, 3, 4, 6, 12, 24, 48, 168};
+
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+        if (hours / steps[i] <= 12)
+            return steps[i];
+    return hours / 12;
+}
+
+/*
+ * The level 2 timeline as SVG: the demand in packages' worth of cores, the
+ * packages with work on them and the oracle's count, on one package scale;
+ * a strip coloured by the wake-up package; the day's figures underneath.
+ */
+static int write_svg(const struct sim *sim, const struct figures *fg, const char *path)
+{
+    const double W = 1000, H = 400, top = 50, plot = 230, left = 56, right = 16;
     unsigned cols = sim->ntl < SVG_COLUMNS ? (unsigned)sim->ntl : SVG_COLUMNS;
-    unsigned np = sim->topo->npackages;
-    double cores = 0, cw;
+    unsigned np = sim->topo->npackages, gstep;
+    double cores = 0, cw, ymax, hours = sim->seconds / 3600, th, strip = top + plot + 30;
+    double *v = NULL;
     FILE *f;
 
     if (cols == 0) {
@@ -627,73 +777,162 @@ static int write_svg(const struct sim *sim, const char *path)
     }
     for (unsigned p = 0; p < np; p++)
         cores += sim->topo->packages[p].ncores;
+    if (!(v = malloc(cols * sizeof(*v)))) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
     f = fopen(path, "w");
     if (!f) {
         vpackctl_err("simulate: %s: %s", path, strerror(errno));
+        free(v);
         return -1;
     }
-    cw = (W - left - 10) / cols;
+    cw = (W - left - right) / cols;
+    ymax = np > 0 ? np : 1;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"13\">\n",
+            W, H, W, H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%.0f\" y=\"18\">vpack level 2: demand (blue, share of %.0f cores), "
-               "active packages (red), oracle (grey), wake-up package (strip)</text>\n",
-            left, cores);
-    fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left,
-            top + plot, W - 10, top + plot);
-    fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", left,
-            top, left, top + plot);
-    fprintf(f, "<text x=\"4\" y=\"%.0f\">%u pkg</text><text x=\"4\" y=\"%.0f\">0</text>\n",
-            top + 4, np, top + plot);
+    fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"15\" font-weight=\"bold\">vpack level 2 "
+               "on %u packages (%.0f cores), %.1f h, %lu domains</text>\n",
+            left, np, cores, hours, sim->ndomains);
+    /* Legend. */
+    fprintf(f, "<g font-size=\"12\">"
+               "<line x1=\"%.0f\" y1=\"36\" x2=\"%.0f\" y2=\"36\" stroke=\"#1f5fbf\" stroke-width=\"1.5\"/>"
+               "<text x=\"%.0f\" y=\"40\">demand (packages' worth of cores)</text>"
+               "<line x1=\"%.0f\" y1=\"36\" x2=\"%.0f\" y2=\"36\" stroke=\"#d62728\" stroke-width=\"2.5\"/>"
+               "<text x=\"%.0f\" y=\"40\">packages with work (vpack)</text>"
+               "<line x1=\"%.0f\" y1=\"36\" x2=\"%.0f\" y2=\"36\" stroke=\"#444\" stroke-width=\"1.5\" "
+               "stroke-dasharray=\"5,3\"/><text x=\"%.0f\" y=\"40\">oracle (fewest packages)</text></g>\n",
+            left, left + 24, left + 30, left + 270, left + 294, left + 300, left + 490, left + 514,
+            left + 520);
+    /* Package grid and labels. */
+    gstep = np <= 8 ? 1 : (np + 7) / 8;
+    for (unsigned k = 0; k <= np; k += gstep) {
+        double y = top + plot - plot * k / ymax;
+
+        fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\"/>"
+                   "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%u</text>\n",
+                left, y, W - right, y, k ? "#e4e4e4" : "black", left - 6, y + 4, k);
+    }
+    fprintf(f, "<text x=\"14\" y=\"%.0f\" transform=\"rotate(-90 14 %.0f)\" "
+               "text-anchor=\"middle\">packages</text>\n",
+            top + plot / 2, top + plot / 2);
+    /* Time axis. */
+    th = tick_hours(hours);
+    for (double t = 0; t <= hours + 1e-9; t += th) {
+        double x = left + (W - left - right) * (hours > 0 ? t / hours : 0);
+
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"black\"/>",
+                x, top + plot, x, top + plot + 5);
+        if (th < 1)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f min</text>\n", x,
+                    top + plot + 18, t * 60);
+        else
+            fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f h</text>\n", x,
+                    top + plot + 18, t);
+    }
+    /* The three series, each the mean over its column's intervals. */
     for (int series = 0; series < 3; series++) {
-        const char *colour = series == 0 ? "#1f5fbf" : series == 1 ? "#d62728" : "#888888";
+        static const char *const style[] = {
+            "stroke=\"#1f5fbf\" stroke-width=\"1.5\"",
+            "stroke=\"#d62728\" stroke-width=\"2.5\"",
+            "stroke=\"#444\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"",
+        };
 
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s points=\"",
-                colour, series == 1 ? "2" : "1", series == 2 ? " stroke-dasharray=\"4,3\"" : "");
-        for (unsigned c = 0; c < cols; c++) {
-            unsigned long a = (unsigned long)c * sim->ntl / cols;
-            unsigned long b = (unsigned long)(c + 1) * sim->ntl / cols;
-            double sum = 0, y;
-
-            for (unsigned long i = a; i < b; i++)
-                sum += series == 0   ? sim->tl[i].demand / (cores > 0 ? cores : 1)
-                       : series == 1 ? (double)sim->tl[i].active / np
-                                     : (double)sim->tl[i].oracle / np;
-            y = top + plot - plot * (b > a ? sum / (double)(b - a) : 0);
-            fprintf(f, "%.1f,%.1f %.1f,%.1f ", left + c * cw, y, left + (c + 1) * cw, y);
-        }
+        for (unsigned c = 0; c < cols; c++)
+            v[c] = tl_mean(sim, series, (unsigned long)c * sim->ntl / cols,
+                           (unsigned long)(c + 1) * sim->ntl / cols, np ? cores / np : 1);
+        fprintf(f, "<polyline fill=\"none\" %s points=\"", style[series]);
+        svg_steps(f, v, cols, left, cw, top + plot, plot / ymax);
         fprintf(f, "\"/>\n");
     }
-    for (unsigned c = 0; c < cols; c++) {
+    /* The wake-up package strip: one rectangle per run of the same package. */
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\" font-size=\"11\">wake-up</text>\n",
+            left - 6, strip + 11);
+    for (unsigned c = 0, start = 0; c < cols; c++) {
         unsigned long i = (unsigned long)(c + 1) * sim->ntl / cols - 1;
         int w = sim->tl[i].wakeup;
         int pi = w >= 0 ? vpack_topology_package_index(sim->topo, w) : -1;
+        int next = -2;
         char colour[32];
 
+        if (c + 1 < cols) {
+            int wn = sim->tl[(unsigned long)(c + 2) * sim->ntl / cols - 1].wakeup;
+            next = wn >= 0 ? vpack_topology_package_index(sim->topo, wn) : -1;
+        }
+        if (next == pi)
+            continue;
         if (pi < 0)
             snprintf(colour, sizeof(colour), "#dddddd");
         else
             pkg_colour((unsigned)pi, colour, sizeof(colour));
         fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.2f\" height=\"14\" fill=\"%s\"/>\n",
-                left + c * cw, top + plot + 12, cw + 0.05, colour);
+                left + start * cw, strip, (c + 1 - start) * cw, colour);
+        start = c + 1;
     }
-    for (unsigned p = 0; p < np; p++) {
+    for (unsigned p = 0; p < np && p < 8; p++) {
         char colour[32];
 
         pkg_colour(p, colour, sizeof(colour));
         fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                   "<text x=\"%.0f\" y=\"%.0f\">wake-up package %d</text>\n",
-                left + p * 140.0, top + plot + 40, colour, left + p * 140.0 + 16, top + plot + 50,
+                   "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\">wake-up package %d</text>\n",
+                left + p * 150.0, strip + 22, colour, left + p * 150.0 + 16, strip + 32,
                 sim->topo->packages[p].id);
     }
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%.2f h</text>\n", W - 60, top + plot + 60,
-            sim->seconds / 3600);
+    /* The figures of the whole run. */
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">level 2 against level 0: energy %+.1f%%, served "
+               "work %.4f of level 0, %.1f moves per hour</text>\n",
+            left, H - 28, -100 * fg[2].saving,
+            fg[0].t.served > 0 ? fg[2].t.served / fg[0].t.served : 1, fg[2].moves_per_hour);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">active package-seconds: level 2 %.0f, oracle %.0f "
+               "(level 2 %+.1f%%), level 0 %.0f</text>\n",
+            left, H - 10, fg[2].t.active_pkg_s, sim->oracle_s, 100 * fg[2].vs_oracle,
+            fg[0].t.active_pkg_s);
     fprintf(f, "</svg>\n");
+    free(v);
     if (fclose(f) != 0) {
         vpackctl_err("simulate: %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/*
+ * The configuration of --config FILE (vpackd's own parser), then each --set.
+ * Returns VPACKCTL_PROCEED, or after one line on stderr VPACKCTL_EXIT_FAIL
+ * (the file) or VPACKCTL_EXIT_USAGE (a --set).
+ */
+static int load_config(const struct sim_args *a, struct vpack_config *c)
+{
+    char *text = NULL, *err = NULL;
+    int r;
+
+    if (vpack_config_init(c) < 0) {
+        vpackctl_err("simulate: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
+    if (a->config) {
+        r = vpack_host_read_file(NULL, a->config, 1 << 20, &text, NULL);
+        if (r < 0) {
+            vpackctl_err("simulate: --config %s: %s", a->config, strerror(-r));
+            return VPACKCTL_EXIT_FAIL;
+        }
+        r = vpack_config_parse(c, text, &err);
+        free(text);
+        if (r < 0) {
+            vpackctl_err("simulate: --config %s: %s", a->config, err ? err : "out of memory");
+            free(err);
+            return VPACKCTL_EXIT_FAIL;
+        }
+    }
+    for (unsigned i = 0; i < a->nsets; i++)
+        if (vpack_config_set(c, a->sets[i], &err) < 0) {
+            vpackctl_err("simulate: --set %s", err ? err : "out of memory");
+            free(err);
+            return VPACKCTL_EXIT_USAGE;
+        }
+    return VPACKCTL_PROCEED;
 }
 
 /* The power model of --power, or the defaults. Returns 0 or -1 (reported). */
@@ -725,23 +964,32 @@ int simulate_main(int argc, char **argv)
     struct source src = {0};
     struct vpack_topology *topo = NULL;
     struct vpack_power_params pw;
-    struct vpack_policy_params pp;
+    struct vpack_config conf = {0};
     struct figures f[NLEVELS];
+    char *reserved = NULL;
     int ret;
 
-    if ((ret = parse_args(argc, argv, &a)) != VPACKCTL_PROCEED)
-        return ret;
-    if ((ret = vpackctl_load_topology("simulate", a.spec, a.reserved, &topo)))
-        return ret;
+    if ((ret = parse_args(argc, argv, &a)) != VPACKCTL_PROCEED ||
+        (ret = load_config(&a, &conf)) != VPACKCTL_PROCEED)
+        goto cleanup;
+    /* The command line's topology and reserved CPUs, else the configuration's. */
+    if (!a.reserved && conf.has_reserved && !(reserved = vpack_cpuset_format(&conf.reserved_cpus))) {
+        vpackctl_err("simulate: out of memory");
+        ret = VPACKCTL_EXIT_FAIL;
+        goto cleanup;
+    }
+    if ((ret = vpackctl_load_topology("simulate", a.spec ? a.spec : conf.topology,
+                                      a.reserved ? a.reserved : reserved, &topo)))
+        goto cleanup;
     ret = VPACKCTL_EXIT_FAIL;
     if (load_power(a.power, &pw) < 0)
         goto cleanup;
     sim.topo = topo;
-    vpack_policy_params_default(&pp);
+    sim.pack_watermark = conf.policy.pack_watermark;
     for (int l = 0; l < NLEVELS; l++) {
         char *err = NULL;
 
-        if (vpack_model_new(topo, &pp, &pw, l, &sim.model[l], &err) < 0) {
+        if (vpack_model_new(topo, &conf.policy, &pw, l, &sim.model[l], &err) < 0) {
             vpackctl_err("simulate: %s", err ? err : "out of memory");
             free(err);
             goto cleanup;
@@ -778,7 +1026,7 @@ int simulate_main(int argc, char **argv)
         goto cleanup;
     }
     figures_of(&sim, f);
-    if (a.svg && write_svg(&sim, a.svg) < 0)
+    if (a.svg && write_svg(&sim, f, a.svg) < 0)
         goto cleanup;
     ret = a.json ? print_json(&sim, f) : print_text(&sim, f);
 
@@ -793,5 +1041,8 @@ cleanup:
         vpack_model_free(sim.model[l]);
     free(sim.tl);
     vpack_topology_free(topo);
+    vpack_config_clear(&conf);
+    free(reserved);
+    free(a.sets);
     return ret;
 }

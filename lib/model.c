@@ -825,3 +825,21 @@ const struct vpack_model_domain *vpack_model_domain_get(const struct vpack_model
 {
     return i < m->ndoms ? &m->doms[i].pub : NULL;
 }
+
+int vpack_model_thread_cpus(const struct vpack_model *m, unsigned i, unsigned k, vpack_cpuset *out)
+{
+    const struct mdom *md;
+    const struct mask *mk;
+
+    if (i >= m->ndoms)
+        return -ENOENT;
+    md = &m->doms[i];
+    if (k >= md->nvcpus + 1 + md->niothreads)
+        return -ENOENT;
+    mk = &m->masks[md->thr[k].mask];
+    vpack_cpuset_zero(out);
+    for (unsigned c = 0; c < mk->ncpus; c++)
+        if (vpack_cpuset_set(out, (unsigned)mk->cpus[c]) < 0)
+            return -ENOENT;
+    return (int)md->nvcpus;
+}

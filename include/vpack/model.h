@@ -54,6 +54,7 @@
 
 #include <stddef.h>
 
+#include "vpack/cpuset.h"
 #include "vpack/policy.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
@@ -141,5 +142,14 @@ struct vpack_model_domain {
 };
 /* The i-th domain seen, or NULL past the last. */
 const struct vpack_model_domain *vpack_model_domain_get(const struct vpack_model *m, unsigned i);
+
+/*
+ * The CPUs thread k of the i-th domain seen (its vCPUs, then the emulator,
+ * then its iothreads) was allowed on after the last interval the domain was
+ * in: the plan's mask as the model applied it, within the usable CPUs.
+ * Returns the domain's vCPU count with *out (so k == that count is the
+ * emulator), or -ENOENT past the last domain or thread.
+ */
+int vpack_model_thread_cpus(const struct vpack_model *m, unsigned i, unsigned k, vpack_cpuset *out);
 
 #endif

@@ -20,12 +20,17 @@
 #               pins held with it stopped, and perf profiles at 10 and 30
 #   hook        the hook's added latency to `virsh start` (bench-hook.sh)
 #   planner     bench-policy: plan time up to 1,024 CPUs / 8,000 vCPUs
+#   simulate    the host model (no libvirt): vpackctl simulate on the
+#               PlanetLab traces, 2 x 16-core SMT and 4 x 24-core hosts; and
+#               model-vs-live.py, the placement scenario through the model
+#               (live figures from this run's placement part, else from
+#               BENCHMARKS.md)
 #
 # and rewrites BENCHMARKS.md from what this run measured.
 #
 # Options (for development; a partial run writes BENCHMARKS.partial.md
-# unless --out is given):
-#   --parts LIST     comma-separated: placement,reaction,stability,cost,hook,planner
+# unless --out or --update is given):
+#   --parts LIST     comma-separated: placement,reaction,stability,cost,hook,planner,simulate
 #   --loads LIST     placement loads (light,medium,heavy)
 #   --rounds N       placement rounds (3)
 #   --measure S      seconds per measurement (10)
@@ -33,6 +38,7 @@
 #                    each round is about a minute per guest count)
 #   --out FILE       where the report goes
 #   --update         a partial run replaces only its own sections of BENCHMARKS.md
+#                    (or --out), keeping the rest: e.g. `--parts simulate --update`
 #   --no-build       use build-bench as it is
 #   --builddir DIR   use the binaries of an existing build (not rebuilt; meant
 #                    for `meson test --benchmark`); raw data in DIR/bench-results
@@ -45,15 +51,15 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-parts=placement,reaction,stability,cost,hook,planner
+parts=placement,reaction,stability,cost,hook,planner,simulate
+update=""
 loads=light,medium,heavy
 rounds=3
 measure=10
 out=""
-update=""
 # The last commit whose vpackd makes one libvirt bulk stats call every
 # interval and plans every interval (issue 15's "old path").
-baseline=f27bd3f
+baseline=9cb828e
 build=1
 full=1
 bdir=$top/build-bench
@@ -69,7 +75,7 @@ while [ $# -gt 0 ]; do
     --no-build) build=""; shift ;;
     --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,50p' "$0"; exit 0 ;;
     *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -137,6 +143,27 @@ live() { # runs one live part, under the shared lock if VPACK_LIVE_LOCK is set
     fi
 }
 
+# The host model: 24 h of 100 PlanetLab VMs on two hosts (.json: simulate's
+# figures, .meta: what bench-report.py needs besides), then the model against
+# the live placement scenario. CPU-bound and not live: niced, no lock.
+simulate_part() {
+    local vpackctl=$1 dir=$2 t0=$SECONDS name desc title cores speed s0
+    mkdir -p "$dir"
+    while IFS='|' read -r name desc title cores speed; do
+        s0=$EPOCHREALTIME
+        nice -n 19 "$vpackctl" simulate --planetlab tests/data/planetlab/20110303 --vms 100 \
+            --seed 1 --topology "synthetic:\"$desc\"" --json >"$dir/$name.json" || return 1
+        printf 'title=%s\ncores=%s\nspeed_target=%s\nwall_s=%s\n' "$title" "$cores" "$speed" \
+            "$(awk -v a="$s0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')" >"$dir/$name.meta"
+    done <<'EOF_TOPOLOGIES'
+2x16-smt|package:2 core:16 pu:2|2 x 16 cores, SMT (64 CPUs)|32|1
+4x24|package:4 core:24 pu:1|4 x 24 cores, no SMT (96 CPUs)|96|0
+EOF_TOPOLOGIES
+    python3 tests/bench/model-vs-live.py "$vpackctl" "$(dirname "$dir")" "$top/BENCHMARKS.md" \
+        >"$dir/model-vs-live.txt" || return 1
+    echo "simulate $((SECONDS - t0))" >>"$(dirname "$dir")/durations"
+}
+
 rc=0
 if has planner; then
     log "planner scale (bench-policy)"
@@ -162,6 +189,10 @@ if has hook; then
     else
         hook >"$results/hook.txt" 2>"$results/hook.log" || rc=1
     fi
+fi
+if has simulate; then
+    log "host model (vpackctl simulate, model-vs-live.py)"
+    simulate_part "$bdir/ctl/vpackctl" "$results/simulate" || rc=1
 fi
 echo "duration_s=$((SECONDS - t_start)) status=$rc" >>"$results/info"
 log "writing $out"

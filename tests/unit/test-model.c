@@ -196,12 +196,34 @@ static void test_policy_in_the_loop(void **state)
     /* The parked package is whole-idle. */
     assert_true(iv.pkg_idle[0] > 0.999 || iv.pkg_idle[1] > 0.999);
     assert_float_equal(iv.served, 0.8, EPS);
+    /* Every thread (2 vCPUs, the emulator) ended up on the awake package only. */
+    {
+        vpack_cpuset cpus, all;
+        int awake = iv.pkg_idle[0] > 0.999 ? 1 : 0;
+
+        vpack_cpuset_zero(&all);
+        for (unsigned k = 0; k < 3; k++) {
+            assert_int_equal(vpack_model_thread_cpus(m2, 0, k, &cpus), 2);
+            assert_false(vpack_cpuset_empty(&cpus));
+            vpack_cpuset_or(&all, &all, &cpus);
+        }
+        assert_true(vpack_cpuset_subset(&all, &t->packages[awake].cpus));
+        assert_int_equal(vpack_model_thread_cpus(m2, 0, 3, &cpus), -ENOENT);
+        assert_int_equal(vpack_model_thread_cpus(m2, 1, 0, &cpus), -ENOENT);
+    }
     for (int i = 0; i < 11; i++) {
         step(m0, iv_text, &iv);
         assert_int_equal(iv.pin_ops, 0);
     }
     /* Level 0: the load is spread over both packages, neither is ever whole-idle. */
     assert_true(iv.pkg_idle[0] < 0.999 && iv.pkg_idle[1] < 0.999);
+    /* ... and every thread is allowed on every CPU. */
+    {
+        vpack_cpuset cpus;
+
+        assert_int_equal(vpack_model_thread_cpus(m0, 0, 0, &cpus), 2);
+        assert_true(vpack_cpuset_equal(&cpus, &t->cpus));
+    }
     vpack_model_totals(m0, &tot);
     {
         struct vpack_model_totals t2;

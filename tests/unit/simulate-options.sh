@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# vpackctl simulate's policy options, --config FILE and --set SECTION.KEY=VALUE:
+# a bad key, value or file is one line on stderr naming it (exit 2 for --set,
+# 1 for the file), and a setting changes what the model does, the same from
+# the file or from --set, --set winning over the file. Runs on the PlanetLab
+# fixture and a synthetic topology: no libvirt, no agent. Prints "ok".
+#
+#   bash tests/unit/simulate-options.sh build/ctl/vpackctl
+set -euo pipefail
+
+ctl=${1:?usage: simulate-options.sh VPACKCTL}
+here=$(cd "$(dirname "$0")" && pwd)
+data=$here/../data/planetlab/20110303
+topo='synthetic:"package:2 core:2 pu:1"'
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+fail() {
+    echo "simulate-options: FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# sim ARGS...: a short simulation (4 VMs, 10 minutes); sets rc, out, err.
+sim() {
+    rc=0
+    "$ctl" simulate --planetlab "$data" --vms 4 --seed 1 --hours 0.17 "$@" \
+        >"$tmp/out" 2>"$tmp/err" || rc=$?
+    out=$(cat "$tmp/out")
+    err=$(cat "$tmp/err")
+}
+
+# refused WHAT RC TEXT...: the last run exited RC with one line on stderr
+# containing every TEXT, and printed nothing.
+refused() {
+    local what=$1 want=$2 t
+    shift 2
+    [ "$rc" -eq "$want" ] || fail "$what: exit code $rc, expected $want (stderr: '$err')"
+    [ -z "$out" ] || fail "$what: printed '$out'"
+    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "$what: stderr is not one line: '$err'"
+    for t in "$@"; do
+        case $err in
+        *"$t"*) ;;
+        *) fail "$what: stderr '$err' does not name '$t'" ;;
+        esac
+    done
+}
+
+# field JSON EXPR: a Python expression over the JSON object o.
+field() {
+    python3 -c 'import json, sys; o = json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+# ---- bad input: one line naming what is wrong -----------------------------
+sim --topology "$topo" --set policy.no_such_key=1
+refused "unknown key" 2 "--set" "policy.no_such_key" "unknown key"
+sim --topology "$topo" --set policy.pack_watermark=1.5
+refused "value out of range" 2 "policy.pack_watermark" "'1.5'"
+sim --topology "$topo" --set policy.pack_watermark=abc
+refused "value not a number" 2 "policy.pack_watermark" "'abc'"
+sim --topology "$topo" --set policy.pack_watermark
+refused "no value" 2 "'policy.pack_watermark'" "SECTION.KEY=VALUE"
+sim --topology "$topo" --set nosuchsection.key=1
+refused "unknown section" 2 "nosuchsection"
+sim --topology "$topo" --set
+refused "--set without argument" 2 "'--set'" "needs an argument"
+printf '[policy]\n# the watermark\npack_watermark = 0.5\nspread_watermark = lots\n' >"$tmp/bad.conf"
+sim --topology "$topo" --config "$tmp/bad.conf"
+refused "bad value in the file" 1 "$tmp/bad.conf" "line 4" "policy.spread_watermark" "'lots'"
+printf '[policy]\nno_such = 1\n' >"$tmp/badkey.conf"
+sim --topology "$topo" --config "$tmp/badkey.conf"
+refused "unknown key in the file" 1 "$tmp/badkey.conf" "line 2" "policy.no_such" "unknown key"
+sim --topology "$topo" --config "$tmp/missing.conf"
+refused "missing file" 1 "$tmp/missing.conf" "No such file"
+printf '[agent]\nreserved_cpus = 1-x\n' >"$tmp/badcpus.conf"
+sim --topology "$topo" --config "$tmp/badcpus.conf"
+refused "bad reserved_cpus" 1 "agent.reserved_cpus"
+
+# ---- settings take effect --------------------------------------------------
+sim --topology "$topo" --json
+[ "$rc" -eq 0 ] || fail "defaults: exit $rc ($err)"
+default=$out
+packed=$(field "$default" 'o["levels"][2]["active_package_seconds"] < o["levels"][0]["active_package_seconds"]')
+[ "$packed" = True ] || fail "defaults: level 2 did not pack (the test needs a trace it packs)"
+
+# A pack watermark of 0.01: nothing ever fits, level 2 keeps both packages.
+sim --topology "$topo" --json --set policy.pack_watermark=0.01
+[ "$rc" -eq 0 ] || fail "--set pack_watermark: exit $rc ($err)"
+low=$out
+[ "$(field "$low" 'o["levels"][2]["active_package_seconds"] == o["levels"][0]["active_package_seconds"]')" = True ] ||
+    fail "--set policy.pack_watermark=0.01 did not stop packing: $(field "$low" '[l["active_package_seconds"] for l in o["levels"]]')"
+[ "$low" != "$default" ] || fail "--set policy.pack_watermark changed nothing"
+
+printf '[policy]\npack_watermark = 0.01\n' >"$tmp/low.conf"
+sim --topology "$topo" --json --config "$tmp/low.conf"
+[ "$rc" -eq 0 ] && [ "$out" = "$low" ] || fail "--config with the same key differs from --set ($err)"
+sim --topology "$topo" --json --config "$tmp/low.conf" --set policy.pack_watermark=0.6
+[ "$rc" -eq 0 ] && [ "$out" = "$default" ] || fail "--set after --config did not win ($err)"
+
+# The file's topology and reserved CPUs, unless the command line gives them.
+printf '[agent]\ntopology = %s\nreserved_cpus = 2-3\n' "$topo" >"$tmp/host.conf"
+sim --json --config "$tmp/host.conf"
+[ "$rc" -eq 0 ] || fail "--config topology: exit $rc ($err)"
+[ "$(field "$out" 'len(o["levels"][0]["package_idle"])')" = 1 ] ||
+    fail "--config reserved_cpus = 2-3 did not leave package 1 out"
+sim --json --config "$tmp/host.conf" --reserved 3
+[ "$(field "$out" 'len(o["levels"][0]["package_idle"])')" = 2 ] ||
+    fail "--reserved did not win over the file's reserved_cpus"
+
+if [ "$failures" -ne 0 ]; then
+    echo "simulate-options: $failures failure(s)" >&2
+    exit 1
+fi
+echo ok
