@@ -263,6 +263,12 @@ reaction() {
             return 0
         fi
         sleep 6     # a steady packed work rate to compare with
+        if ! all_packed vpbench-a vpbench-b; then
+            # Spread before the step (other load on the host): nothing to time.
+            echo "trial=$i step=NA unpacked_at_step=1 a=$(pins vpbench-a | tr ' ' ,) b=$(pins vpbench-b | tr ' ' ,)" >>"$dir/events"
+            vp_log "reaction trial $i: A and B spread again before the step; no step"
+            continue
+        fi
         ts=$(now)
         vp_virsh resume vpbench-b >/dev/null
         t=$(wait_for 30 vp_all_on 0-1 vpbench-a vpbench-b) || t=NA

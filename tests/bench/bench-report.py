@@ -281,8 +281,10 @@ def reaction(res, out):
     for i in sorted(ev):
         e = ev[i]
         if e.get("step", "NA") == "NA":
-            out.append("| %d | no step: A and B were not packed within 40 s (A: `%s`, B: `%s`) "
-                       "| | | | | |" % (i, e.get("a", "?"), e.get("b", "?")))
+            why = ("A and B spread again before the step" if e.get("unpacked_at_step") else
+                   "A and B were not packed within 40 s")
+            out.append("| %d | no step: %s (A: `%s`, B: `%s`) "
+                       "| | | | | |" % (i, why, e.get("a", "?"), e.get("b", "?")))
             continue
         ts = float(e["step"])
         before = [r for t, r in rates if ts - 5 <= t <= ts]
