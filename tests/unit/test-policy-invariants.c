@@ -36,6 +36,8 @@
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
 
+#include "policy-test-util.h"
+
 #define NDOMS 12
 #define MAXV 8
 #define MAXIO 2
@@ -220,15 +222,6 @@ static struct vpack_snapshot *world_snapshot(struct world *w, double delay)
         if (s->cpu_busy[c] > 1)
             s->cpu_busy[c] = 1;
     return s;
-}
-
-static const char *plan_text(const struct vpack_plan *p)
-{
-    static char buf[8192];
-    char *j = vpack_plan_to_json(p);
-    snprintf(buf, sizeof(buf), "%s", j ? j : "(out of memory)");
-    free(j);
-    return buf;
 }
 
 #define FAIL(w, ...)                                                                     \
