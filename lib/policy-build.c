@@ -33,6 +33,7 @@ static int remember(struct planner *pl, const struct dom_info *di, const int *id
     ds->nbusy = nv;
     ds->npkgs = nids;
     ds->placed_ms = placed;
+    ds->light_pkg = di->light_pk >= 0 ? pl->topo->packages[di->light_pk].id : -1;
     ds->seen = pl->st->generation;
     pl->nnew++;
     return 0;

@@ -39,6 +39,7 @@ struct dom_state {
     unsigned seen;      /* generation it was last seen in */
     unsigned nbusy;
     unsigned char *busy; /* per vCPU position: long-running in the last plan */
+    int light_pkg;      /* level 2: package id of its light vCPUs when apart, else -1 */
 };
 
 struct vpack_policy_state {
@@ -79,6 +80,7 @@ struct dom_info {
     int mem_home;          /* package index holding >= half its memory, or -1 */
     int home;              /* package index where most of its placed load runs now, or -1 */
     int light_pk;          /* level 2: package index of its light vCPUs, -1: with the rest */
+    int one_pkg;           /* package index of the one package its bound allows, or -1 */
     struct dom_state *prev;
     unsigned npk;
     int *pk;               /* chosen package indexes */
@@ -147,6 +149,14 @@ static inline bool in_bound(const struct planner *pl, const struct dom_info *di,
     return di->bound_is_all || vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound);
 }
 
+/* Thread j of a domain: its vCPUs, then the emulator, then its iothreads. */
+static inline const struct vpack_thread_sample *
+vpack__plan_thread_at(const struct vpack_domain_sample *d, unsigned j)
+{
+    return j < d->nvcpus ? &d->vcpus[j]
+                         : (j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1]);
+}
+
 /* policy.c */
 void vpack__plan_dom_state_clear(struct dom_state *ds);
 int vpack__plan_dom_state_cmp(const void *a, const void *b);
@@ -156,6 +166,8 @@ vpack_cpuset *vpack__plan_pool_new(struct mask_pool *pool);
 /* policy-load.c */
 double vpack__plan_free_room(const struct planner *pl, int p);
 void vpack__plan_describe_domains(struct planner *pl);
+/* Whether vpack places thread j (rather than leaving it its free mask). */
+bool vpack__plan_thread_placed(const struct planner *pl, const struct dom_info *di, unsigned j);
 
 /* policy-damp.c */
 bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i);

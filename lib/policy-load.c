@@ -59,6 +59,7 @@ static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuse
         di->bound_is_all = true;
         di->bound = &pl->pool->all;
     }
+    di->one_pkg = pl->P == 1 ? 0 : di->bound_is_all ? -1 : single_package(pl, di->bound);
 
     for (unsigned i = 0; i < d->nvcpus; i++) {
         const struct vpack_thread_sample *t = &d->vcpus[i];
@@ -124,7 +125,7 @@ static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuse
 }
 
 /* Whether vpack places this thread (rather than leaving it its free mask). */
-static bool thread_placed(const struct planner *pl, const struct dom_info *di, unsigned j)
+bool vpack__plan_thread_placed(const struct planner *pl, const struct dom_info *di, unsigned j)
 {
     const struct vpack_domain_sample *d = di->d;
     if (j < d->nvcpus)
@@ -132,12 +133,6 @@ static bool thread_placed(const struct planner *pl, const struct dom_info *di, u
     const struct vpack_thread_sample *t =
         j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1];
     return !thread_pinned(t);
-}
-
-static const struct vpack_thread_sample *thread_at(const struct vpack_domain_sample *d, unsigned j)
-{
-    return j < d->nvcpus ? &d->vcpus[j]
-                         : (j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1]);
 }
 
 /*
@@ -154,10 +149,14 @@ static void attribute_domain(struct planner *pl, struct dom_info *di)
 
     memset(here, 0, pl->P * sizeof(*here));
     for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
-        const struct vpack_thread_sample *t = thread_at(d, j);
-        if (t->util <= 0 || !thread_placed(pl, di, j))
+        const struct vpack_thread_sample *t = vpack__plan_thread_at(d, j);
+        if (t->util <= 0 || !vpack__plan_thread_placed(pl, di, j))
             continue;
         int p = t->cpu >= 0 ? vpack_topology_package_of(pl->topo, t->cpu) : -1;
+        /* Light vCPUs the last plan kept apart run on their own package. */
+        if (p < 0 && j < d->nvcpus && di->level >= 2 && di->prev && di->prev->light_pkg >= 0 &&
+            !vpack__plan_vcpu_busy(pl, di, j))
+            p = vpack_topology_package_index(pl->topo, di->prev->light_pkg);
         if (p >= 0)
             here[p] += t->util;
         else
@@ -239,7 +238,7 @@ static void mark_forced(struct planner *pl, const struct dom_info *di)
     double bound_util = 0;
 
     for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
-        const struct vpack_thread_sample *t = thread_at(d, j);
+        const struct vpack_thread_sample *t = vpack__plan_thread_at(d, j);
         if (!t->pin) {
             bound_util += t->util;
             continue;

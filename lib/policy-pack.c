@@ -81,7 +81,8 @@ static double largest_rest(const struct planner *pl, int skip, unsigned k)
 /*
  * n packages: those pins and bounds keep awake, then in preference order
  * each package that still lets n packages hold the demand (so the count is
- * the fewest even when packages differ in size), then the largest.
+ * the fewest even when packages differ in size), then the largest, more than
+ * n when the packages kept awake are too small to make up the demand.
  */
 static void select_packages(struct planner *pl, unsigned n)
 {
@@ -105,11 +106,22 @@ static void select_packages(struct planner *pl, unsigned n)
         got += pl->cap[p] * pw;
         count++;
     }
-    for (unsigned i = 0; i < pl->P && count < n; i++)
-        if (!pl->active[pl->by_cap[i]]) {
-            pl->active[pl->by_cap[i]] = true;
+    /* Then the largest, up to n and until they hold what the n largest would
+     * of the demand: small packages that pins or bounds keep awake do not
+     * leave the count short of it. */
+    double want = 0;
+    for (unsigned i = 0; i < pl->P && i < n; i++)
+        want += pl->cap[pl->by_cap[i]] * pw;
+    if (want > pl->demand)
+        want = pl->demand;
+    for (unsigned i = 0; i < pl->P && (count < n || got + EPS < want); i++) {
+        int p = pl->by_cap[i];
+        if (!pl->active[p]) {
+            pl->active[p] = true;
+            got += pl->cap[p] * pw;
             count++;
         }
+    }
 }
 
 /* Activates the chosen packages, those pins keep awake and held ones (rules 4-6). */

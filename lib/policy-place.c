@@ -156,24 +156,42 @@ static void put_on(struct planner *pl, struct dom_info *di, int p, const char *w
              pl->topo->packages[p].id, di->movable, why);
 }
 
-/* One active package where it fits: its memory's, where it runs, then preference order. */
+/*
+ * Room left on p below the pack watermark (soft) or the spread watermark.
+ * The active packages are awake anyway: filling one to the spread watermark
+ * while another has room under the pack watermark saves nothing and queues.
+ */
+static double room_at(const struct planner *pl, int p, bool soft)
+{
+    const struct vpack_policy_params *par = pl->par;
+    return pl->room[p] - (soft ? (par->spread_watermark - par->pack_watermark) * pl->cap[p] : 0);
+}
+
+/*
+ * One active package where it fits: its memory's, where it runs, then
+ * preference order; first under the pack watermark, then under the spread
+ * watermark.
+ */
 static bool place_one(struct planner *pl, struct dom_info *di, unsigned nc)
 {
     const int first[2] = {di->mem_home, di->home};
     static const char *const why[2] = {", where its memory is", ", where it runs"};
 
-    for (unsigned k = 0; k < 2; k++) {
-        int p = first[k];
-        if (p >= 0 && pl->active[p] && in_bound(pl, di, p) && pl->room[p] + EPS >= di->movable) {
-            put_on(pl, di, p, why[k]);
-            return true;
+    for (int soft = 1; soft >= 0; soft--) {
+        for (unsigned k = 0; k < 2; k++) {
+            int p = first[k];
+            if (p >= 0 && pl->active[p] && in_bound(pl, di, p) &&
+                room_at(pl, p, soft) + EPS >= di->movable) {
+                put_on(pl, di, p, why[k]);
+                return true;
+            }
         }
+        for (unsigned i = 0; i < nc; i++)
+            if (room_at(pl, pl->cand[i], soft) + EPS >= di->movable) {
+                put_on(pl, di, pl->cand[i], "");
+                return true;
+            }
     }
-    for (unsigned i = 0; i < nc; i++)
-        if (pl->room[pl->cand[i]] + EPS >= di->movable) {
-            put_on(pl, di, pl->cand[i], "");
-            return true;
-        }
     return false;
 }
 
@@ -233,78 +251,6 @@ static unsigned candidates(struct planner *pl, const struct dom_info *di)
     return nc;
 }
 
-/* Places one managed domain on active packages (rule 7). Returns 0 or -ENOMEM. */
-static int place_domain(struct planner *pl, struct dom_info *di)
-{
-    di->pk = calloc(pl->P, sizeof(*di->pk));
-    if (!di->pk)
-        return -ENOMEM;
-    unsigned nc = candidates(pl, di);
-    if (nc == 0)
-        wake_parked(pl, di);
-    else if (!stay_put(pl, di, nc) && !place_one(pl, di, nc) && !wake_one(pl, di))
-        place_across(pl, di, nc);
-    return 0;
-}
-
-/* Places managed domains with long-running threads, largest first (rule 7). */
-int vpack__plan_place_managed(struct planner *pl)
-{
-    int ret;
-
-    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
-        struct dom_info *di = &pl->di[i];
-        if (di->managed && pl->lifted)
-            snprintf(di->reason, sizeof(di->reason),
-                     "unrestricted: all %u packages active (load %.2f CPUs)", pl->P, pl->demand);
-        else if (di->managed)
-            pl->sorted[pl->nsorted++] = di;
-    }
-    qsort(pl->sorted, pl->nsorted, sizeof(*pl->sorted), dom_order_cmp);
-    for (unsigned i = 0; i < pl->nsorted; i++) {
-        struct dom_info *di = pl->sorted[i];
-        if (di->level >= 2 && di->movable <= EPS && di->light > EPS)
-            continue; /* all light: placed with the light load */
-        if ((ret = place_domain(pl, di)) < 0)
-            return ret;
-    }
-    return 0;
-}
-
-/*
- * The wake-up target for amount CPUs of light load (sched_mc level 2): the
- * busiest active package in its bound with room for it; else a parked one
- * with room, woken; else the active one with most room. -1 when its bound
- * has no active package.
- */
-static int wake_target(struct planner *pl, const struct dom_info *di, double amount)
-{
-    int best = -1, roomiest = -1;
-    const double wm = pl->par->spread_watermark;
-
-    for (unsigned p = 0; p < pl->P; p++) {
-        if (!pl->active[p] || !in_bound(pl, di, (int)p))
-            continue;
-        if (roomiest < 0 || pl->room[p] > pl->room[roomiest] + EPS)
-            roomiest = (int)p;
-        if (pl->room[p] + EPS < amount)
-            continue;
-        double used = pl->cap[p] * wm - pl->room[p];
-        if (best < 0 || used > pl->cap[best] * wm - pl->room[best] + EPS)
-            best = (int)p;
-    }
-    if (best >= 0 || roomiest < 0)
-        return best;
-    for (unsigned i = 0; i < pl->P; i++) {
-        int p = pl->order[i];
-        if (!pl->active[p] && in_bound(pl, di, p) && pl->room[p] + EPS >= amount) {
-            pl->active[p] = true;
-            return p;
-        }
-    }
-    return roomiest;
-}
-
 /* An all-light level 2 domain stays on its package while that is active and has room. */
 static bool light_stays(struct planner *pl, struct dom_info *di)
 {
@@ -319,6 +265,134 @@ static bool light_stays(struct planner *pl, struct dom_info *di)
     snprintf(di->reason, sizeof(di->reason), "stays on package %d: light load (%.2f CPUs) fits",
              pl->topo->packages[p].id, di->light);
     return true;
+}
+
+/*
+ * The wake-up target for amount CPUs of light load (sched_mc level 2): the
+ * busiest active package in its bound with room for it (under the pack
+ * watermark if one has, else under the spread watermark); else a parked one
+ * with room, woken; else the active one with most room. -1 when its bound
+ * has no active package.
+ */
+static int wake_target(struct planner *pl, const struct dom_info *di, double amount)
+{
+    int best = -1, roomiest = -1;
+    const double wm = pl->par->spread_watermark;
+
+    /* Room under the pack watermark first, then under the spread watermark. */
+    for (int soft = 1; soft >= 0 && best < 0; soft--) {
+        for (unsigned p = 0; p < pl->P; p++) {
+            if (!pl->active[p] || !in_bound(pl, di, (int)p))
+                continue;
+            if (roomiest < 0 || pl->room[p] > pl->room[roomiest] + EPS)
+                roomiest = (int)p;
+            if (room_at(pl, (int)p, soft) + EPS < amount)
+                continue;
+            double used = pl->cap[p] * wm - pl->room[p];
+            if (best < 0 || used > pl->cap[best] * wm - pl->room[best] + EPS)
+                best = (int)p;
+        }
+    }
+    if (best >= 0 || roomiest < 0)
+        return best;
+    for (unsigned i = 0; i < pl->P; i++) {
+        int p = pl->order[i];
+        if (!pl->active[p] && in_bound(pl, di, p) && pl->room[p] + EPS >= amount) {
+            pl->active[p] = true;
+            return p;
+        }
+    }
+    return roomiest;
+}
+
+/* An all-light level 2 domain that does not stay: on the wake-up target (rule 8). */
+static void place_all_light(struct planner *pl, struct dom_info *di)
+{
+    int p = wake_target(pl, di, di->light);
+    if (p < 0) {
+        wake_parked(pl, di);
+        return;
+    }
+    di->pk[di->npk++] = p;
+    pl->room[p] -= di->light;
+    snprintf(di->reason, sizeof(di->reason), "on wake-up package %d: light load (%.2f CPUs)",
+             pl->topo->packages[p].id, di->light);
+}
+
+/* Places one managed domain that does not stay where it is (rule 7). */
+static void place_domain(struct planner *pl, struct dom_info *di)
+{
+    unsigned nc = candidates(pl, di);
+    if (nc == 0)
+        wake_parked(pl, di);
+    else if (!place_one(pl, di, nc) && !wake_one(pl, di))
+        place_across(pl, di, nc);
+}
+
+/* A level 2 domain with no long-running vCPU: placed as light load (rule 8). */
+static bool all_light(const struct dom_info *di)
+{
+    return di->level >= 2 && di->movable <= EPS && di->light > EPS;
+}
+
+/*
+ * Places managed domains with long-running threads, largest first (rule 7).
+ * Domains that stay where they are go first, all-light ones too: a domain
+ * that has to move takes only the room the staying ones leave, so one move
+ * does not push a staying domain off its package in turn. Then those whose
+ * cpuset allows one package, then the rest.
+ */
+int vpack__plan_place_managed(struct planner *pl)
+{
+    unsigned nc;
+
+
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
+        if (di->managed && pl->lifted)
+            snprintf(di->reason, sizeof(di->reason),
+                     "unrestricted: all %u packages active (load %.2f CPUs)", pl->P, pl->demand);
+        else if (di->managed)
+            pl->sorted[pl->nsorted++] = di;
+    }
+    qsort(pl->sorted, pl->nsorted, sizeof(*pl->sorted), dom_order_cmp);
+    for (unsigned i = 0; i < pl->nsorted; i++) {
+        struct dom_info *di = pl->sorted[i];
+        if (!(di->pk = calloc(pl->P, sizeof(*di->pk))))
+            return -ENOMEM;
+        if (all_light(di))
+            light_stays(pl, di);
+        else if ((nc = candidates(pl, di)) > 0)
+            stay_put(pl, di, nc);
+    }
+    /* Those whose cpuset allows one package have no choice: before the others. */
+    for (unsigned i = 0; i < pl->nsorted; i++) {
+        struct dom_info *di = pl->sorted[i];
+        if (di->npk == 0 && di->one_pkg >= 0)
+            all_light(di) ? place_all_light(pl, di) : place_domain(pl, di);
+    }
+    for (unsigned i = 0; i < pl->nsorted; i++) {
+        struct dom_info *di = pl->sorted[i];
+        if (!all_light(di) && di->npk == 0)
+            place_domain(pl, di);
+    }
+    return 0;
+}
+
+/*
+ * Where a domain's light vCPUs go when its packages have no room for them:
+ * where they went last time while that is active and has room (so they do
+ * not flip between two packages of equal load), else the wake-up target.
+ */
+static int light_apart(struct planner *pl, const struct dom_info *di)
+{
+    const struct dom_state *ds = di->prev;
+    int p = ds && ds->light_pkg >= 0 ? vpack_topology_package_index(pl->topo, ds->light_pkg) : -1;
+
+    if (p >= 0 && pl->active[p] && in_bound(pl, di, p) &&
+        pl->room[p] + EPS >= di->light)
+        return p;
+    return wake_target(pl, di, di->light);
 }
 
 static int light_order_cmp(const void *a, const void *b)
@@ -366,14 +440,14 @@ int vpack__plan_place_light(struct planner *pl)
         struct dom_info *di = pl->sorted[i];
         if (di->level < 2)
             continue;
-        if (di->pk) {
+        if (!all_light(di)) {
             bool with = false;
             for (unsigned k = 0; k < di->npk && !with && di->light > EPS; k++)
                 if (pl->room[di->pk[k]] + EPS >= di->light) {
                     pl->room[di->pk[k]] -= di->light;
                     with = true;
                 }
-            if (di->light > EPS && !with && (di->light_pk = wake_target(pl, di, di->light)) >= 0) {
+            if (di->light > EPS && !with && (di->light_pk = light_apart(pl, di)) >= 0) {
                 pl->room[di->light_pk] -= di->light;
                 size_t len = strlen(di->reason);
                 snprintf(di->reason + len, sizeof(di->reason) - len,
@@ -382,25 +456,13 @@ int vpack__plan_place_light(struct planner *pl)
             }
             continue;
         }
-        if (!(di->pk = calloc(pl->P, sizeof(*di->pk))))
-            return -ENOMEM;
-        light_stays(pl, di);
         pl->sorted[n++] = di; /* reuses the front of sorted: placed ones are done */
     }
     qsort(pl->sorted, n, sizeof(*pl->sorted), light_order_cmp);
     for (unsigned i = 0; i < n; i++) {
         struct dom_info *di = pl->sorted[i];
-        if (di->npk)
-            continue;
-        int p = wake_target(pl, di, di->light);
-        if (p < 0) {
-            wake_parked(pl, di);
-            continue;
-        }
-        di->pk[di->npk++] = p;
-        pl->room[p] -= di->light;
-        snprintf(di->reason, sizeof(di->reason), "on wake-up package %d: light load (%.2f CPUs)",
-                 pl->topo->packages[p].id, di->light);
+        if (!di->npk)
+            place_all_light(pl, di);
     }
     pl->wake = choose_wakeup(pl);
     return 0;
