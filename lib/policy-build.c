@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The plan's output (rules 2, 9, 10 of vpack/policy.h): each thread's mask,
+ * The plan's output (rules 2, 10, 11 of vpack/policy.h): each thread's mask,
  * the plan's packages and reasons, and the next state's domains.
  */
 
@@ -34,6 +34,7 @@ static int remember(struct planner *pl, const struct dom_info *di, const int *id
     ds->npkgs = nids;
     ds->placed_ms = placed;
     ds->light_pkg = di->light_pk >= 0 ? pl->topo->packages[di->light_pk].id : -1;
+    ds->l3 = di->l3;
     ds->seen = pl->st->generation;
     pl->nnew++;
     return 0;
@@ -112,6 +113,8 @@ static int build_domain(struct planner *pl, struct dom_info *di, struct vpack_pl
     if (restrict_) {
         if (!(pmask = union_mask(pl, di, di->pk, di->npk)))
             return -ENOMEM;
+        if (di->l3mask)
+            pmask = di->l3mask;
         lmask = pmask;
         if (di->light_pk >= 0 && !(lmask = union_mask(pl, di, &di->light_pk, 1)))
             return -ENOMEM;

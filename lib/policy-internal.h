@@ -9,7 +9,8 @@
  *   policy-pack.c   the demand, the preference order and the packages chosen (rules 4-6)
  *   policy-damp.c   spread fast, pack slowly: hysteresis, residency, delay spread (rules 4, 8)
  *   policy-place.c  placing domains and light load on the active packages (rules 7, 8)
- *   policy-build.c  the plan's masks and the next state (rules 2, 9, 10)
+ *   policy-l3.c     packing each domain into the fewest L3 caches of its package (rule 9)
+ *   policy-build.c  the plan's masks and the next state (rules 2, 10, 11)
  */
 #ifndef VPACK_POLICY_INTERNAL_H
 #define VPACK_POLICY_INTERNAL_H
@@ -40,6 +41,7 @@ struct dom_state {
     unsigned nbusy;
     unsigned char *busy; /* per vCPU position: long-running in the last plan */
     int light_pkg;      /* level 2: package id of its light vCPUs when apart, else -1 */
+    uint64_t l3;        /* L3 caches (bit k: l3[k] of its one package) it was kept in, or 0 */
 };
 
 struct vpack_policy_state {
@@ -81,6 +83,8 @@ struct dom_info {
     int home;              /* package index where most of its placed load runs now, or -1 */
     int light_pk;          /* level 2: package index of its light vCPUs, -1: with the rest */
     int one_pkg;           /* package index of the one package its bound allows, or -1 */
+    uint64_t l3;           /* L3 caches of its one package it is kept in (bit k: l3[k]), or 0 */
+    const vpack_cpuset *l3mask; /* their CPUs within its bound, or NULL: the whole package */
     struct dom_state *prev;
     unsigned npk;
     int *pk;               /* chosen package indexes */
@@ -183,6 +187,10 @@ void vpack__plan_activate_packages(struct planner *pl);
 void vpack__plan_set_room(struct planner *pl);
 int vpack__plan_place_managed(struct planner *pl);
 int vpack__plan_place_light(struct planner *pl);
+int vpack__plan_dom_order_cmp(const void *a, const void *b);
+
+/* policy-l3.c */
+int vpack__plan_place_l3(struct planner *pl);
 
 /* policy-build.c */
 int vpack__plan_build_plan(struct planner *pl);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int dom_order_cmp(const void *a, const void *b)
+int vpack__plan_dom_order_cmp(const void *a, const void *b)
 {
     const struct dom_info *x = *(const struct dom_info *const *)a;
     const struct dom_info *y = *(const struct dom_info *const *)b;
@@ -355,7 +355,7 @@ int vpack__plan_place_managed(struct planner *pl)
         else if (di->managed)
             pl->sorted[pl->nsorted++] = di;
     }
-    qsort(pl->sorted, pl->nsorted, sizeof(*pl->sorted), dom_order_cmp);
+    qsort(pl->sorted, pl->nsorted, sizeof(*pl->sorted), vpack__plan_dom_order_cmp);
     for (unsigned i = 0; i < pl->nsorted; i++) {
         struct dom_info *di = pl->sorted[i];
         if (!(di->pk = calloc(pl->P, sizeof(*di->pk))))
@@ -402,7 +402,7 @@ static int light_order_cmp(const void *a, const void *b)
     bool sx = x->npk > 0, sy = y->npk > 0;
     if (sx != sy)
         return sx ? -1 : 1;
-    return dom_order_cmp(a, b);
+    return vpack__plan_dom_order_cmp(a, b);
 }
 
 /* The package the next light thread would go to: busiest with room left. */

@@ -312,6 +312,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
     vpack__plan_activate_packages(&pl);
     vpack__plan_set_room(&pl);
     if ((ret = vpack__plan_place_managed(&pl)) < 0 || (ret = vpack__plan_place_light(&pl)) < 0 ||
+        (ret = vpack__plan_place_l3(&pl)) < 0 ||
         (ret = vpack__plan_build_plan(&pl)) < 0)
         goto cleanup;
     commit_state(&pl);

@@ -88,9 +88,26 @@
  *     stays on its package while that is active and has room. The plan's
  *     wake-up package is the busiest active package with at least 0.1 CPU of
  *     room.
- *  9. Bounds. Every mask vpack sets is a subset of the domain's bound.
- * 10. Reasons. Every domain gets a one-line reason saying why it is where it
- *     is; the plan gets one saying why this many packages are active.
+ *  9. L3 caches. Inside a package with several L3 caches (AMD CCXs, sub-NUMA
+ *     clusters), a domain placed on that one package is kept in the fewest
+ *     caches that hold what goes with its emulator (its long-running vCPUs,
+ *     emulator, iothreads and, at level 2, the light vCPUs beside them):
+ *     room per cache = its cores * spread_watermark minus its share of the
+ *     package's fixed load minus what this plan put there. It stays in its
+ *     caches while they hold it (from several to one as soon as one does);
+ *     else one cache: where most of its load ran, else the one with most
+ *     room, under the pack watermark first, then under the spread watermark;
+ *     else the fewest, most room first; else the whole package. Only caches
+ *     the domain's bound allows wholly count (part of a cache does not have
+ *     its room). Domains that
+ *     stay in their caches go first, then the rest largest first. Threads
+ *     that share data lose more across caches than the room gains them
+ *     (VolanoMark). A domain across packages, and a lifted plan, are not
+ *     narrowed to caches.
+ * 10. Bounds. Every mask vpack sets is a subset of the domain's bound.
+ * 11. Reasons. Every domain gets a one-line reason saying why it is where it
+ *     is (and in which L3 caches); the plan gets one saying why this many
+ *     packages are active.
  */
 #ifndef VPACK_POLICY_H
 #define VPACK_POLICY_H

@@ -11,4 +11,7 @@
  */
 const char *plan_text(const struct vpack_plan *p);
 
+/* The plan's domain of that name; fails the test when there is none. */
+const struct vpack_plan_domain *plan_domain(const struct vpack_plan *p, const char *name);
+
 #endif

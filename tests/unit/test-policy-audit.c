@@ -126,15 +126,6 @@ static void replay_free(struct replay *r)
     vpack_topology_free(r->topo);
 }
 
-static const struct vpack_plan_domain *domain(const struct vpack_plan *p, const char *name)
-{
-    for (unsigned i = 0; i < p->ndomains; i++)
-        if (!strcmp(p->domains[i].name, name))
-            return &p->domains[i];
-    fail_msg("no domain %s in the plan", name);
-    return NULL;
-}
-
 static vpack_cpuset pkg_cpus(const struct vpack_topology *t, int id)
 {
     int i = vpack_topology_package_index(t, id);
@@ -158,7 +149,7 @@ static vpack_cpuset active_cpus(const struct vpack_topology *t, const struct vpa
 static void masks_within(const struct vpack_plan *p, const char *name, const vpack_cpuset *set,
                          unsigned line)
 {
-    const struct vpack_plan_domain *pd = domain(p, name);
+    const struct vpack_plan_domain *pd = plan_domain(p, name);
     bool ok = vpack_cpuset_subset(pd->emulator.cpus, set);
     for (unsigned i = 0; i < pd->nvcpus; i++)
         ok = ok && vpack_cpuset_subset(pd->vcpus[i].cpus, set);
@@ -193,7 +184,7 @@ static void test_b1_domain_kept_whole(void **unused)
     (void)unused;
     struct replay r;
     replay(&r, "b1.json", T(3), NULL);
-    const struct vpack_plan_domain *web = domain(r.plans[0], "web");
+    const struct vpack_plan_domain *web = plan_domain(r.plans[0], "web");
     if (web->npackages != 1)
         fail_msg("web on %u packages: %s", web->npackages, plan_text(r.plans[0]));
     vpack_cpuset pc = pkg_cpus(r.topo, web->packages[0]);
@@ -355,9 +346,9 @@ static void test_b10_no_flapping(void **unused)
     (void)unused;
     struct replay r;
     replay(&r, "b10.jsonl", T(2), NULL);
-    const vpack_cpuset *first = domain(r.plans[0], "osc")->vcpus[0].cpus;
+    const vpack_cpuset *first = plan_domain(r.plans[0], "osc")->vcpus[0].cpus;
     for (unsigned l = 1; l < r.n; l++)
-        if (!vpack_cpuset_equal(domain(r.plans[l], "osc")->vcpus[0].cpus, first))
+        if (!vpack_cpuset_equal(plan_domain(r.plans[l], "osc")->vcpus[0].cpus, first))
             fail_msg("line %u: vCPU 0 of osc changed mask: %s", l + 1, plan_text(r.plans[l]));
     replay_free(&r);
 }
@@ -369,9 +360,9 @@ static void test_b11_multi_package_stays(void **unused)
     struct replay r;
     replay(&r, "b17.jsonl", T(4), NULL);
     assert_int_equal(r.n, 4);
-    const struct vpack_plan_domain *h1 = domain(r.plans[1], "huge");
+    const struct vpack_plan_domain *h1 = plan_domain(r.plans[1], "huge");
     for (unsigned l = 2; l < 4; l++) {
-        const struct vpack_plan_domain *h = domain(r.plans[l], "huge");
+        const struct vpack_plan_domain *h = plan_domain(r.plans[l], "huge");
         bool same = h->npackages == h1->npackages;
         for (unsigned i = 0; i < h->npackages && same; i++) {
             bool found = false;

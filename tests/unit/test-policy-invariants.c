@@ -22,7 +22,8 @@
  * settling, and then its active package count is the oracle's (lib/oracle.c:
  * pins and bounds included); in model series, a managed domain whose masks
  * have held for a minimum residency and that fits one package of its bound,
- * beside the others' load there, is on one package; vCPUs hovering +-10% around busy_vcpu make at most
+ * beside the others' load there, is on one package, and on one L3 cache of
+ * it when it fits one; vCPUs hovering +-10% around busy_vcpu make at most
  * one change per domain per minimum residency; a spread (run-queue delay, or
  * a load burst) is given back within pack delay + minimum residency after
  * the delay or the burst stops.
@@ -424,6 +425,30 @@ static double others_load(const struct world *w, const vpack_cpuset *pkg, unsign
     return sum;
 }
 
+/* On one package: a domain that fits one of its L3 caches beside the others' load is in one. */
+static void check_fits_one_l3(const struct world *w, unsigned i, double load)
+{
+    const struct tdom *d = &w->d[i];
+    const vpack_cpuset *em = w->plan->domains[i].emulator.cpus;
+    int p = vpack_topology_package_of(w->t, vpack_cpuset_first(em));
+    const struct vpack_package *pkg = &w->t->packages[p];
+    unsigned n = 0;
+
+    for (unsigned k = 0; k < pkg->nl3; k++)
+        n += vpack_cpuset_intersects(&pkg->l3[k].cpus, em);
+    if (n <= 1)
+        return;
+    for (unsigned k = 0; k < pkg->nl3; k++) {
+        const struct vpack_l3 *c = &pkg->l3[k];
+        if (!vpack_cpuset_subset(&c->cpus, &d->bound))
+            continue; /* a cache its cpuset allows only part of is not one to pack into */
+        double others = others_load(w, &c->cpus, i);
+        if (w->par.spread_watermark * c->ncores - others >= load + FIT_MARGIN)
+            FAIL(w, "%s (%.2f CPUs) split over %u L3 caches of package %d though cache %u holds "
+                 "it (%.2f CPUs of others there)", d->name, load, n, pkg->id, k, others);
+    }
+}
+
 /*
  * A managed domain whose placed load (the free threads that go with its
  * emulator) fits one package of its bound beside what the others put there
@@ -444,6 +469,8 @@ static void check_fits_one(const struct world *w, unsigned i)
             load += seen_util(w, i, j);
     for (unsigned k = 0; k < w->t->npackages; k++)
         n += vpack_cpuset_intersects(&w->t->packages[k].cpus, em);
+    if (n == 1)
+        check_fits_one_l3(w, i, load);
     if (n <= 1)
         return;
     for (unsigned k = 0; k < w->t->npackages; k++) {
@@ -522,7 +549,7 @@ static void topo_list_fill(struct topo_list *l)
     static const char *const synth[] = {
         "synthetic:package:2 core:4 pu:1", "synthetic:package:4 core:4 pu:1",
         "synthetic:package:8 core:4 pu:2", "synthetic:package:3 core:6 pu:2",
-        "synthetic:package:2 core:16 pu:2",
+        "synthetic:package:2 core:16 pu:2", "synthetic:package:2 l3:4 core:4 pu:2",
     };
     static const char *const dirs[][2] = {{"topologies/hwloc-xml", "xml"},
                                           {"topologies/sysfs", "sysfs"}};
