@@ -125,6 +125,7 @@ struct vpack_model {
     struct vpack_power_params power;
     int level;
     struct vpack_policy_state *state;
+    struct vpack_plan *last_plan; /* until taken or the next step */
 
     unsigned nwords, ncpu;  /* words and CPU ids 0..max_cpu */
     int *cpu_core;          /* global core index per CPU, -1 when unusable */
@@ -311,6 +312,7 @@ void vpack_model_free(struct vpack_model *m)
     if (!m)
         return;
     vpack_policy_state_free(m->state);
+    vpack_plan_free(m->last_plan);
     for (unsigned i = 0; i < m->nmasks; i++) {
         free(m->masks[i].w);
         free(m->masks[i].cpus);
@@ -796,10 +798,26 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
     if (out)
         *out = iv;
     err = 0;
+    vpack_plan_free(m->last_plan);
+    m->last_plan = plan;
+    plan = NULL;
 
 cleanup:
     vpack_plan_free(plan);
     return err == -EPROTO ? -EINVAL : err;
+}
+
+struct vpack_plan *vpack_model_take_plan(struct vpack_model *m)
+{
+    struct vpack_plan *p = m->last_plan;
+
+    m->last_plan = NULL;
+    return p;
+}
+
+const struct vpack_snapshot *vpack_model_observed(const struct vpack_model *m)
+{
+    return &m->obs;
 }
 
 void vpack_model_totals(const struct vpack_model *m, struct vpack_model_totals *out)

@@ -237,10 +237,18 @@ cleanup:
     return ret;
 }
 
+/* L3 caches by their lowest CPU. */
+static int cmp_l3(const void *a, const void *b)
+{
+    return vpack_cpuset_first(&((const struct vpack_l3 *)a)->cpus) -
+           vpack_cpuset_first(&((const struct vpack_l3 *)b)->cpus);
+}
+
 /*
- * Fills the NUMA nodes and L3 count of p. In hwloc 2 NUMA nodes are memory
+ * Fills the NUMA nodes and L3 caches of p. In hwloc 2 NUMA nodes are memory
  * children of a Package, Group or the Machine, not parents of the cores, so
- * they are matched by cpuset rather than by ancestry. Returns 0 or -ENOMEM.
+ * they are matched by cpuset rather than by ancestry. An L3 keeps the usable
+ * CPUs of this package under it. Returns 0 or -ENOMEM.
  */
 static int find_numa_and_l3(hwloc_topology_t topo, hwloc_const_cpuset_t cpus,
                             struct vpack_package *p)
@@ -262,11 +270,32 @@ static int find_numa_and_l3(hwloc_topology_t topo, hwloc_const_cpuset_t cpus,
     }
     qsort(p->numa_nodes, p->nnuma, sizeof(*p->numa_nodes), cmp_int);
 
+    int ncaches = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_L3CACHE);
+    if (ncaches <= 0)
+        return 0;
+    hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+    p->l3 = calloc((size_t)ncaches, sizeof(*p->l3));
+    if (!mine || !p->l3) {
+        hwloc_bitmap_free(mine);
+        return -ENOMEM;
+    }
     obj = NULL;
     while ((obj = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_L3CACHE, obj))) {
-        if (obj->cpuset && hwloc_bitmap_intersects(obj->cpuset, cpus))
-            p->nl3++;
+        unsigned threads;
+        if (p->nl3 >= (unsigned)ncaches || !obj->cpuset ||
+            !hwloc_bitmap_intersects(obj->cpuset, cpus))
+            continue;
+        struct vpack_l3 *c = &p->l3[p->nl3];
+        if (hwloc_bitmap_and(mine, obj->cpuset, cpus) < 0 ||
+            count_cores(topo, mine, &c->ncores, &threads) < 0) {
+            hwloc_bitmap_free(mine);
+            return -ENOMEM;
+        }
+        bitmap_to_cpuset(mine, &c->cpus);
+        p->nl3++;
     }
+    hwloc_bitmap_free(mine);
+    qsort(p->l3, p->nl3, sizeof(*p->l3), cmp_l3);
     return 0;
 }
 
@@ -379,9 +408,18 @@ static int build(hwloc_topology_t topo, const vpack_cpuset *reserved,
         goto cleanup;
     for (int c = 0; c <= t->max_cpu; c++)
         t->cpu_package[c] = -1;
+    t->cpu_l3 = malloc(((size_t)t->max_cpu + 1) * sizeof(*t->cpu_l3));
+    if (!t->cpu_l3)
+        goto cleanup;
+    for (int c = 0; c <= t->max_cpu; c++)
+        t->cpu_l3[c] = -1;
     for (unsigned i = 0; i < t->npackages; i++) {
         VPACK_CPUSET_FOREACH(cpu, &t->packages[i].cpus)
         t->cpu_package[cpu] = (int)i;
+        for (unsigned k = 0; k < t->packages[i].nl3; k++) {
+            VPACK_CPUSET_FOREACH(cpu, &t->packages[i].l3[k].cpus)
+            t->cpu_l3[cpu] = (int)k;
+        }
     }
     ret = 0;
 cleanup:
@@ -571,10 +609,13 @@ void vpack_topology_free(struct vpack_topology *t)
 {
     if (!t)
         return;
-    for (unsigned i = 0; i < t->npackages; i++)
+    for (unsigned i = 0; i < t->npackages; i++) {
         free(t->packages[i].numa_nodes);
+        free(t->packages[i].l3);
+    }
     free(t->packages);
     free(t->cpu_package);
+    free(t->cpu_l3);
     free(t->source);
     free(t);
 }
@@ -584,6 +625,13 @@ int vpack_topology_package_of(const struct vpack_topology *t, int cpu)
     if (!t || !t->cpu_package || cpu < 0 || cpu > t->max_cpu)
         return -1;
     return t->cpu_package[cpu];
+}
+
+int vpack_topology_l3_of(const struct vpack_topology *t, int cpu)
+{
+    if (!t || !t->cpu_l3 || cpu < 0 || cpu > t->max_cpu)
+        return -1;
+    return t->cpu_l3[cpu];
 }
 
 int vpack_topology_package_index(const struct vpack_topology *t, int id)

@@ -118,6 +118,19 @@ struct vpack_model_interval {
 int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
                      struct vpack_model_interval *out, char **errmsg);
 
+/*
+ * The plan of the last interval, handed over (free it with vpack_plan_free()),
+ * or NULL when no interval ran or it was already taken. A plan not taken is
+ * freed at the next step. For tests that check every plan the model applies.
+ */
+struct vpack_plan *vpack_model_take_plan(struct vpack_model *m);
+/*
+ * The snapshot the policy saw in the last interval (its domains and threads,
+ * util and delay as the model observed them), valid until the next step;
+ * its cpu_busy already holds what the next interval's policy will see.
+ */
+const struct vpack_snapshot *vpack_model_observed(const struct vpack_model *m);
+
 /* Everything so far. */
 struct vpack_model_totals {
     unsigned long intervals;

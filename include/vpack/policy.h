@@ -48,35 +48,66 @@
  *     holding the most memory of managed domains, then packages with fixed
  *     load (>= 10% of their cores), then the most placed load running
  *     there, then lower package ids. Packages are taken in that order,
- *     skipping one when the count could then no longer hold the demand.
+ *     skipping one when the count could then no longer hold the demand, and
+ *     the largest are added past the count while the packages that pins and
+ *     bounds keep awake are too small to hold what the count's largest
+ *     packages would.
  *  6. Heavy load. When every package is needed, all restrictions are lifted
  *     (plan->lifted) and every thread gets its free mask.
  *  7. Domains. Managed domains are placed whole, largest movable demand first
  *     (first-fit decreasing; ties by name), each on one active package where
  *     it fits (room = cores * spread_watermark minus the fixed load minus
- *     what this plan placed there): its current packages while they still
- *     fit (sticky; a domain across several packages goes to one once it fits
- *     one and has stayed min_residency_ms), else the package holding at
- *     least half its memory, else the package it runs on, else the first in
- *     preference order. When no active package has room, a parked package of
- *     its bound that has is woken. A domain that fits no single package goes
- *     across the fewest packages, those with the most room first, waking
- *     parked ones when the active ones lack room.
+ *     what this plan placed there). First every domain that stays: on its
+ *     current packages while they still fit (sticky; a domain across several
+ *     packages goes to one once it fits one and has stayed min_residency_ms),
+ *     and level 2 all-light domains on theirs (rule 8); then the domains whose
+ *     bound allows one package; then the rest. So a domain that moves takes
+ *     only the room the staying ones leave and never pushes one of them off.
+ *     A domain that moves goes to the package holding at least half its
+ *     memory, else the package it runs on, else the first in preference
+ *     order, where it fits under the pack watermark (cores * pack_watermark
+ *     minus the same loads), else in the same order where it fits under the
+ *     spread watermark: the active packages are awake anyway, and filling one
+ *     to the spread watermark while another has room queues for nothing.
+ *     When no active package has room, a parked package of its bound that
+ *     has is woken. A domain that fits no single package goes across the
+ *     fewest packages, those with the most room first, waking parked ones
+ *     when the active ones lack room.
  *  8. Long-running vCPUs: util >= busy_vcpu at first sight; afterwards a
  *     long-running vCPU stays one down to 85% of busy_vcpu and a light one
  *     becomes one at 115% (hysteresis). Level 1 packs the domain's
  *     long-running vCPUs, its emulator and iothreads onto the domain's
  *     packages; light vCPUs keep their free masks. Level 2 does the same,
- *     and its light vCPUs join the others when there is room; otherwise they,
- *     and a level 2 domain with no long-running vCPU (whole), go to the
- *     wake-up target as sched_mc level 2 does: the busiest active package of
- *     its bound with room for them, the next one when they do not fit, a
- *     parked one woken when no active one has room. Such a domain stays on
- *     its package while that is active and has room. The plan's wake-up
- *     package is the busiest active package with at least 0.1 CPU of room.
- *  9. Bounds. Every mask vpack sets is a subset of the domain's bound.
- * 10. Reasons. Every domain gets a one-line reason saying why it is where it
- *     is; the plan gets one saying why this many packages are active.
+ *     and its light vCPUs join the others when there is room; otherwise they
+ *     stay on the package they went to last while that is active and has
+ *     room, else they, and a level 2 domain with no long-running vCPU
+ *     (whole), go to the wake-up target as sched_mc level 2 does: the
+ *     busiest active package of its bound with room for them under the pack
+ *     watermark, else under the spread watermark, the next one when they do
+ *     not fit, a parked one woken when no active one has room. Such a domain
+ *     stays on its package while that is active and has room. The plan's
+ *     wake-up package is the busiest active package with at least 0.1 CPU of
+ *     room.
+ *  9. L3 caches. Inside a package with several L3 caches (AMD CCXs, sub-NUMA
+ *     clusters), a domain placed on that one package is kept in the fewest
+ *     caches that hold what goes with its emulator (its long-running vCPUs,
+ *     emulator, iothreads and, at level 2, the light vCPUs beside them):
+ *     room per cache = its cores * spread_watermark minus its share of the
+ *     package's fixed load minus what this plan put there. It stays in its
+ *     caches while they hold it (from several to one as soon as one does);
+ *     else one cache: where most of its load ran, else the one with most
+ *     room, under the pack watermark first, then under the spread watermark;
+ *     else the fewest, most room first; else the whole package. Only caches
+ *     the domain's bound allows wholly count (part of a cache does not have
+ *     its room). Domains that
+ *     stay in their caches go first, then the rest largest first. Threads
+ *     that share data lose more across caches than the room gains them
+ *     (VolanoMark). A domain across packages, and a lifted plan, are not
+ *     narrowed to caches.
+ * 10. Bounds. Every mask vpack sets is a subset of the domain's bound.
+ * 11. Reasons. Every domain gets a one-line reason saying why it is where it
+ *     is (and in which L3 caches); the plan gets one saying why this many
+ *     packages are active.
  */
 #ifndef VPACK_POLICY_H
 #define VPACK_POLICY_H

@@ -10,6 +10,12 @@
 
 #include "vpack/cpuset.h"
 
+/* One L3 cache (an AMD CCX, an Intel socket's LLC) within a package. */
+struct vpack_l3 {
+    vpack_cpuset cpus;         /* usable PUs under it (within its package) */
+    unsigned ncores;           /* physical cores with at least one of them */
+};
+
 struct vpack_package {
     int id;                    /* the package's OS index (physical_package_id) */
     vpack_cpuset cpus;         /* usable PUs of this package */
@@ -18,6 +24,7 @@ struct vpack_package {
     unsigned nnuma;            /* NUMA nodes whose CPUs intersect ours */
     int *numa_nodes;           /* their OS indexes, ascending */
     unsigned nl3;              /* L3 caches holding at least one usable PU */
+    struct vpack_l3 *l3;       /* those caches, by lowest CPU; NULL when nl3 == 0 */
 };
 
 struct vpack_topology {
@@ -26,6 +33,7 @@ struct vpack_topology {
     struct vpack_package *packages; /* ascending id: the policy's default order */
     int max_cpu;             /* highest usable CPU id, -1 if none */
     int *cpu_package;        /* [0..max_cpu]: index into packages, or -1 */
+    int *cpu_l3;             /* [0..max_cpu]: index into its package's l3, or -1 */
     char *source;            /* the spec it was loaded from */
 };
 
@@ -34,8 +42,9 @@ struct vpack_topology {
  *   NULL, "" or "host"      the live host (hwloc's default discovery)
  *   "xml:PATH"              an hwloc XML export
  *   "synthetic:DESC"        an hwloc synthetic description, e.g.
- *                           synthetic:"package:2 core:1 pu:1"; its PU numbers
- *                           are taken as real CPU ids
+ *                           synthetic:"package:2 core:1 pu:1" or, with L3
+ *                           caches inside packages, "package:2 l3:4 core:4
+ *                           pu:2"; its PU numbers are taken as real CPU ids
  *   "sysfs:ROOT"            a Linux sysfs tree under ROOT, read with hwloc's
  *                           Linux backend only (no CPUID of this machine)
  * Only online, allowed PUs are kept; reserved (may be NULL) are removed, and
@@ -52,6 +61,8 @@ void vpack_topology_free(struct vpack_topology *t);
 
 /* Index into t->packages of the package holding cpu, or -1. */
 int vpack_topology_package_of(const struct vpack_topology *t, int cpu);
+/* Index into its package's l3 of the L3 cache holding cpu, or -1 (none, or not usable). */
+int vpack_topology_l3_of(const struct vpack_topology *t, int cpu);
 /* Index into t->packages of the package with OS index id, or -1. */
 int vpack_topology_package_index(const struct vpack_topology *t, int id);
 

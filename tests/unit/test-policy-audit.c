@@ -23,6 +23,8 @@
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
 
+#include "policy-test-util.h"
+
 #define EPS 1e-9
 #define MAX_LINES 64
 
@@ -124,25 +126,6 @@ static void replay_free(struct replay *r)
     vpack_topology_free(r->topo);
 }
 
-/* What a failure shows: the plan's packages and the domain's masks. */
-static const char *describe(const struct vpack_plan *p)
-{
-    static char buf[4096];
-    char *json = vpack_plan_to_json(p);
-    snprintf(buf, sizeof(buf), "%s", json ? json : "(out of memory)");
-    free(json);
-    return buf;
-}
-
-static const struct vpack_plan_domain *domain(const struct vpack_plan *p, const char *name)
-{
-    for (unsigned i = 0; i < p->ndomains; i++)
-        if (!strcmp(p->domains[i].name, name))
-            return &p->domains[i];
-    fail_msg("no domain %s in the plan", name);
-    return NULL;
-}
-
 static vpack_cpuset pkg_cpus(const struct vpack_topology *t, int id)
 {
     int i = vpack_topology_package_index(t, id);
@@ -166,14 +149,14 @@ static vpack_cpuset active_cpus(const struct vpack_topology *t, const struct vpa
 static void masks_within(const struct vpack_plan *p, const char *name, const vpack_cpuset *set,
                          unsigned line)
 {
-    const struct vpack_plan_domain *pd = domain(p, name);
+    const struct vpack_plan_domain *pd = plan_domain(p, name);
     bool ok = vpack_cpuset_subset(pd->emulator.cpus, set);
     for (unsigned i = 0; i < pd->nvcpus; i++)
         ok = ok && vpack_cpuset_subset(pd->vcpus[i].cpus, set);
     for (unsigned i = 0; i < pd->niothreads; i++)
         ok = ok && vpack_cpuset_subset(pd->iothreads[i].cpus, set);
     if (!ok)
-        fail_msg("line %u: a mask of %s leaves the allowed CPUs: %s", line, name, describe(p));
+        fail_msg("line %u: a mask of %s leaves the allowed CPUs: %s", line, name, plan_text(p));
 }
 
 static void active_is(const struct vpack_plan *p, const int *ids, unsigned n, unsigned line)
@@ -186,13 +169,13 @@ static void active_is(const struct vpack_plan *p, const int *ids, unsigned n, un
         ok = found;
     }
     if (!ok)
-        fail_msg("line %u: wrong active packages: %s", line, describe(p));
+        fail_msg("line %u: wrong active packages: %s", line, plan_text(p));
 }
 
 static void packed_on_one(const struct vpack_plan *p, unsigned line)
 {
     if (p->lifted || p->nactive != 1)
-        fail_msg("line %u: want one active package, not lifted: %s", line, describe(p));
+        fail_msg("line %u: want one active package, not lifted: %s", line, plan_text(p));
 }
 
 /* B1: web (2.4 CPUs) on one package, all its masks inside it. */
@@ -201,9 +184,9 @@ static void test_b1_domain_kept_whole(void **unused)
     (void)unused;
     struct replay r;
     replay(&r, "b1.json", T(3), NULL);
-    const struct vpack_plan_domain *web = domain(r.plans[0], "web");
+    const struct vpack_plan_domain *web = plan_domain(r.plans[0], "web");
     if (web->npackages != 1)
-        fail_msg("web on %u packages: %s", web->npackages, describe(r.plans[0]));
+        fail_msg("web on %u packages: %s", web->npackages, plan_text(r.plans[0]));
     vpack_cpuset pc = pkg_cpus(r.topo, web->packages[0]);
     masks_within(r.plans[0], "web", &pc, 1);
     replay_free(&r);
@@ -234,7 +217,7 @@ static void no_package_over_spread(const char *file, const char *spec)
             }
             if (sum > 0.8 * pkg->ncores + EPS)
                 fail_msg("line %u: %.2f CPUs confined to package %d (%u cores): %s", l + 1, sum,
-                         pkg->id, pkg->ncores, describe(p));
+                         pkg->id, pkg->ncores, plan_text(p));
         }
     }
     replay_free(&r);
@@ -316,7 +299,7 @@ static void test_b7_fewest_asymmetric(void **unused)
     struct replay r;
     replay(&r, "b7.json", "xml:16em64t-4s2c2t-offlines.xml", NULL);
     if (r.plans[0]->nactive != 1)
-        fail_msg("want 1 active package: %s", describe(r.plans[0]));
+        fail_msg("want 1 active package: %s", plan_text(r.plans[0]));
     replay_free(&r);
 }
 
@@ -353,7 +336,7 @@ static void test_b9_pinned_span_awake(void **unused)
     for (unsigned i = 0; i < r.plans[0]->nactive; i++)
         found = found || r.plans[0]->active_packages[i] == 1;
     if (!found)
-        fail_msg("package 1 reported parked: %s", describe(r.plans[0]));
+        fail_msg("package 1 reported parked: %s", plan_text(r.plans[0]));
     replay_free(&r);
 }
 
@@ -363,10 +346,10 @@ static void test_b10_no_flapping(void **unused)
     (void)unused;
     struct replay r;
     replay(&r, "b10.jsonl", T(2), NULL);
-    const vpack_cpuset *first = domain(r.plans[0], "osc")->vcpus[0].cpus;
+    const vpack_cpuset *first = plan_domain(r.plans[0], "osc")->vcpus[0].cpus;
     for (unsigned l = 1; l < r.n; l++)
-        if (!vpack_cpuset_equal(domain(r.plans[l], "osc")->vcpus[0].cpus, first))
-            fail_msg("line %u: vCPU 0 of osc changed mask: %s", l + 1, describe(r.plans[l]));
+        if (!vpack_cpuset_equal(plan_domain(r.plans[l], "osc")->vcpus[0].cpus, first))
+            fail_msg("line %u: vCPU 0 of osc changed mask: %s", l + 1, plan_text(r.plans[l]));
     replay_free(&r);
 }
 
@@ -377,9 +360,9 @@ static void test_b11_multi_package_stays(void **unused)
     struct replay r;
     replay(&r, "b17.jsonl", T(4), NULL);
     assert_int_equal(r.n, 4);
-    const struct vpack_plan_domain *h1 = domain(r.plans[1], "huge");
+    const struct vpack_plan_domain *h1 = plan_domain(r.plans[1], "huge");
     for (unsigned l = 2; l < 4; l++) {
-        const struct vpack_plan_domain *h = domain(r.plans[l], "huge");
+        const struct vpack_plan_domain *h = plan_domain(r.plans[l], "huge");
         bool same = h->npackages == h1->npackages;
         for (unsigned i = 0; i < h->npackages && same; i++) {
             bool found = false;
@@ -389,7 +372,7 @@ static void test_b11_multi_package_stays(void **unused)
         }
         if (!same)
             fail_msg("line %u: huge moved from its line 2 packages: %s", l + 1,
-                     describe(r.plans[l]));
+                     plan_text(r.plans[l]));
     }
     replay_free(&r);
 }

@@ -4,19 +4,29 @@
  * plan over randomized series with fixed seeds, on synthetic hosts and on the
  * real topologies of $VPACK_FIXTURES (hwloc XML exports and sysfs trees).
  *
- * Series are closed-loop: each snapshot puts every thread on a CPU of the
- * mask the previous plan gave it (staying on its CPU while allowed, else the
- * least busy CPU of the mask) and reports per-CPU busy time from that, as the
- * kernel would. No host model: only where threads run, not how fast.
+ * Series run through the host model (lib/model.c): each interval's trace
+ * (demand, pins, cpusets, memory) goes to vpack_model_step(), which runs the
+ * policy on what the model observed in the interval before (the util each
+ * thread was served, each CPU's occupancy under the last plan's masks) and
+ * applies the plan it made. Every check reads the plan and the snapshot the
+ * policy saw. The one series that needs a given run-queue delay (the model
+ * computes its own) is closed-loop instead: each snapshot puts every thread
+ * on a CPU of the mask the previous plan gave it and reports per-CPU busy
+ * time from that.
  *
  * Checked on every plan: guest pins kept; masks within the cpuset bound;
  * level 0 never restricted; no package given more than spread watermark x
  * cores of threads confined to it unless every package is active; a domain
  * that fits a parked package is not split; a domain's emulator and iothreads
  * stay with it. Per series: a constant input makes no mask change after
- * settling; vCPUs hovering +-10% around busy_vcpu make at most one change per
- * domain per minimum residency; a run-queue-delay spread is given back within
- * pack delay + minimum residency after the delay stops.
+ * settling, and then its active package count is the oracle's (lib/oracle.c:
+ * pins and bounds included); in model series, a managed domain whose masks
+ * have held for a minimum residency and that fits one package of its bound,
+ * beside the others' load there, is on one package, and on one L3 cache of
+ * it when it fits one; vCPUs hovering +-10% around busy_vcpu make at most
+ * one change per domain per minimum residency; a spread (run-queue delay, or
+ * a load burst) is given back within pack delay + minimum residency after
+ * the delay or the burst stops.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,15 +42,21 @@
 #include <cmocka.h>
 
 #include "vpack/cpuset.h"
+#include "vpack/model.h"
+#include "vpack/oracle.h"
 #include "vpack/policy.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
+
+#include "policy-test-util.h"
 
 #define NDOMS 12
 #define MAXV 8
 #define MAXIO 2
 #define NTHR (MAXV + 1 + MAXIO)
 #define TOL 1e-6
+/* How much room the fit checks leave for the even-spread estimate of others' load. */
+#define FIT_MARGIN 0.05
 
 struct tdom {
     char name[16];
@@ -63,7 +79,10 @@ struct world {
     struct tdom d[NDOMS];
     unsigned nd;
     double now_ms;
-    struct vpack_snapshot *snap; /* the last one, and its plan */
+    struct vpack_snapshot *snap; /* closed loop: the last snapshot; model: the last trace */
+    const struct vpack_snapshot *seen; /* what the policy saw for plan */
+    double *busy;              /* the per-CPU busy the policy saw for plan */
+    struct vpack_model *m;     /* NULL: closed loop */
     struct vpack_plan *plan;
     const char *label;
     unsigned seed;
@@ -98,7 +117,7 @@ static unsigned hovering(const struct world *w)
 
 /* A random host load: nd domains worth about share of the host's cores. */
 static void world_init(struct world *w, struct vpack_topology *t, const char *label,
-                       unsigned seed, double share, bool hover)
+                       unsigned seed, double share, bool hover, bool model)
 {
     uint64_t s = seed * 7919u + 17;
     double cores = total_cores(t);
@@ -110,6 +129,15 @@ static void world_init(struct world *w, struct vpack_topology *t, const char *la
     vpack_policy_params_default(&w->par);
     w->st = vpack_policy_state_new();
     assert_non_null(w->st);
+    w->busy = calloc((size_t)t->max_cpu + 1, sizeof(*w->busy));
+    assert_non_null(w->busy);
+    if (model) {
+        struct vpack_power_params power;
+        char *err = NULL;
+        vpack_power_params_default(&power);
+        if (vpack_model_new(t, &w->par, &power, -1, &w->m, &err) < 0)
+            fail_msg("%s: vpack_model_new: %s", label, err ? err : "?");
+    }
     w->nd = 3 + (unsigned)(rnd(&s) % (NDOMS - 2));
     for (unsigned i = 0; i < w->nd; i++) {
         struct tdom *d = &w->d[i];
@@ -152,8 +180,10 @@ static void world_init(struct world *w, struct vpack_topology *t, const char *la
 static void world_fini(struct world *w)
 {
     vpack_plan_free(w->plan);
+    vpack_model_free(w->m); /* before the trace its snapshot borrows from */
     vpack_snapshot_free(w->snap);
     vpack_policy_state_free(w->st);
+    free(w->busy);
 }
 
 /* The mask thread j of domain i may run on now. */
@@ -196,7 +226,8 @@ static struct vpack_snapshot *world_snapshot(struct world *w, double delay)
             struct vpack_thread_sample *t =
                 j < d->nv ? &ds->vcpus[j] : j == d->nv ? &ds->emulator : &ds->iothreads[j - d->nv - 1];
             const vpack_cpuset *m = allowed(w, i, j);
-            if (d->cpu[j] < 0 || !vpack_cpuset_isset(m, (unsigned)d->cpu[j])) {
+            /* Closed loop: where it may run now (the model places threads itself). */
+            if (!w->m && (d->cpu[j] < 0 || !vpack_cpuset_isset(m, (unsigned)d->cpu[j]))) {
                 d->cpu[j] = -1;
                 VPACK_CPUSET_FOREACH(c, m) {
                     if ((unsigned)c < ncpus && s->cpu_busy[c] >= 0 &&
@@ -205,14 +236,14 @@ static struct vpack_snapshot *world_snapshot(struct world *w, double delay)
                 }
             }
             t->util = d->util[j];
-            t->cpu = d->cpu[j];
+            t->cpu = w->m ? -1 : d->cpu[j];
             t->delay = j < d->nv && !d->pinned[j] ? delay : 0;
             if (d->pinned[j]) {
                 t->pin = malloc(sizeof(*t->pin));
                 assert_non_null(t->pin);
                 *t->pin = d->pin[j];
             }
-            if (d->cpu[j] >= 0)
+            if (!w->m && d->cpu[j] >= 0)
                 s->cpu_busy[d->cpu[j]] += d->util[j];
         }
     }
@@ -220,15 +251,6 @@ static struct vpack_snapshot *world_snapshot(struct world *w, double delay)
         if (s->cpu_busy[c] > 1)
             s->cpu_busy[c] = 1;
     return s;
-}
-
-static const char *plan_text(const struct vpack_plan *p)
-{
-    static char buf[8192];
-    char *j = vpack_plan_to_json(p);
-    snprintf(buf, sizeof(buf), "%s", j ? j : "(out of memory)");
-    free(j);
-    return buf;
 }
 
 #define FAIL(w, ...)                                                                     \
@@ -245,6 +267,14 @@ static const struct vpack_plan_thread *plan_thread(const struct vpack_plan_domai
     return j < nv ? &pd->vcpus[j] : j == nv ? &pd->emulator : &pd->iothreads[j - nv - 1];
 }
 
+/* The util of thread j of domain i as the policy saw it for this plan. */
+static double seen_util(const struct world *w, unsigned i, unsigned j)
+{
+    const struct vpack_domain_sample *sd = &w->seen->domains[i];
+    unsigned nv = sd->nvcpus;
+    return j < nv ? sd->vcpus[j].util : j == nv ? sd->emulator.util : sd->iothreads[j - nv - 1].util;
+}
+
 static bool all_active(const struct world *w)
 {
     return w->plan->nactive == w->t->npackages;
@@ -255,8 +285,8 @@ static double pkg_busy(const struct world *w, const struct vpack_package *pkg)
 {
     double b = 0;
     VPACK_CPUSET_FOREACH(c, &pkg->cpus) {
-        if ((unsigned)c < w->snap->ncpus && w->snap->cpu_busy[c] > 0)
-            b += w->snap->cpu_busy[c];
+        if (c <= w->t->max_cpu && w->busy[c] > 0)
+            b += w->busy[c];
     }
     return b;
 }
@@ -321,7 +351,7 @@ static void check_capacity(const struct world *w)
             for (unsigned j = 0; j < d->nv + 1 + d->nio; j++) {
                 const struct vpack_plan_thread *pt = plan_thread(&p->domains[i], d->nv, j);
                 if (pt->restricted && vpack_cpuset_subset(pt->cpus, &pkg->cpus))
-                    sum += d->util[j];
+                    sum += seen_util(w, i, j);
             }
         }
         if (sum > w->par.spread_watermark * pkg->ncores + TOL)
@@ -344,7 +374,7 @@ static void check_not_split(const struct world *w, const vpack_cpuset *prev_emu,
         w->now_ms - d->last_change_ms < w->par.min_residency_ms)
         return;
     for (unsigned j = 0; j < d->nv + 1 + d->nio; j++)
-        load += d->pinned[j] ? 0 : d->util[j];
+        load += d->pinned[j] ? 0 : seen_util(w, i, j);
     bool fits = false;
     for (unsigned k = 0; k < w->t->npackages && !fits; k++) {
         const struct vpack_package *pkg = &w->t->packages[k];
@@ -361,20 +391,128 @@ static void check_not_split(const struct world *w, const vpack_cpuset *prev_emu,
              load, n);
 }
 
+/* Steady state: as many active packages as the oracle's fewest (a lower bound on big hosts). */
+static void check_oracle(const struct world *w)
+{
+    bool exact = false;
+    int o = vpack_oracle_packages(w->t, w->par.pack_watermark, w->snap, &exact);
+    unsigned n = w->plan->lifted ? w->t->npackages : w->plan->nactive;
+
+    assert_true(o > 0);
+    if (exact ? n != (unsigned)o : n < (unsigned)o)
+        FAIL(w, "%u active packages, the oracle's %s is %d", n, exact ? "fewest" : "bound", o);
+}
+
+/*
+ * Seen util that domains other than skip put on pkg: all of a thread vpack
+ * confined to it (restricted, mask within it), and of every other thread
+ * (free masks, pins, masks across packages) the share of its mask's CPUs
+ * that lie in it.
+ */
+static double others_load(const struct world *w, const vpack_cpuset *pkg, unsigned skip)
+{
+    double sum = 0;
+    for (unsigned i = 0; i < w->nd; i++) {
+        const struct tdom *d = &w->d[i];
+        for (unsigned j = 0; j < d->nv + 1 + d->nio && i != skip; j++) {
+            const struct vpack_plan_thread *pt = plan_thread(&w->plan->domains[i], d->nv, j);
+            vpack_cpuset here;
+            vpack_cpuset_and(&here, pt->cpus, pkg);
+            if (!vpack_cpuset_empty(&here))
+                sum += seen_util(w, i, j) * vpack_cpuset_count(&here) / vpack_cpuset_count(pt->cpus);
+        }
+    }
+    return sum;
+}
+
+/* On one package: a domain that fits one of its L3 caches beside the others' load is in one. */
+static void check_fits_one_l3(const struct world *w, unsigned i, double load)
+{
+    const struct tdom *d = &w->d[i];
+    const vpack_cpuset *em = w->plan->domains[i].emulator.cpus;
+    int p = vpack_topology_package_of(w->t, vpack_cpuset_first(em));
+    const struct vpack_package *pkg = &w->t->packages[p];
+    unsigned n = 0;
+
+    for (unsigned k = 0; k < pkg->nl3; k++)
+        n += vpack_cpuset_intersects(&pkg->l3[k].cpus, em);
+    if (n <= 1)
+        return;
+    for (unsigned k = 0; k < pkg->nl3; k++) {
+        const struct vpack_l3 *c = &pkg->l3[k];
+        if (!vpack_cpuset_subset(&c->cpus, &d->bound))
+            continue; /* a cache its cpuset allows only part of is not one to pack into */
+        double others = others_load(w, &c->cpus, i);
+        if (w->par.spread_watermark * c->ncores - others >= load + FIT_MARGIN)
+            FAIL(w, "%s (%.2f CPUs) split over %u L3 caches of package %d though cache %u holds "
+                 "it (%.2f CPUs of others there)", d->name, load, n, pkg->id, k, others);
+    }
+}
+
+/*
+ * A managed domain whose placed load (the free threads that go with its
+ * emulator) fits one package of its bound beside what the others put there
+ * is on one package.
+ */
+static void check_fits_one(const struct world *w, unsigned i)
+{
+    const struct tdom *d = &w->d[i];
+    const struct vpack_plan_domain *pd = &w->plan->domains[i];
+    const vpack_cpuset *em = pd->emulator.cpus;
+    double load = 0;
+    unsigned n = 0;
+
+    if (d->level < 1 || w->plan->lifted || d->pinned[d->nv] || !pd->emulator.restricted)
+        return;
+    for (unsigned j = 0; j < d->nv + 1 + d->nio; j++)
+        if (!d->pinned[j] && vpack_cpuset_equal(plan_thread(pd, d->nv, j)->cpus, em))
+            load += seen_util(w, i, j);
+    for (unsigned k = 0; k < w->t->npackages; k++)
+        n += vpack_cpuset_intersects(&w->t->packages[k].cpus, em);
+    if (n == 1)
+        check_fits_one_l3(w, i, load);
+    if (n <= 1)
+        return;
+    for (unsigned k = 0; k < w->t->npackages; k++) {
+        const struct vpack_package *pkg = &w->t->packages[k];
+        if (!vpack_cpuset_intersects(&pkg->cpus, &d->bound))
+            continue;
+        double others = others_load(w, &pkg->cpus, i);
+        if (w->par.spread_watermark * pkg->ncores - others >= load + FIT_MARGIN)
+            FAIL(w, "%s (%.2f CPUs) split over %u packages though package %d holds it (%.2f "
+                 "CPUs of others there)", d->name, load, n, pkg->id, others);
+    }
+}
+
 /* One step: snapshot, plan, checks. Returns the number of domains whose masks changed. */
 static unsigned step(struct world *w, double delay, unsigned *changed_by)
 {
     struct vpack_snapshot *s = world_snapshot(w, delay);
     struct vpack_plan *p = NULL;
     unsigned changed = 0;
+    int rc;
 
     s->interval_ms = 1000;
-    int rc = vpack_plan_compute(w->t, &w->par, s, w->st, &p);
-    if (rc < 0)
-        fail_msg("%s seed %u: vpack_plan_compute = %d", w->label, w->seed, rc);
+    if (w->m) {
+        const struct vpack_snapshot *obs = vpack_model_observed(w->m);
+        char *err = NULL;
+        for (unsigned c = 0; c <= (unsigned)w->t->max_cpu; c++)
+            w->busy[c] = c < obs->ncpus ? obs->cpu_busy[c] : 0;
+        if ((rc = vpack_model_step(w->m, s, NULL, &err)) < 0)
+            fail_msg("%s seed %u: vpack_model_step: %s", w->label, w->seed, err ? err : "?");
+        p = vpack_model_take_plan(w->m);
+        assert_non_null(p);
+        w->seen = obs;
+    } else {
+        if ((rc = vpack_plan_compute(w->t, &w->par, s, w->st, &p)) < 0)
+            fail_msg("%s seed %u: vpack_plan_compute = %d", w->label, w->seed, rc);
+        for (unsigned c = 0; c <= (unsigned)w->t->max_cpu; c++)
+            w->busy[c] = c < s->ncpus ? s->cpu_busy[c] : 0;
+        w->seen = s;
+    }
     w->now_ms += s->interval_ms;
     struct vpack_plan *old = w->plan;
-    vpack_snapshot_free(w->snap);
+    vpack_snapshot_free(w->snap); /* the model borrows from the new trace only */
     w->snap = s;
     w->plan = p;
     check_masks(w);
@@ -386,6 +524,9 @@ static unsigned step(struct world *w, double delay, unsigned *changed_by)
             diff = !vpack_cpuset_equal(plan_thread(&old->domains[i], d->nv, j)->cpus,
                                        plan_thread(&p->domains[i], d->nv, j)->cpus);
         check_not_split(w, old ? old->domains[i].emulator.cpus : NULL, i);
+        /* Steady state: a split made while the load moved may stay for its residency. */
+        if (w->m && !diff && w->now_ms - d->last_change_ms >= w->par.min_residency_ms)
+            check_fits_one(w, i);
         if (diff) {
             w->d[i].last_change_ms = w->now_ms;
             changed++;
@@ -408,7 +549,7 @@ static void topo_list_fill(struct topo_list *l)
     static const char *const synth[] = {
         "synthetic:package:2 core:4 pu:1", "synthetic:package:4 core:4 pu:1",
         "synthetic:package:8 core:4 pu:2", "synthetic:package:3 core:6 pu:2",
-        "synthetic:package:2 core:16 pu:2",
+        "synthetic:package:2 core:16 pu:2", "synthetic:package:2 l3:4 core:4 pu:2",
     };
     static const char *const dirs[][2] = {{"topologies/hwloc-xml", "xml"},
                                           {"topologies/sysfs", "sysfs"}};
@@ -458,12 +599,15 @@ static void constant_run(struct vpack_topology *t, const char *label, unsigned s
 {
     const double shares[] = {0.1, 0.3, 0.5, 0.7, 0.95};
     struct world w;
-    world_init(&w, t, label, seed, shares[seed % 5], false);
+    world_init(&w, t, label, seed, shares[seed % 5], false, true);
     unsigned settle = (w.par.pack_delay_ms + w.par.min_residency_ms) / 1000 + 10;
     for (unsigned k = 0; k < settle + 60; k++) {
         unsigned changed = step(&w, 0, NULL);
-        if (k >= settle && changed)
+        if (k < settle)
+            continue;
+        if (changed)
             FAIL(&w, "%u domains changed masks under a constant input", changed);
+        check_oracle(&w);
     }
     world_fini(&w);
 }
@@ -480,7 +624,7 @@ static void hover_run(struct vpack_topology *t, const char *label, unsigned seed
     struct world w;
     uint64_t s = seed;
     unsigned changes[NDOMS][8] = {{0}};
-    world_init(&w, t, label, seed, 0.3, true);
+    world_init(&w, t, label, seed, 0.3, true, true);
     const unsigned res = w.par.min_residency_ms / 1000;
     for (unsigned k = 0; k < 8 * res; k++) {
         unsigned by[NDOMS] = {0};
@@ -508,7 +652,7 @@ static void test_hover_busy_vcpu(void **unused)
 static void delay_run(struct vpack_topology *t, const char *label, unsigned seed)
 {
     struct world w;
-    world_init(&w, t, label, seed, 0.25, false);
+    world_init(&w, t, label, seed, 0.25, false, false);
     const unsigned settle = (w.par.pack_delay_ms + w.par.min_residency_ms) / 1000 + 10;
     for (unsigned k = 0; k < settle; k++)
         step(&w, 0, NULL);
@@ -531,12 +675,49 @@ static void test_delay_spread_released(void **unused)
     each_topology(delay_run, 4);
 }
 
+/* A load burst (vCPU demand x3) for 15 s: back to the count before within pack delay + residency. */
+static void burst_run(struct vpack_topology *t, const char *label, unsigned seed)
+{
+    struct world w;
+    double saved[NDOMS][NTHR];
+    world_init(&w, t, label, seed, 0.2, false, true);
+    const unsigned settle = (w.par.pack_delay_ms + w.par.min_residency_ms) / 1000 + 10;
+    for (unsigned k = 0; k < settle; k++)
+        step(&w, 0, NULL);
+    unsigned before = w.plan->nactive;
+    bool lifted_before = w.plan->lifted;
+    for (unsigned i = 0; i < w.nd; i++)
+        for (unsigned j = 0; j < NTHR; j++) {
+            saved[i][j] = w.d[i].util[j];
+            if (j < w.d[i].nv)
+                w.d[i].util[j] = w.d[i].util[j] * 3 > 1 ? 1 : w.d[i].util[j] * 3;
+        }
+    for (unsigned k = 0; k < 15; k++)
+        step(&w, 0, NULL);
+    for (unsigned i = 0; i < w.nd; i++)
+        memcpy(w.d[i].util, saved[i], sizeof(saved[i]));
+    unsigned release = (w.par.pack_delay_ms + w.par.min_residency_ms) / 1000;
+    for (unsigned k = 0; k < release; k++)
+        step(&w, 0, NULL);
+    if (w.plan->nactive > before || (w.plan->lifted && !lifted_before))
+        FAIL(&w, "%u active packages %u s after the burst stopped, %u before it", w.plan->nactive,
+             release, before);
+    world_fini(&w);
+}
+
+static void test_burst_released(void **unused)
+{
+    (void)unused;
+    each_topology(burst_run, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_constant_input),
         cmocka_unit_test(test_hover_busy_vcpu),
         cmocka_unit_test(test_delay_spread_released),
+        cmocka_unit_test(test_burst_released),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

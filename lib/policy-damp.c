@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Damping (rules 4 and 8 of vpack/policy.h): spread fast, pack slowly, the
+ * delay-spread latch, minimum residency and the long-running hysteresis.
+ */
+
+#include "policy-internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Whether vCPU i of a domain is long-running: at busy_vcpu, with hysteresis
+ * around it for a vCPU the previous plan classed (rule 8).
+ */
+bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i)
+{
+    const struct dom_state *ds = di->prev;
+    double b = pl->par->busy_vcpu, u = di->d->vcpus[i].util;
+
+    if (ds && ds->busy && ds->nbusy == di->d->nvcpus)
+        return ds->busy[i] ? u >= b * (1 - BUSY_HYSTERESIS) - EPS
+                           : u >= b * (1 + BUSY_HYSTERESIS) - EPS;
+    return u >= b;
+}
+
+static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double cap_prev)
+{
+    const struct vpack_policy_params *par = pl->par;
+
+    pl->ndemand = pl->nlow > nprev + 1 ? pl->nlow : nprev + 1;
+    pl->spreading = true;
+    pl->why = VPACK_WHY_SPREAD;
+    pl->delay_spreading = !over_load && pl->demand <= cap_prev + EPS;
+    pl->delay_spread = pl->delay_spreading;
+    pl->over_count = 0;
+    pl->under_ms = 0;
+    if (!pl->delay_spreading)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "spread to %u of %u packages: load %.2f CPUs over %.0f%% of %.0f cores",
+                 pl->ndemand, pl->P, pl->demand, par->spread_watermark * 100, cap_prev);
+    else
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "spread to %u of %u packages: run-queue delay %.0f%% over %.0f%%", pl->ndemand,
+                 pl->P, pl->max_delay * 100, par->delay_threshold * 100);
+}
+
+/*
+ * The lower bound stays under the active count: pack once it has for
+ * pack_delay_ms, or pack_delay_ms + min_residency_ms after a delay spread.
+ */
+static void pack_later(struct planner *pl)
+{
+    const struct vpack_policy_params *par = pl->par;
+    uint64_t wait = par->pack_delay_ms + (pl->delay_spread ? par->min_residency_ms : 0);
+
+    pl->under_ms += pl->snap->interval_ms;
+    if (pl->under_ms >= wait) {
+        pl->ndemand = pl->nlow;
+        pl->under_ms = 0;
+        pl->delay_spread = false;
+        pl->delay_fruitless = false;
+        pl->why = VPACK_WHY_PACK;
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "packed to %u of %u packages: load %.2f CPUs stayed low for %llu ms",
+                 pl->ndemand, pl->P, pl->demand, (unsigned long long)wait);
+    } else {
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "%u of %u packages: load %.2f CPUs would fit %u, packing in %llu ms%s",
+                 pl->ndemand, pl->P, pl->demand, pl->nlow,
+                 (unsigned long long)(wait - pl->under_ms),
+                 pl->delay_spread ? " (after a run-queue delay spread)" : "");
+    }
+}
+
+static void hold(struct planner *pl)
+{
+    const unsigned n = pl->ndemand, P = pl->P;
+
+    pl->under_ms = 0;
+    if (pl->max_delay > pl->par->delay_threshold && pl->delay_fruitless)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "%u of %u packages: run-queue delay %.0f%%, but the last spread moved no "
+                 "waiting vCPU",
+                 n, P, pl->max_delay * 100);
+    else if (pl->over_count)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "%u of %u packages: over the spread trigger %u of %u samples", n, P,
+                 pl->over_count, pl->par->spread_samples);
+    else
+        snprintf(pl->reason, sizeof(pl->reason), "%u of %u packages: load %.2f CPUs", n, P,
+                 pl->demand);
+}
+
+/* How many packages the demand needs (rule 4): spread fast, pack slowly. */
+void vpack__plan_choose_count(struct planner *pl)
+{
+    const struct vpack_policy_state *st = pl->st;
+    const struct vpack_policy_params *par = pl->par;
+    const unsigned P = pl->P;
+
+    pl->why = VPACK_WHY_HOLD;
+    pl->over_count = st->over_count;
+    pl->under_ms = st->under_ms;
+    pl->delay_spread = st->delay_spread;
+    pl->delay_fruitless = st->delay_fruitless;
+    if (!st->initialized || st->ndemand == 0) {
+        pl->ndemand = pl->nlow;
+        pl->over_count = 0;
+        pl->under_ms = 0;
+        pl->delay_spread = pl->delay_fruitless = false;
+        pl->why = VPACK_WHY_FIRST;
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "first plan: load %.2f CPUs needs %u of %u packages", pl->demand, pl->ndemand, P);
+        return;
+    }
+    unsigned nprev = st->ndemand > P ? P : st->ndemand;
+    /* The first nprev packages in preference order are the ones sized for the
+     * demand; packages only pins keep awake come on top and do not count. */
+    double cap_prev = 0;
+    for (unsigned i = 0; i < nprev; i++)
+        cap_prev += pl->cap[pl->order[i]];
+    bool over_load = vpack__plan_packages_for(pl, par->spread_watermark) > nprev;
+    bool over_all = pl->demand > cap_prev + EPS;
+    /* A delay spread that moved no waiting vCPU is no evidence: do not grow on it. */
+    if (pl->max_delay <= par->delay_threshold / 2)
+        pl->delay_fruitless = false;
+    bool over_delay = pl->max_delay > par->delay_threshold && !pl->delay_fruitless;
+    /* With every package active there is nowhere to spread to. */
+    pl->over_count = (over_load || over_delay) && nprev < P ? pl->over_count + 1 : 0;
+    pl->ndemand = nprev;
+    if (nprev < P && (over_all || pl->over_count >= par->spread_samples))
+        spread_to(pl, nprev, over_load || over_all, cap_prev);
+    else if (pl->nlow < nprev && !over_load && pl->max_delay <= par->delay_threshold / 2)
+        pack_later(pl);
+    else
+        hold(pl);
+}
+
+/* A domain placed recently keeps its packages awake while packing (rule 4). */
+void vpack__plan_hold_resident(struct planner *pl)
+{
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
+        const struct dom_state *ds = di->prev;
+        if (!di->managed || !ds || pl->now - ds->placed_ms >= pl->par->min_residency_ms)
+            continue;
+        for (unsigned k = 0; k < ds->npkgs; k++) {
+            int p = vpack_topology_package_index(pl->topo, ds->pkgs[k]);
+            if (p >= 0 && !pl->active[p]) {
+                pl->active[p] = true;
+                size_t len = strlen(pl->reason);
+                snprintf(pl->reason + len, sizeof(pl->reason) - len,
+                         "; package %d held for %s (minimum residency)",
+                         pl->topo->packages[p].id, di->d->name);
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The planner's internals, shared by its phases (lib/policy*.c): the policy
+ * state, the planner's working state and each phase's entry point. Not
+ * installed; nothing outside lib/policy*.c includes it.
+ *
+ *   policy.c        the state, the driver vpack_plan_compute() and the plan's lifetime
+ *   policy-load.c   describing domains: level, bound, demand, where load runs (rule 1-3)
+ *   policy-pack.c   the demand, the preference order and the packages chosen (rules 4-6)
+ *   policy-damp.c   spread fast, pack slowly: hysteresis, residency, delay spread (rules 4, 8)
+ *   policy-place.c  placing domains and light load on the active packages (rules 7, 8)
+ *   policy-l3.c     packing each domain into the fewest L3 caches of its package (rule 9)
+ *   policy-build.c  the plan's masks and the next state (rules 2, 10, 11)
+ */
+#ifndef VPACK_POLICY_INTERNAL_H
+#define VPACK_POLICY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vpack/policy.h"
+
+/* A guest-pinned thread at least this busy keeps its package awake. */
+#define PINNED_AWAKE_UTIL 0.05
+/* A package at least this busy (share of its cores) counts as awake. */
+#define AWAKE_SHARE 0.10
+/* Rooms are compared in steps of this many cores, so near-ties go to the lower id. */
+#define ROOM_STEP 0.10
+/* Tolerance when comparing loads with capacities. */
+#define EPS 1e-9
+/* A long-running vCPU stays one down to busy_vcpu * (1 - this); a light one
+ * becomes long-running at busy_vcpu * (1 + this). */
+#define BUSY_HYSTERESIS 0.15
+
+struct dom_state {
+    char *name;
+    unsigned npkgs;
+    int *pkgs;          /* package ids it was placed on */
+    uint64_t placed_ms; /* policy time of its last move */
+    unsigned seen;      /* generation it was last seen in */
+    unsigned nbusy;
+    unsigned char *busy; /* per vCPU position: long-running in the last plan */
+    int light_pkg;      /* level 2: package id of its light vCPUs when apart, else -1 */
+    uint64_t l3;        /* L3 caches (bit k: l3[k] of its one package) it was kept in, or 0 */
+};
+
+struct vpack_policy_state {
+    bool initialized;
+    uint64_t now_ms;
+    unsigned generation;
+    unsigned over_count;   /* consecutive snapshots over the spread triggers */
+    uint64_t under_ms;     /* how long the lower bound stayed under the active count */
+    unsigned ndemand;      /* package count chosen for the demand (before pins/holds) */
+    bool delay_spread;     /* the packages were last added for run-queue delay */
+    bool delay_fruitless;  /* that spread moved no waiting domain: do not grow for delay */
+    unsigned nactive;
+    int *active_ids;       /* previous plan's active packages */
+    unsigned ndoms;
+    struct dom_state *doms; /* sorted by name */
+};
+
+/* Mask storage owned by a plan: masks are allocated one by one and freed together. */
+struct mask_pool {
+    vpack_cpuset **masks;
+    unsigned n, cap;
+    vpack_cpuset *pkg_masks; /* per package; plan masks point into it */
+    vpack_cpuset *bounds;    /* per domain */
+    vpack_cpuset all;        /* every usable CPU */
+};
+
+/* What the planner works out about one domain before placing it. */
+struct dom_info {
+    const struct vpack_domain_sample *d;
+    int level;
+    bool managed;          /* level >= 1, usable bound, not everything pinned */
+    bool bound_is_all;     /* bound == every usable CPU */
+    const vpack_cpuset *bound;
+    double movable;        /* load vpack places on the domain's packages */
+    double light;          /* load a level 2 domain puts on the wake-up package */
+    double total;          /* every thread's util */
+    double max_delay;      /* worst delay of a vCPU vpack may move */
+    int mem_home;          /* package index holding >= half its memory, or -1 */
+    int home;              /* package index where most of its placed load runs now, or -1 */
+    int light_pk;          /* level 2: package index of its light vCPUs, -1: with the rest */
+    int one_pkg;           /* package index of the one package its bound allows, or -1 */
+    uint64_t l3;           /* L3 caches of its one package it is kept in (bit k: l3[k]), or 0 */
+    const vpack_cpuset *l3mask; /* their CPUs within its bound, or NULL: the whole package */
+    struct dom_state *prev;
+    unsigned npk;
+    int *pk;               /* chosen package indexes */
+    bool moved;
+    char reason[256];
+};
+
+/* Everything one planning pass needs, so helpers take one pointer. */
+struct planner {
+    const struct vpack_topology *topo;
+    const struct vpack_policy_params *par;
+    const struct vpack_snapshot *snap;
+    struct vpack_policy_state *st;
+    unsigned P;
+    double *cap;           /* physical cores with a usable CPU */
+    double *load;          /* sum of its usable CPUs' busy fractions */
+    double *own;           /* of that, load of threads vpack places (it moves with them) */
+    double *mem_w;         /* load of managed domains whose memory is there */
+    double *room;          /* spread watermark * cores minus what is placed or fixed there */
+    double *scratch;       /* P entries */
+    bool *forced, *was_active, *awake, *active;
+    int *order;            /* package indexes in preference order */
+    int *by_cap;           /* package indexes, most cores first */
+    struct dom_info *di;
+    struct mask_pool *pool;
+    vpack_cpuset *pkg_mask; /* per package: its usable CPUs */
+    uint64_t now;          /* policy time of this snapshot */
+    vpack_cpuset *bounds;  /* per domain, in the pool */
+    struct dom_info **sorted; /* managed domains, largest first */
+    unsigned nsorted;
+    int *cand, *ids;       /* scratch, P entries each */
+
+    /* Demand: what the snapshot asks for. */
+    double total_busy;     /* sum of the usable CPUs' busy fractions */
+    double threads_total;  /* every thread's util */
+    double max_delay;      /* worst run-queue delay of a vCPU vpack may move */
+    double demand;
+    unsigned nforced;      /* packages that pins and bounds keep awake */
+    unsigned nlow;         /* fewest packages that hold the demand */
+
+    /* Hysteresis: how many packages and why; the counters go to the next state. */
+    unsigned ndemand;      /* package count chosen for the demand */
+    bool spreading, lifted;
+    bool delay_spreading;  /* this plan adds a package for run-queue delay */
+    enum vpack_plan_why why;
+    char reason[256];
+    unsigned over_count;
+    uint64_t under_ms;
+    bool delay_spread, delay_fruitless;
+    int wake;              /* wake-up package index, or -1 */
+
+    /* Output: the plan and the next state's domains. */
+    struct vpack_plan *plan;
+    int *active_ids;
+    struct dom_state *newdoms;
+    unsigned nnew;
+};
+
+static inline bool thread_pinned(const struct vpack_thread_sample *t)
+{
+    return t->pin != NULL;
+}
+
+static inline bool in_bound(const struct planner *pl, const struct dom_info *di, int p)
+{
+    return di->bound_is_all || vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound);
+}
+
+/* Thread j of a domain: its vCPUs, then the emulator, then its iothreads. */
+static inline const struct vpack_thread_sample *
+vpack__plan_thread_at(const struct vpack_domain_sample *d, unsigned j)
+{
+    return j < d->nvcpus ? &d->vcpus[j]
+                         : (j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1]);
+}
+
+/* policy.c */
+void vpack__plan_dom_state_clear(struct dom_state *ds);
+int vpack__plan_dom_state_cmp(const void *a, const void *b);
+struct dom_state *vpack__plan_state_find(struct vpack_policy_state *s, const char *name);
+vpack_cpuset *vpack__plan_pool_new(struct mask_pool *pool);
+
+/* policy-load.c */
+double vpack__plan_free_room(const struct planner *pl, int p);
+void vpack__plan_describe_domains(struct planner *pl);
+/* Whether vpack places thread j (rather than leaving it its free mask). */
+bool vpack__plan_thread_placed(const struct planner *pl, const struct dom_info *di, unsigned j);
+
+/* policy-damp.c */
+bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i);
+void vpack__plan_choose_count(struct planner *pl);
+void vpack__plan_hold_resident(struct planner *pl);
+
+/* policy-pack.c */
+unsigned vpack__plan_packages_for(const struct planner *pl, double share);
+void vpack__plan_size_demand(struct planner *pl);
+void vpack__plan_activate_packages(struct planner *pl);
+
+/* policy-place.c */
+void vpack__plan_set_room(struct planner *pl);
+int vpack__plan_place_managed(struct planner *pl);
+int vpack__plan_place_light(struct planner *pl);
+int vpack__plan_dom_order_cmp(const void *a, const void *b);
+
+/* policy-l3.c */
+int vpack__plan_place_l3(struct planner *pl);
+
+/* policy-build.c */
+int vpack__plan_build_plan(struct planner *pl);
+
+#endif

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The planner's first phase: what each domain is (level, bound, long-running
+ * vCPUs, memory home), where the load vpack places runs now, and which
+ * packages guest pins and bounds keep awake (rules 1-3 of vpack/policy.h).
+ */
+
+#include "policy-internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int effective_level(const struct planner *pl, int level)
+{
+    return level < 0 ? pl->par->default_level : level;
+}
+
+/* Index of the one package holding every usable CPU of set, or -1. */
+static int single_package(const struct planner *pl, const vpack_cpuset *set)
+{
+    int pkg = -1;
+    for (unsigned p = 0; p < pl->P; p++) {
+        if (vpack_cpuset_intersects(set, &pl->pkg_mask[p])) {
+            if (pkg >= 0)
+                return -1;
+            pkg = (int)p;
+        }
+    }
+    return pkg;
+}
+
+/* Room a package offers an empty placement: its watermark minus the load vpack does not place. */
+double vpack__plan_free_room(const struct planner *pl, int p)
+{
+    double other = pl->load[p] - pl->own[p];
+    return pl->cap[p] * pl->par->spread_watermark - (other > 0 ? other : 0);
+}
+
+/* Works out a domain's level, bound, demand split and memory home. */
+static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuset *bound_store)
+{
+    const struct vpack_domain_sample *d = di->d;
+    double light_vcpus = 0, others = 0;
+    unsigned nbusy = 0;
+    bool any_free = false;
+
+    di->level = effective_level(pl, d->level);
+    di->mem_home = -1;
+    di->home = -1;
+    di->light_pk = -1;
+    if (d->cpuset) {
+        vpack_cpuset_and(bound_store, d->cpuset, &pl->topo->cpus);
+        di->bound_is_all = vpack_cpuset_equal(bound_store, &pl->topo->cpus);
+        di->bound = di->bound_is_all ? &pl->pool->all : bound_store;
+    } else {
+        di->bound_is_all = true;
+        di->bound = &pl->pool->all;
+    }
+    di->one_pkg = pl->P == 1 ? 0 : di->bound_is_all ? -1 : single_package(pl, di->bound);
+
+    for (unsigned i = 0; i < d->nvcpus; i++) {
+        const struct vpack_thread_sample *t = &d->vcpus[i];
+        di->total += t->util;
+        if (thread_pinned(t))
+            continue; /* vpack cannot move it: its delay is no reason to spread */
+        any_free = true;
+        if (t->delay > di->max_delay)
+            di->max_delay = t->delay;
+        if (vpack__plan_vcpu_busy(pl, di, i)) {
+            di->movable += t->util;
+            nbusy++;
+        } else {
+            light_vcpus += t->util;
+        }
+    }
+    di->total += d->emulator.util;
+    if (!thread_pinned(&d->emulator)) {
+        any_free = true;
+        others += d->emulator.util;
+    }
+    for (unsigned i = 0; i < d->niothreads; i++) {
+        const struct vpack_thread_sample *t = &d->iothreads[i];
+        di->total += t->util;
+        if (!thread_pinned(t)) {
+            any_free = true;
+            others += t->util;
+        }
+    }
+    /* The emulator and iothreads go with the long-running vCPUs; a level 2
+     * domain without any is light as a whole. */
+    if (di->level >= 2 && nbusy == 0) {
+        di->light = light_vcpus + others;
+    } else {
+        di->movable += others;
+        if (di->level >= 2)
+            di->light = light_vcpus;
+    }
+
+    if (di->level < 1)
+        snprintf(di->reason, sizeof(di->reason), "level 0: not managed");
+    else if (vpack_cpuset_empty(di->bound))
+        snprintf(di->reason, sizeof(di->reason),
+                 "not managed: its cpuset has no usable CPU on this host");
+    else if (!any_free)
+        snprintf(di->reason, sizeof(di->reason), "kept: the guest pins every thread");
+    else
+        di->managed = true;
+
+    /* The package whose NUMA nodes hold at least half the domain's memory. */
+    for (unsigned p = 0; p < pl->P && d->nmemory; p++) {
+        const struct vpack_package *pkg = &pl->topo->packages[p];
+        double share = 0;
+        for (unsigned m = 0; m < d->nmemory; m++)
+            for (unsigned n = 0; n < pkg->nnuma; n++)
+                if (pkg->numa_nodes[n] == d->memory[m].node)
+                    share += d->memory[m].share;
+        if (share >= 0.5 - EPS) {
+            di->mem_home = (int)p;
+            break;
+        }
+    }
+}
+
+/* Whether vpack places this thread (rather than leaving it its free mask). */
+bool vpack__plan_thread_placed(const struct planner *pl, const struct dom_info *di, unsigned j)
+{
+    const struct vpack_domain_sample *d = di->d;
+    if (j < d->nvcpus)
+        return !thread_pinned(&d->vcpus[j]) && (di->level >= 2 || vpack__plan_vcpu_busy(pl, di, j));
+    const struct vpack_thread_sample *t =
+        j == d->nvcpus ? &d->emulator : &d->iothreads[j - d->nvcpus - 1];
+    return !thread_pinned(t);
+}
+
+/*
+ * Where the load vpack places of one managed domain runs now, so that a
+ * domain's own load is never charged against its own room (B1, B11): a
+ * thread's last CPU when known, else the domain's previous packages, else
+ * the packages of its bound with the most load not yet explained.
+ */
+static void attribute_domain(struct planner *pl, struct dom_info *di)
+{
+    const struct vpack_domain_sample *d = di->d;
+    double *here = pl->scratch, rest = 0;
+    unsigned nc = 0;
+
+    memset(here, 0, pl->P * sizeof(*here));
+    for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
+        const struct vpack_thread_sample *t = vpack__plan_thread_at(d, j);
+        if (t->util <= 0 || !vpack__plan_thread_placed(pl, di, j))
+            continue;
+        int p = t->cpu >= 0 ? vpack_topology_package_of(pl->topo, t->cpu) : -1;
+        /* Light vCPUs the last plan kept apart run on their own package. */
+        if (p < 0 && j < d->nvcpus && di->level >= 2 && di->prev && di->prev->light_pkg >= 0 &&
+            !vpack__plan_vcpu_busy(pl, di, j))
+            p = vpack_topology_package_index(pl->topo, di->prev->light_pkg);
+        if (p >= 0)
+            here[p] += t->util;
+        else
+            rest += t->util;
+    }
+    if (rest > EPS && di->prev) {
+        for (unsigned k = 0; k < di->prev->npkgs; k++) {
+            int p = vpack_topology_package_index(pl->topo, di->prev->pkgs[k]);
+            if (p >= 0)
+                pl->cand[nc++] = p;
+        }
+    }
+    if (rest > EPS && nc == 0)
+        for (unsigned p = 0; p < pl->P; p++)
+            if (in_bound(pl, di, (int)p))
+                pl->cand[nc++] = (int)p;
+    while (rest > EPS) {
+        int best = -1;
+        double best_left = EPS;
+        for (unsigned i = 0; i < nc; i++) {
+            int p = pl->cand[i];
+            double left = pl->load[p] - pl->own[p] - here[p];
+            if (left > best_left) {
+                best = p;
+                best_left = left;
+            }
+        }
+        if (best < 0)
+            break; /* the rest runs where no load is reported: nothing to explain */
+        double take = rest < best_left ? rest : best_left;
+        here[best] += take;
+        rest -= take;
+    }
+    for (unsigned p = 0; p < pl->P; p++) {
+        pl->own[p] += here[p];
+        if (here[p] > EPS && (di->home < 0 || here[p] > here[di->home] + EPS))
+            di->home = (int)p;
+    }
+    if (di->mem_home >= 0)
+        pl->mem_w[di->mem_home] += di->movable + di->light;
+}
+
+/* The package a thread allowed on several packages runs on: its last CPU, else the busiest. */
+static int running_package(const struct planner *pl, const struct vpack_thread_sample *t,
+                           const vpack_cpuset *allowed)
+{
+    double *sum = pl->scratch;
+    int best = -1;
+
+    if (t->cpu >= 0 && vpack_cpuset_isset(allowed, (unsigned)t->cpu))
+        return vpack_topology_package_of(pl->topo, t->cpu);
+    memset(sum, 0, pl->P * sizeof(*sum));
+    VPACK_CPUSET_FOREACH(c, allowed) {
+        int p = vpack_topology_package_of(pl->topo, c);
+        if (p < 0 || (unsigned)c >= pl->snap->ncpus || pl->snap->cpu_busy[c] <= 0)
+            continue;
+        sum[p] += pl->snap->cpu_busy[c];
+        if (best < 0 || sum[p] > sum[best] + EPS)
+            best = p;
+    }
+    return best;
+}
+
+static void force_awake(struct planner *pl, int p, double util)
+{
+    /* Hysteresis: an active package stays awake down to half the threshold. */
+    if (p >= 0 && util >= (pl->was_active[p] ? PINNED_AWAKE_UTIL / 2 : PINNED_AWAKE_UTIL))
+        pl->forced[p] = true;
+}
+
+/*
+ * Packages a domain keeps awake whatever vpack plans: the package a busy
+ * guest-pinned thread runs on (its pin's one package, or where it runs when
+ * the pin spans several), and the one package a busy domain's cpuset allows.
+ */
+static void mark_forced(struct planner *pl, const struct dom_info *di)
+{
+    const struct vpack_domain_sample *d = di->d;
+    double bound_util = 0;
+
+    for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
+        const struct vpack_thread_sample *t = vpack__plan_thread_at(d, j);
+        if (!t->pin) {
+            bound_util += t->util;
+            continue;
+        }
+        if (t->util < PINNED_AWAKE_UTIL / 2)
+            continue;
+        vpack_cpuset usable;
+        vpack_cpuset_and(&usable, t->pin, &pl->topo->cpus);
+        int p = single_package(pl, &usable);
+        force_awake(pl, p >= 0 ? p : running_package(pl, t, &usable), t->util);
+    }
+    if (!di->bound_is_all && bound_util >= PINNED_AWAKE_UTIL / 2 &&
+        !vpack_cpuset_empty(di->bound))
+        force_awake(pl, single_package(pl, di->bound), bound_util);
+}
+
+void vpack__plan_describe_domains(struct planner *pl)
+{
+    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
+        struct dom_info *di = &pl->di[i];
+        di->d = &pl->snap->domains[i];
+        di->prev = vpack__plan_state_find(pl->st, di->d->name);
+        describe_domain(pl, di, &pl->bounds[i]);
+        pl->threads_total += di->total;
+        if (di->managed) {
+            attribute_domain(pl, di);
+            if (di->max_delay > pl->max_delay)
+                pl->max_delay = di->max_delay;
+        }
+        mark_forced(pl, di);
+    }
+}
