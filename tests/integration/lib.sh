@@ -685,6 +685,10 @@ vp__xml_escape() {
 # Prints a TCG domain definition.  EXTRA_CPUTUNE_XML goes inside <cputune>
 # (e.g. "<vcpupin vcpu='0' cpuset='1'/>"), METADATA_XML inside <metadata>.
 # $VP_VCPU_CPUSET, if set, becomes <vcpu cpuset='...'>.
+# The guest kernel gets no_timer_check: under TCG on a busy host (tens of
+# guests booting at once) its IO-APIC timer check can miss a tick and panic
+# ("IO-APIC + timer doesn't work"), and a panicked TCG guest spins a host CPU;
+# panic=-1 makes any other panic a reset (a second boot) instead of a spin.
 vp_domain_xml() {
     local name=$1 vcpus=$2 load=$3 cputune=${4:-} metadata=${5:-}
     [ -n "$VP_KERNEL" ] && [ -n "$VP_INITRD" ] || vp_build_guest >&2
@@ -703,7 +707,7 @@ EOF
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>$VP_KERNEL</kernel>
     <initrd>$VP_INITRD</initrd>
-    <cmdline>console=ttyS0 quiet vpload=$(vp__xml_escape "$load")</cmdline>
+    <cmdline>console=ttyS0 quiet no_timer_check panic=-1 vpload=$(vp__xml_escape "$load")</cmdline>
   </os>
   <features><acpi/><apic/></features>
   <clock offset='utc'/>
