@@ -14,7 +14,12 @@
 #   own      vpackd's threads (every one in /proc/PID/task) are on the
 #            wake-up package, the one the guests are packed on
 #   step     a busy-looping guest is resumed while vpackd skips planning:
-#            every thread is spread within 2 s (the band hides no step),
+#            every thread is spread within 4 s: the step shows in the
+#            first interval after it (in part) and a spread takes
+#            spread_samples (2) intervals over the watermark, so 3 intervals
+#            plus the pin calls; a step the band hid until the next due read
+#            (up to 4 light intervals) would take 5 or more (the < 2 s target
+#            of issue 15 is a benchmark: tests/bench, reaction part)
 #            and vpackd's threads are free again (restrictions lifted)
 #   stop     the busy guest suspended again: packed, vpackd's threads back
 #            on the wake-up package; then SIGTERM: vpackd gives its threads
@@ -176,10 +181,10 @@ echo "== step"
 read -r s0 n0 <<<"$(counters plans_skipped samples)"
 [ $((s0)) -gt 0 ] || vp_fail "no interval skipped before the step"
 vp_virsh resume vpst-c >/dev/null
-if t=$(vp_wait_for 2 vp_all_on 0-1 vpst-a vpst-b vpst-c); then
+if t=$(vp_wait_for 4 vp_all_on 0-1 vpst-a vpst-b vpst-c); then
     vp_pass "load step (+1 CPU): every thread spread to CPUs 0-1 after ${t}s"
 else
-    vp_fail "not spread within 2 s of the step: $(for d in a b c; do echo "vpst-$d: $(vp_pins vpst-$d);"; done)"
+    vp_fail "not spread within 4 s of the step: $(for d in a b c; do echo "vpst-$d: $(vp_pins vpst-$d);"; done)"
 fi
 if vp_wait_for 3 agent_on 0-1 >/dev/null; then
     vp_pass "restrictions lifted: vpackd's threads on CPUs 0-1 again"
