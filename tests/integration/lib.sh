@@ -365,6 +365,28 @@ vp_log_tail_on_failure() {
     tail -n "${3:-60}" "$2" 2>/dev/null || true
 }
 
+# vp_agent_test NAME: the prologue of a test that runs vpackd against the real
+# libvirtd. Needs root and 2 CPUs; sets work (a fresh directory), sock (the
+# control socket in it) and agent_pid (empty until the test starts vpackd);
+# on exit stops vpackd, shows its log's tail when the test failed, removes
+# work and runs vp_cleanup, keeping the test's exit status.
+vp_agent_test() {
+    vp_require_root
+    [ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
+    work=$(mktemp -d "/tmp/vpack-$1-test.XXXXXX")
+    sock=$work/vpackd.sock
+    agent_pid=""
+    trap vp__agent_test_cleanup EXIT
+}
+vp__agent_test_cleanup() {
+    local rc=$?
+    vp_stop_pid "$agent_pid"
+    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
+    rm -rf "$work"
+    vp_cleanup
+    return $rc
+}
+
 # vp_free_port: a TCP port on 127.0.0.1 nobody listens on now.
 vp_free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -33,22 +33,7 @@ builddir=${VPACK_BUILDDIR:-$here/../../build}
 VPACKD=${VPACKD:-$builddir/agent/vpackd}
 VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
 NS=urn:vpack:powerpolicy:1
-work=$(mktemp -d /tmp/vpack-agent-test.XXXXXX)
-sock=$work/vpackd.sock
-agent_pid=""
-
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
+vp_agent_test agent
 
 fail() { vp_fail "$@"; }
 pass() { vp_pass "$@"; }

@@ -36,22 +36,7 @@ VPACKD=${VPACKD:-$builddir/agent/vpackd}
 VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
 NS=urn:vpack:powerpolicy:1
 STEADY_S=${STEADY_S:-10}
-work=$(mktemp -d /tmp/vpack-steady-test.XXXXXX)
-sock=$work/vpackd.sock
-agent_pid=""
-
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
+vp_agent_test steady
 
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
 # counters NAME...: the values of vpackd's counters, one line, in that order.
