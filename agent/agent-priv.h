@@ -50,6 +50,7 @@ struct agent_thread {
     bool have_prev;
     uint64_t prev_time, prev_delay; /* ns run and waiting, summed over its threads */
     double util, delay;    /* smoothed */
+    double util_now, delay_now; /* the last reading alone (0: none) */
     enum load_source source; /* where prev_time was read: readings of two sources do not subtract */
     /* Its threads by QEMU's names: one for a vCPU or an iothread (none: not
      * found), every other thread of QEMU for the emulator. */

@@ -130,6 +130,10 @@ static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t
                        : 0;
         smooth(a, &t->util, u);
         smooth(a, &t->delay, w);
+        t->util_now = u;
+        t->delay_now = w;
+    } else {
+        t->util_now = t->delay_now = 0;
     }
     t->prev_time = run;
     t->prev_delay = wait;
@@ -186,6 +190,7 @@ static void sample_threads(struct vpack_agent *a, struct agent_dom *d, struct ag
     }
     t->have_prev = false;
     t->source = SRC_NONE;
+    t->util_now = t->delay_now = 0;
     if (r != -ESRCH && !d->stats_libvirt) {
         log_warn("domain %s: cannot read the schedstat of its %s %d: %s; reading it through "
                  "libvirt", d->name, t->id < 0 ? "emulator" : "vCPU", t->id < 0 ? 0 : t->id,
@@ -217,6 +222,7 @@ static void sample_iothread_cgroup(struct vpack_agent *a, struct agent_dom *d,
     if (vpack_cgroup_iothread_ticks(a->cfg.sysfs_root, &d->cg, d->pid, io->id, &ticks) < 0) {
         io->have_prev = false;
         io->source = SRC_NONE;
+        io->util_now = io->delay_now = 0;
         return;
     }
     take_reading(a, io, (uint64_t)((double)ticks * tick_ns), 0, dt, src);
@@ -253,8 +259,11 @@ static void sample_domain_libvirt(struct vpack_agent *a, struct agent_dom *d,
     if (d->have_prev_cpu && d->emulator.source == SRC_REMAINDER && dt > 0 &&
         rec->cpu_time_ns >= d->prev_cpu_time) {
         double rest = (double)(rec->cpu_time_ns - d->prev_cpu_time) - (double)vsum - (double)iosum;
-        smooth(a, &d->emulator.util,
-               rest > 0 ? vpack_gap_rate(rest, d->emulator.util, dt, a->read_last_ns) : 0);
+        d->emulator.util_now =
+            rest > 0 ? vpack_gap_rate(rest, d->emulator.util, dt, a->read_last_ns) : 0;
+        smooth(a, &d->emulator.util, d->emulator.util_now);
+    } else {
+        d->emulator.util_now = 0;
     }
     d->emulator.source = SRC_REMAINDER;
     d->prev_cpu_time = rec->cpu_time_ns;
@@ -409,6 +418,8 @@ static int thread_to_sample(const struct agent_thread *t, struct vpack_thread_sa
     s->id = t->id;
     s->util = t->util;
     s->delay = t->delay;
+    s->util_now = t->util_now;
+    s->delay_now = t->delay_now;
     s->cpu = -1;
     if (t->has_pin) {
         s->pin = malloc(sizeof(*s->pin));

@@ -461,6 +461,9 @@ static int build_obs(struct vpack_model *m, const struct vpack_snapshot *snap)
             *ot = *t;
             ot->util = m->doms[s].thr[k].util;
             ot->delay = m->doms[s].thr[k].delay;
+            /* The model does not smooth: its interval alone is what it observes. */
+            ot->util_now = ot->util;
+            ot->delay_now = ot->delay;
             ot->cpu = -1;
             demand += demand_of(t);
         }

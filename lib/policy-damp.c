@@ -38,7 +38,12 @@ static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double
     pl->delay_spread = pl->delay_spreading;
     pl->over_count = 0;
     pl->under_ms = 0;
-    if (!pl->delay_spreading)
+    if (!pl->delay_spreading && pl->demand <= cap_prev + EPS && pl->wanted_now > cap_prev + EPS)
+        snprintf(pl->reason, sizeof(pl->reason),
+                 "spread to %u of %u packages: the last interval asked for %.2f CPUs "
+                 "(run time and run-queue delay), over all of %.0f cores",
+                 pl->ndemand, pl->P, pl->wanted_now, cap_prev);
+    else if (!pl->delay_spreading)
         snprintf(pl->reason, sizeof(pl->reason),
                  "spread to %u of %u packages: load %.2f CPUs over %.0f%% of %.0f cores",
                  pl->ndemand, pl->P, pl->demand, par->spread_watermark * 100, cap_prev);
@@ -124,7 +129,11 @@ void vpack__plan_choose_count(struct planner *pl)
     for (unsigned i = 0; i < nprev; i++)
         cap_prev += pl->cap[pl->order[i]];
     bool over_load = vpack__plan_packages_for(pl, par->spread_watermark) > nprev;
-    bool over_all = pl->demand > cap_prev + EPS;
+    /* Over all of them: at once, also when only the last interval alone shows it (a step
+     * that saturates the active packages measures no more than their capacity, and
+     * smoothing keeps part of it for the next interval). */
+    bool over_now = pl->wanted_now > cap_prev + EPS;
+    bool over_all = pl->demand > cap_prev + EPS || over_now;
     /* A delay spread that moved no waiting vCPU is no evidence: do not grow on it. */
     if (pl->max_delay <= par->delay_threshold / 2)
         pl->delay_fruitless = false;

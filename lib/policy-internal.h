@@ -79,6 +79,8 @@ struct dom_info {
     double light;          /* load a level 2 domain puts on the wake-up package */
     double total;          /* every thread's util */
     double max_delay;      /* worst delay of a vCPU vpack may move */
+    double util_now;       /* every thread's util_now */
+    double delay_now;      /* delay_now of the threads vpack may move */
     int mem_home;          /* package index holding >= half its memory, or -1 */
     int home;              /* package index where most of its placed load runs now, or -1 */
     int light_pk;          /* level 2: package index of its light vCPUs, -1: with the rest */
@@ -122,6 +124,8 @@ struct planner {
     double threads_total;  /* every thread's util */
     double max_delay;      /* worst run-queue delay of a vCPU vpack may move */
     double demand;
+    double wanted_now;     /* the last interval alone: every thread's run time plus the
+                            * run-queue delay of those vpack may move (rule 4) */
     unsigned nforced;      /* packages that pins and bounds keep awake */
     unsigned nlow;         /* fewest packages that hold the demand */
 

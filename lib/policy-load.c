@@ -61,6 +61,12 @@ static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuse
     }
     di->one_pkg = pl->P == 1 ? 0 : di->bound_is_all ? -1 : single_package(pl, di->bound);
 
+    for (unsigned j = 0; j < d->nvcpus + d->niothreads + 1; j++) {
+        const struct vpack_thread_sample *t = vpack__plan_thread_at(d, j);
+        di->util_now += t->util_now;
+        if (!thread_pinned(t))
+            di->delay_now += t->delay_now;
+    }
     for (unsigned i = 0; i < d->nvcpus; i++) {
         const struct vpack_thread_sample *t = &d->vcpus[i];
         di->total += t->util;
@@ -263,6 +269,7 @@ void vpack__plan_describe_domains(struct planner *pl)
         di->prev = vpack__plan_state_find(pl->st, di->d->name);
         describe_domain(pl, di, &pl->bounds[i]);
         pl->threads_total += di->total;
+        pl->wanted_now += di->util_now + (di->managed ? di->delay_now : 0);
         if (di->managed) {
             attribute_domain(pl, di);
             if (di->max_delay > pl->max_delay)

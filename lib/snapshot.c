@@ -29,6 +29,8 @@ static void thread_init(struct vpack_thread_sample *t, int id)
     t->id = id;
     t->util = 0;
     t->delay = 0;
+    t->util_now = 0;
+    t->delay_now = 0;
     t->pin = NULL;
     t->cpu = -1;
 }
@@ -401,6 +403,12 @@ static int parse_thread(struct pctx *c, const char *path, json_object *o, bool h
     if (ret < 0)
         return ret;
     ret = opt_number(c, path, o, "delay", 0, NAN, &t->delay);
+    if (ret < 0)
+        return ret;
+    ret = opt_number(c, path, o, "util_now", 0, NAN, &t->util_now);
+    if (ret < 0)
+        return ret;
+    ret = opt_number(c, path, o, "delay_now", 0, NAN, &t->delay_now);
     if (ret < 0)
         return ret;
     v = member(o, "pin");
@@ -988,6 +996,8 @@ static json_object *thread_json(const struct vpack_thread_sample *t, bool with_i
         return NULL;
     if ((with_id && vpack_json_add(o, "id", json_object_new_int(t->id)) < 0) ||
         add_double(o, "util", t->util) < 0 || add_double(o, "delay", t->delay) < 0 ||
+        (t->util_now > 0 && add_double(o, "util_now", t->util_now) < 0) ||
+        (t->delay_now > 0 && add_double(o, "delay_now", t->delay_now) < 0) ||
         (t->pin && vpack_json_add_cpuset(o, "pin", t->pin) < 0) ||
         (t->cpu >= 0 && vpack_json_add(o, "cpu", json_object_new_int(t->cpu)) < 0)) {
         json_object_put(o);

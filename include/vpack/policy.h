@@ -34,7 +34,10 @@
  *     state the planner uses the lower bound at once. Afterwards it spreads
  *     fast: when the demand exceeds spread_watermark of the active cores for
  *     spread_samples snapshots in a row (one snapshot if it exceeds all of
- *     them), or a vCPU vpack may move (not guest-pinned) of a managed domain
+ *     them, or if the last interval alone does: the threads' util_now plus
+ *     the delay_now of those vpack may move; a step that saturates the active
+ *     packages measures no more than them, and smoothing holds part of it
+ *     back), or a vCPU vpack may move (not guest-pinned) of a managed domain
  *     has a delay over delay_threshold as long, it grows to max(lower bound,
  *     active + 1). A delay spread that moved none of the waiting domains does
  *     not grow again until the delay has fallen under half the threshold. It

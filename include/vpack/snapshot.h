@@ -17,6 +17,8 @@ struct vpack_thread_sample {
     int id;              /* vCPU or iothread id; -1 for the emulator */
     double util;         /* CPUs' worth of run time over the interval, >= 0 */
     double delay;        /* run-queue delay as a fraction of the interval, >= 0 */
+    double util_now;     /* util and delay of the last interval alone, not smoothed: what */
+    double delay_now;    /* a step asks for at once; 0 when not known */
     vpack_cpuset *pin;   /* guest-requested CPU set, or NULL for none (owned) */
     int cpu;             /* CPU it last ran on, or -1 if unknown */
 };

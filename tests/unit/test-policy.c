@@ -110,6 +110,8 @@ static void thread_reset(struct vpack_thread_sample *th, int id)
     th->id = id;
     th->util = 0.0;
     th->delay = 0.0;
+    th->util_now = 0.0;
+    th->delay_now = 0.0;
     th->pin = NULL;
     th->cpu = -1;
 }
@@ -1304,6 +1306,86 @@ static void test_spike_spreads_within_two_snapshots(void **unused)
     }
 }
 
+/*
+ * A step that saturates the active package: A (0.14 CPU) packed with B,
+ * whose vCPU starts spinning. On the one active core the step measures no
+ * more than the core, and smoothing (rise 0.8) shows 0.94 of it: under all
+ * of the core, so the smoothed values alone spread only at the second
+ * snapshot. The last interval alone (util_now + delay_now) asks for 1.14
+ * CPUs: over all of the core, at once. A guest pin on B's vCPU takes its
+ * delay out (vpack cannot move it), and then the two-snapshot rule holds.
+ */
+static struct vpack_snapshot *step_snap(const struct vpack_topology *t, int active, bool now,
+                                        const vpack_cpuset *b_pin)
+{
+    struct vpack_snapshot *s = snap_new(t, 2);
+    dom_init(s, 0, "a", 2, 1, 0, 0.14);
+    struct vpack_domain_sample *b = dom_init(s, 1, "b", 2, 1, 0, 0.8 * 0.86);
+    s->domains[0].vcpus[0].delay = 0.8 * 0.02;
+    b->vcpus[0].delay = 0.8 * 0.14;
+    if (now) {
+        s->domains[0].vcpus[0].util_now = 0.12;
+        s->domains[0].vcpus[0].delay_now = 0.02;
+        b->vcpus[0].util_now = 0.86;
+        b->vcpus[0].delay_now = 0.14;
+    }
+    if (b_pin) {
+        b->vcpus[0].pin = malloc(sizeof(*b_pin));
+        assert_non_null(b->vcpus[0].pin);
+        *b->vcpus[0].pin = *b_pin;
+    }
+    busy_package(t, s, active, 1.0);
+    return s;
+}
+
+static void test_saturating_step_spreads_at_once(void **unused)
+{
+    (void)unused;
+    static const struct {
+        bool now, pinned;
+        unsigned by_sample; /* spread to both packages at this snapshot of the step, not before */
+    } cases[] = {
+        {true, false, 1},  /* the last interval alone is over the core: at once */
+        {false, false, 2}, /* smoothed only (a record without them): two snapshots */
+        {true, true, 2},   /* B guest-pinned: its delay is no reason; two snapshots */
+    };
+    for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct runner r;
+        runner_init(&r, "package:2 core:1 pu:1");
+        struct vpack_plan *p = NULL;
+        for (unsigned k = 0; k < 10; k++) {
+            struct vpack_snapshot *s = snap_new(r.topo, 2);
+            dom_init(s, 0, "a", 2, 1, 0, 0.14);
+            dom_init(s, 1, "b", 2, 1, 0, 0.0);
+            busy_package(r.topo, s, p ? p->active_packages[0] : 0, 0.14);
+            vpack_plan_free(p);
+            p = plan_step(&r, s);
+            vpack_snapshot_free(s);
+        }
+        if (p->nactive != 1)
+            fail_msg("case %u: not packed before the step: %s", c, active_str(p));
+        int active = p->active_packages[0];
+        vpack_cpuset b_pin = pkg_cpus(r.topo, active);
+        vpack_plan_free(p);
+        for (unsigned k = 1; k <= 2; k++) {
+            struct vpack_snapshot *s =
+                step_snap(r.topo, active, cases[c].now, cases[c].pinned ? &b_pin : NULL);
+            p = plan_step(&r, s);
+            /* Spread to both packages: every package active, restrictions lifted. */
+            bool spread = p->lifted;
+            if (spread != (k >= cases[c].by_sample))
+                fail_msg("case %u: snapshot %u of the step is %slifted (%s), want %slifted: %s",
+                         c, k, spread ? "" : "not ", active_str(p),
+                         k >= cases[c].by_sample ? "" : "not ", p->reason);
+            if (spread && k == 1 && !strstr(p->reason, "last interval"))
+                fail_msg("case %u: the reason does not say why: %s", c, p->reason);
+            vpack_snapshot_free(s);
+            vpack_plan_free(p);
+        }
+        runner_fini(&r);
+    }
+}
+
 /* Moves of one domain across a series; residency checked against every move. */
 struct move_log {
     unsigned long last_move[MODEL_DOMAINS];
@@ -2241,6 +2323,7 @@ int main(void)
         cmocka_unit_test(test_capacity_counts_cores_not_threads),
         cmocka_unit_test(test_package_preference),
         cmocka_unit_test(test_spike_spreads_within_two_snapshots),
+        cmocka_unit_test(test_saturating_step_spreads_at_once),
         cmocka_unit_test(test_hover_no_repeated_moves),
         cmocka_unit_test(test_low_high_low_packs_again),
         cmocka_unit_test(test_plan_why),

@@ -707,6 +707,36 @@ static void test_round_trip(void **state)
     free(jb);
 }
 
+/* The last interval's unsmoothed util_now and delay_now: read, written back, 0 left out. */
+static void test_now_values(void **state)
+{
+    (void)state;
+    char *in = dq("{'interval_ms': 1000, 'cpus': {}, 'domains': [{'name': 'b', 'vcpus': ["
+                  "{'id': 0, 'util': 0.69, 'delay': 0.11, 'util_now': 0.86, 'delay_now': 0.14},"
+                  "{'id': 1, 'util': 0.1}], 'emulator': {'util_now': 0.02}}]}");
+    struct vpack_snapshot *s = parse_ok(in, strlen(in));
+    const struct vpack_domain_sample *d = &s->domains[0];
+    assert_float_equal(d->vcpus[0].util_now, 0.86, 1e-12);
+    assert_float_equal(d->vcpus[0].delay_now, 0.14, 1e-12);
+    assert_float_equal(d->vcpus[1].util_now, 0.0, 0);
+    assert_float_equal(d->vcpus[1].delay_now, 0.0, 0);
+    assert_float_equal(d->emulator.util_now, 0.02, 1e-12);
+    char *j = vpack_snapshot_to_json(s);
+    assert_non_null(j);
+    assert_non_null(strstr(j, "\"util_now\":0.86,\"delay_now\":0.14"));
+    /* Not known (0): left out, so that older readers and records stay as they were. */
+    assert_null(strstr(j, "\"util\":0.1,\"delay\":0.0,\"util_now\""));
+    struct vpack_snapshot *b = parse_ok(j, strlen(j));
+    assert_float_equal(b->domains[0].vcpus[0].delay_now, 0.14, 1e-12);
+    assert_float_equal(b->domains[0].emulator.util_now, 0.02, 1e-12);
+    expect_error(DOM("'vcpus': [{'id': 0, 'delay_now': -0.5}]"),
+                 "domains[0] (web1).vcpus[0].delay_now: expected a number >= 0, got -0.5");
+    vpack_snapshot_free(b);
+    vpack_snapshot_free(s);
+    free(j);
+    free(in);
+}
+
 /* A snapshot built in code: absent fields stay absent through JSON. */
 static void test_round_trip_built(void **state)
 {
@@ -1126,6 +1156,7 @@ int main(void)
         cmocka_unit_test(test_error_quoting),
         cmocka_unit_test(test_parse_first),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_now_values),
         cmocka_unit_test(test_round_trip_built),
         cmocka_unit_test(test_to_json_object),
         cmocka_unit_test(test_large),
