@@ -263,6 +263,9 @@ reaction() {
             return 0
         fi
         sleep 6     # a steady packed work rate to compare with
+        # A random part, so that the trials' steps fall at different points
+        # of vpackd's 1 s tick (the packing that ends the wait comes on one).
+        sleep "0.$(printf '%03d' $((RANDOM % 1000)))"
         if ! all_packed vpbench-a vpbench-b; then
             # Spread before the step (other load on the host): nothing to time.
             echo "trial=$i step=NA unpacked_at_step=1 a=$(pins vpbench-a | tr ' ' ,) b=$(pins vpbench-b | tr ' ' ,)" >>"$dir/events"

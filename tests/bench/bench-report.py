@@ -272,8 +272,12 @@ def reaction(res, out):
                "on CPUs 0-1 again (the kernel's view of each thread's affinity in `/proc`, polled every 0.1 s: the times are upper bounds within about a tenth of a second); re-pack = all back on "
                "one CPU (0 or 1: the policy packs onto the busier package). A's work rate comes from its console lines (about every 0.5 s), stamped with "
                "the host time they arrived; recovery = end of the last interval after the step "
-               "whose rate is below 0.9x the 5 s before the step. Agent: 1 s interval, "
-               "spread after 2 samples over the watermark, pack delay 2 s, residency 4 s.\n")
+               "whose rate is below 0.9x the 5 s before the step. The step comes 6-7 s after the "
+               "guests were seen packed (a random part, so that the trials fall at different "
+               "points of vpackd's tick). Agent: 1 s interval, "
+               "spread after 2 samples over the watermark, or 1 when the load (or the last "
+               "interval alone, with its run-queue delay) exceeds all active cores; pack delay "
+               "2 s, residency 4 s.\n")
     out.append("| trial | step -> spread (s) | A's rate before (units/s) | lowest after step | "
                "step -> rate recovered (s) | rate 3-8 s after the step | drop -> re-pack (s) |")
     out.append("|---|---|---|---|---|---|---|")
