@@ -600,10 +600,10 @@ def cost_tables(d, info, windows, out):
                                      for r in rounds if (n, r, kind) in windows
                                      and all(c in windows[(n, r, kind)]["wakes"] for c in cpus)]
         # new - none within each round (the two windows of a round are minutes apart, not hours).
-        vals["paired"] = [(windows[(n, r, "new")]["idle"].get(c, 0.0) -
-                           windows[(n, r, "none")]["idle"].get(c, 0.0)) * 100
-                          for r in rounds if (n, r, "new") in windows and (n, r, "none") in windows
-                          for c in cpus[:1]]
+        vals["paired"] = [(statistics.mean(windows[(n, r, "new")]["idle"].get(c, 0.0) for c in cpus) -
+                           statistics.mean(windows[(n, r, "none")]["idle"].get(c, 0.0) for c in cpus))
+                          * 100
+                          for r in rounds if (n, r, "new") in windows and (n, r, "none") in windows]
         if vals["none"] and vals["new"]:
             idle_rows.append((n, parked[0], vals))
     idle_ok = None
