@@ -38,24 +38,9 @@ VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
 NS=urn:vpack:powerpolicy:1
 NOVA_NS=http://openstack.org/xmlns/libvirt/nova/1.1
 NOVA_BLOCK=$srcdir/tests/data/fixtures/nova/instance-flavor-extra-specs.xml
-work=$(mktemp -d /tmp/vpack-rules-test.XXXXXX)
-sock=$work/vpackd.sock
+vp_agent_test rules
 conf=$work/vpackd.conf
-agent_pid=""
-
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
 [ -r "$NOVA_BLOCK" ] || vp_die "missing $NOVA_BLOCK"
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
 
 fail() { vp_fail "$@"; }
 pass() { vp_pass "$@"; }
