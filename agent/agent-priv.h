@@ -156,6 +156,7 @@ struct vpack_agent {
     struct vpack_cpu_times *prev_times;
     unsigned nprev_times;
     double *cpu_busy;      /* smoothed, by CPU id */
+    double *cpu_busy_now;  /* the last interval alone, by CPU id (ncpu_busy entries) */
     unsigned ncpu_busy;
     uint64_t prev_ns;      /* time the domains were last read */
     uint64_t tick_ns;      /* time the last interval began */
@@ -168,6 +169,12 @@ struct vpack_agent {
     int records_fd;        /* state_dir/domains/, the hook's records (trusted: adapters/safefs.h) */
     bool need_list;        /* list running domains at the next cycle */
     bool hotplug_pending;  /* a CPU came or went: repair, re-read, re-pin */
+    /* Intervals left in which every thread's kernel affinity is compared with what vpack
+     * applied (vpack__act_check_kernel()), and the most there may still be; both 0 on a
+     * steady host. Set after a hotplug, a cpuset repair and a reconnect to libvirt. */
+    unsigned kernel_checks, kernel_checks_max;
+    bool kernel_checks_unplaced; /* the domains vpack does not place too (after a hotplug) */
+    unsigned kernel_differ; /* threads the last check found the kernel disagreeing on */
     bool watch_online;     /* no hotplug events: read the online CPUs every interval */
     bool online_check;     /* read them at the next interval (events lost, a pin refused) */
     vpack_cpuset cpus_gone; /* CPUs seen going offline since the last cpuset walk */
@@ -307,5 +314,30 @@ void vpack__act_restore_after_hotplug(struct vpack_agent *a, const struct vpack_
 void vpack__act_restore_all(struct vpack_agent *a);
 /* Forgets every applied mask (the kernel moved threads): the next plan re-pins all. */
 void vpack__act_forget_applied(struct vpack_agent *a);
+/*
+ * The kernel's word after a hotplug. libvirt's view of a pin is what libvirt
+ * last wrote; the kernel changes threads under it when a CPU goes or comes
+ * back (cgroup v1 takes the CPU out of every cpuset and gives it back to
+ * none of libvirt's per-thread groups; it moves the tasks of a group left
+ * empty to its parent; a thread whose every CPU went offline falls back to
+ * all CPUs), and a refresh takes libvirt's view as what is applied. For
+ * VPACK__KERNEL_CHECKS intervals after a hotplug, a cpuset repair or a
+ * reconnect, and again after each disagreement (at most
+ * VPACK__KERNEL_CHECKS_MAX in all), each interval compares the affinity of
+ * every thread libvirt pins by its own id (vCPUs, iothreads, QEMU's main
+ * thread) of every domain vpack knows the request of with the mask vpack
+ * applied, both within the online CPUs: one sched_getaffinity() per
+ * thread. A thread that disagrees is logged and its mask forgotten, and
+ * the next cycle pins it again through libvirt. The domains vpack does not
+ * place are checked only after a hotplug or a repair, when their threads
+ * get their intent back (vpack__act_restore_after_hotplug()); after a
+ * reconnect they are left alone, as always.
+ */
+#define VPACK__KERNEL_CHECKS 5
+#define VPACK__KERNEL_CHECKS_MAX 30
+/* Starts the intervals of checks; hotplug: of the domains vpack does not place too. */
+void vpack__act_check_kernel_soon(struct vpack_agent *a, bool hotplug);
+/* One interval's check; the number of threads that disagree. */
+unsigned vpack__act_check_kernel(struct vpack_agent *a);
 
 #endif

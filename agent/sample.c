@@ -25,7 +25,7 @@ static void smooth(const struct vpack_agent *a, double *avg, double sample)
     *avg += (sample > *avg ? a->cfg.smoothing_rise : a->cfg.smoothing_fall) * (sample - *avg);
 }
 
-/* Grows cpu_busy to n CPUs (new ones not reported). Returns 0 or -ENOMEM. */
+/* Grows cpu_busy and cpu_busy_now to n CPUs (new ones not reported). Returns 0 or -ENOMEM. */
 static int grow_cpu_busy(struct vpack_agent *a, unsigned n)
 {
     if (n <= a->ncpu_busy)
@@ -33,9 +33,13 @@ static int grow_cpu_busy(struct vpack_agent *a, unsigned n)
     double *b = realloc(a->cpu_busy, n * sizeof(*b));
     if (!b)
         return -ENOMEM;
-    for (unsigned i = a->ncpu_busy; i < n; i++)
-        b[i] = -1;
     a->cpu_busy = b;
+    double *now = realloc(a->cpu_busy_now, n * sizeof(*now));
+    if (!now)
+        return -ENOMEM;
+    a->cpu_busy_now = now;
+    for (unsigned i = a->ncpu_busy; i < n; i++)
+        b[i] = now[i] = -1;
     a->ncpu_busy = n;
     return 0;
 }
@@ -67,8 +71,9 @@ void vpack__sample_cpus(struct vpack_agent *a)
     for (unsigned i = 0; i < n; i++) {
         int c = t[i].cpu;
         for (; next < c; next++)
-            a->cpu_busy[next] = -1;
+            a->cpu_busy[next] = a->cpu_busy_now[next] = -1;
         next = c + 1;
+        a->cpu_busy_now[c] = -1;
         while (k < a->nprev_times && a->prev_times[k].cpu < c)
             k++;
         if (k == a->nprev_times || a->prev_times[k].cpu != c)
@@ -77,13 +82,14 @@ void vpack__sample_cpus(struct vpack_agent *a)
         double *s = &a->cpu_busy[c];
         if (busy < 0)
             continue;
+        a->cpu_busy_now[c] = busy;
         if (*s < 0)
             *s = busy;
         else
             smooth(a, s, busy);
     }
     for (; next < (int)a->ncpu_busy; next++)
-        a->cpu_busy[next] = -1;
+        a->cpu_busy[next] = a->cpu_busy_now[next] = -1;
     free(a->prev_times);
     a->prev_times = t;
     a->nprev_times = n;
@@ -479,8 +485,12 @@ int vpack__sample_snapshot(struct vpack_agent *a, struct vpack_snapshot **out, u
     if (!s || !m)
         goto fail;
     s->interval_ms = a->cfg.interval_ms;
-    for (unsigned c = 0; c < a->ncpu_busy; c++)
+    if (vpack_snapshot_want_now(s) < 0)
+        goto fail;
+    for (unsigned c = 0; c < a->ncpu_busy; c++) {
         s->cpu_busy[c] = a->cpu_busy[c];
+        s->cpu_busy_now[c] = a->cpu_busy_now[c];
+    }
     for (unsigned i = 0; i < a->ndoms; i++) {
         if (!in_snapshot(&a->doms[i]))
             continue;
@@ -488,6 +498,11 @@ int vpack__sample_snapshot(struct vpack_agent *a, struct vpack_snapshot **out, u
             goto fail;
         m[k++] = i;
     }
+    /* After unread intervals a thread's reading puts what cannot be dated into the last one. */
+    double cut = vpack_snapshot_bound_now(s);
+    if (cut > 0)
+        log_debug("the threads' last interval read %.2f CPUs more than /proc/stat showed: cut",
+                  cut);
     *out = s;
     *map = m;
     return 0;

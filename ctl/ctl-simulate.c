@@ -59,13 +59,19 @@ static void usage(FILE *f)
             "  --write-trace FILE  also write the trace replayed, as JSON lines\n"
             "  --topology SPEC     host (the default), xml:PATH, synthetic:DESC, sysfs:ROOT\n"
             "  --reserved CPUS     leave these CPUs out (libvirt syntax)\n"
-            "  --config FILE       take the [policy] keys (and [agent] topology and\n"
-            "                      reserved_cpus) from vpackd's configuration file\n"
+            "  --config FILE       take the [policy] keys (and [agent] topology,\n"
+            "                      reserved_cpus and smoothing) from vpackd's\n"
+            "                      configuration file\n"
             "  --set SECTION.KEY=VALUE\n"
             "                      override one configuration key, as vpackd's --set\n"
             "                      (repeatable; applied after --config)\n"
             "  --power FILE        the power model (default: built in, as in\n"
             "                      data/power-model.ini)\n"
+            "  --pin-cost MS       CPU time each pin operation costs the host outside\n"
+            "                      the guests (default: 2.16, measured; 0 to 1000)\n"
+            "  --host-burst CPUS:EVERY\n"
+            "                      one interval in every EVERY, load of CPUS CPUs from\n"
+            "                      outside the guests, spread over every usable CPU\n"
             "  --json              print the figures as one JSON object\n"
             "  --svg FILE          draw the level 2 timeline: demand, active packages,\n"
             "                      oracle, wake-up package\n"
@@ -89,6 +95,8 @@ enum {
     OPT_SET,
     OPT_JSON,
     OPT_SVG,
+    OPT_PIN_COST,
+    OPT_HOST_BURST,
 };
 
 struct sim_args {
@@ -99,6 +107,10 @@ struct sim_args {
     unsigned long long seed;
     double burst, hours;
     bool hold, json;
+    bool have_pin_cost;
+    double pin_cost;         /* --pin-cost, ms */
+    double host_burst;       /* --host-burst CPUS, or 0 */
+    unsigned host_every;     /* ... EVERY intervals */
 };
 
 /* Where the intervals come from. */
@@ -126,6 +138,9 @@ struct sim {
     bool oracle_exact;
     double pack_watermark;  /* the policy's, for the oracle */
     unsigned long ndomains; /* most domains in one interval */
+    double host_burst;      /* --host-burst: CPUs, every host_every intervals */
+    unsigned host_every;
+    unsigned long nsteps;
     struct point *tl;
     unsigned long ntl, captl;
     FILE *write;
@@ -143,6 +158,30 @@ static int parse_number(const char *opt, const char *text, double min, double ma
         return -EINVAL;
     }
     *out = v;
+    return 0;
+}
+
+/* --host-burst CPUS:EVERY. Returns 0 or -EINVAL (reported). */
+static int parse_host_burst(const char *text, struct sim_args *a)
+{
+    const char *colon = strchr(text, ':');
+    char cpus[64];
+    double every;
+
+    if (!colon || (size_t)(colon - text) >= sizeof(cpus)) {
+        vpackctl_err("simulate: --host-burst '%s': expected CPUS:EVERY, such as 1.5:20", text);
+        return -EINVAL;
+    }
+    memcpy(cpus, text, (size_t)(colon - text));
+    cpus[colon - text] = '\0';
+    if (parse_number("host-burst", cpus, 0, 100000, &a->host_burst) < 0 ||
+        parse_number("host-burst", colon + 1, 1, 1e9, &every) < 0)
+        return -EINVAL;
+    if (every != floor(every)) {
+        vpackctl_err("simulate: --host-burst '%s': EVERY is a whole number of intervals", text);
+        return -EINVAL;
+    }
+    a->host_every = (unsigned)every;
     return 0;
 }
 
@@ -165,6 +204,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         {"set", required_argument, NULL, OPT_SET},
         {"json", no_argument, NULL, OPT_JSON},
         {"svg", required_argument, NULL, OPT_SVG},
+        {"pin-cost", required_argument, NULL, OPT_PIN_COST},
+        {"host-burst", required_argument, NULL, OPT_HOST_BURST},
         VPACKCTL_OPTIONS_END,
     };
     struct vpackctl_getopt g = {.cmd = "simulate", .usage = usage, .options = options};
@@ -213,6 +254,11 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             a->json = true;
         else if (c == OPT_SVG)
             a->svg = optarg;
+        else if (c == OPT_PIN_COST) {
+            err = parse_number(g.option, optarg, 0, 1000, &a->pin_cost);
+            a->have_pin_cost = true;
+        } else if (c == OPT_HOST_BURST)
+            err = parse_host_burst(optarg, a);
         if (err < 0)
             return VPACKCTL_EXIT_USAGE;
     }
@@ -422,9 +468,16 @@ static int step(struct sim *sim, const struct vpack_snapshot *snap, double pack_
     bool exact;
     int k;
 
+    /* The burst ends each period of host_every intervals. */
+    bool burst = sim->host_every && sim->host_burst > 0 &&
+                 ++sim->nsteps % sim->host_every == 0;
+
     for (int l = 0; l < NLEVELS; l++) {
         char *err = NULL;
-        int r = vpack_model_step(sim->model[l], snap, &iv, &err);
+        int r = burst ? vpack_model_add_foreign(sim->model[l], -1, sim->host_burst) : 0;
+
+        if (r == 0)
+            r = vpack_model_step(sim->model[l], snap, &iv, &err);
 
         if (r < 0) {
             vpackctl_err("simulate: %s: interval %lu: %s", where, at,
@@ -504,7 +557,17 @@ static void figures_of(const struct sim *sim, struct figures *f)
 }
 
 /* What a row of the table shows. */
-enum row { ROW_KWH, ROW_SAVING, ROW_SERVED, ROW_DELAY, ROW_MOVES, ROW_PINS, ROW_ACTIVE, ROW_ORACLE };
+enum row {
+    ROW_KWH,
+    ROW_SAVING,
+    ROW_SERVED,
+    ROW_DELAY,
+    ROW_MOVES,
+    ROW_PINS,
+    ROW_PIN_CPU,
+    ROW_ACTIVE,
+    ROW_ORACLE
+};
 
 static void print_row(const char *label, const struct figures *f, enum row what)
 {
@@ -531,6 +594,9 @@ static void print_row(const char *label, const struct figures *f, enum row what)
             break;
         case ROW_PINS:
             snprintf(cell, sizeof(cell), "%lu", x->t.pin_ops);
+            break;
+        case ROW_PIN_CPU:
+            snprintf(cell, sizeof(cell), "%.2f", x->t.pin_cpu_s);
             break;
         case ROW_ACTIVE:
             snprintf(cell, sizeof(cell), "%.0f", x->t.active_pkg_s);
@@ -607,10 +673,13 @@ static int print_text(const struct sim *sim, const struct figures *f)
     print_row("p99 vCPU delay", f, ROW_DELAY);
     print_row("moves per hour", f, ROW_MOVES);
     print_row("pin operations", f, ROW_PINS);
+    print_row("pin CPU-seconds", f, ROW_PIN_CPU);
     print_row("active package-seconds", f, ROW_ACTIVE);
     print_row("vs oracle", f, ROW_ORACLE);
     printf("%-26s %12.0f (%s)\n", "oracle package-seconds", sim->oracle_s,
            sim->oracle_exact ? "exact" : "lower bound");
+    if (f[0].t.foreign_s > 0)
+        printf("%-26s %12.1f (--host-burst)\n", "CPU-seconds outside guests", f[0].t.foreign_s);
     /* Where each thread ended up, for a trace small enough to read. */
     if (sim->ndomains <= PLACEMENT_DOMAINS) {
         const struct vpack_model_domain *d;
@@ -692,6 +761,8 @@ static int print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_double(lv, "moves_per_hour", x->moves_per_hour, &ok);
         vpack_json_set_int(lv, "moves", (int64_t)x->t.moves, &ok);
         vpack_json_set_int(lv, "pin_ops", (int64_t)x->t.pin_ops, &ok);
+        vpack_json_set_double(lv, "pin_cpu_s", x->t.pin_cpu_s, &ok);
+        vpack_json_set_double(lv, "foreign_cpu_s", x->t.foreign_s, &ok);
         vpack_json_set_double(lv, "active_package_seconds", x->t.active_pkg_s, &ok);
         vpack_json_set_double(lv, "planned_package_seconds", x->t.planned_pkg_s, &ok);
         vpack_json_set_double(lv, "vs_oracle", x->vs_oracle, &ok);
@@ -964,6 +1035,7 @@ int simulate_main(int argc, char **argv)
     struct source src = {0};
     struct vpack_topology *topo = NULL;
     struct vpack_power_params pw;
+    struct vpack_model_host host;
     struct vpack_config conf = {0};
     struct figures f[NLEVELS];
     char *reserved = NULL;
@@ -986,10 +1058,19 @@ int simulate_main(int argc, char **argv)
         goto cleanup;
     sim.topo = topo;
     sim.pack_watermark = conf.policy.pack_watermark;
+    vpack_model_host_default(&host);
+    /* The model observes as the configured agent would. */
+    host.smoothing_rise = conf.smoothing_rise;
+    host.smoothing_fall = conf.smoothing_fall;
+    if (a.have_pin_cost)
+        host.pin_cpu_ms = a.pin_cost;
+    sim.host_burst = a.host_burst;
+    sim.host_every = a.host_every;
     for (int l = 0; l < NLEVELS; l++) {
         char *err = NULL;
 
-        if (vpack_model_new(topo, &conf.policy, &pw, l, &sim.model[l], &err) < 0) {
+        if (vpack_model_new(topo, &conf.policy, &pw, l, &sim.model[l], &err) < 0 ||
+            vpack_model_set_host(sim.model[l], &host, &err) < 0) {
             vpackctl_err("simulate: %s", err ? err : "out of memory");
             free(err);
             goto cleanup;

@@ -15,8 +15,8 @@ int vpack_config_init(struct vpack_config *c)
     memset(c, 0, sizeof(*c));
     c->interval_ms = 1000;
     c->keep_placement = false;
-    c->smoothing_rise = 0.8;
-    c->smoothing_fall = 0.3;
+    c->smoothing_rise = VPACK_DEFAULT_SMOOTHING_RISE;
+    c->smoothing_fall = VPACK_DEFAULT_SMOOTHING_FALL;
     c->steady_band = 0.02;
     vpack_policy_params_default(&c->policy);
     c->max_clients = 64;

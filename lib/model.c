@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vpack/config.h"
 #include "vpack/errmsg.h"
 
 /* The p99 delay comes from a histogram of this many bins over 0..1. */
@@ -99,6 +100,13 @@ int vpack_power_params_parse(const char *text, size_t len, struct vpack_power_pa
     return 0;
 }
 
+void vpack_model_host_default(struct vpack_model_host *h)
+{
+    h->pin_cpu_ms = VPACK_MODEL_PIN_CPU_MS;
+    h->smoothing_rise = VPACK_DEFAULT_SMOOTHING_RISE;
+    h->smoothing_fall = VPACK_DEFAULT_SMOOTHING_FALL;
+}
+
 /* A CPU mask over the topology's CPUs, interned: threads compare masks by index. */
 struct mask {
     uint64_t *w;          /* nwords words */
@@ -109,7 +117,8 @@ struct mask {
 /* What the model remembers of one thread between intervals. */
 struct mthread {
     unsigned mask;        /* interned index of the mask applied */
-    double util, delay;   /* what the agent would observe */
+    double util, delay;   /* the last interval alone: the agent's util_now, delay_now */
+    double util_avg, delay_avg; /* smoothed as the agent smooths them: its util, delay */
 };
 
 struct mdom {
@@ -123,6 +132,7 @@ struct vpack_model {
     const struct vpack_topology *topo;
     struct vpack_policy_params params;
     struct vpack_power_params power;
+    struct vpack_model_host host;
     int level;
     struct vpack_policy_state *state;
     struct vpack_plan *last_plan; /* until taken or the next step */
@@ -146,6 +156,7 @@ struct vpack_model {
     struct vpack_thread_sample *obs_thr;
     unsigned capthr;
     bool first;
+    double *foreign;        /* per CPU: load from outside the guests for the next step */
 
     /* Scratch, per interval. */
     double *load, *frac, *occ, *tmp;
@@ -271,6 +282,7 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
     m->topo = topo;
     m->params = *params;
     m->power = *power;
+    vpack_model_host_default(&m->host);
     m->level = level;
     m->first = true;
     m->ncpu = (unsigned)topo->max_cpu + 1;
@@ -292,9 +304,11 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
     m->pkg_busy_s = calloc(np, sizeof(double));
     m->pkg_idle_s = calloc(np, sizeof(double));
     m->obs.cpu_busy = calloc(m->ncpu, sizeof(double));
+    m->obs.cpu_busy_now = calloc(m->ncpu, sizeof(double));
+    m->foreign = calloc(m->ncpu, sizeof(double));
     if (!m->state || !m->cpu_core || !m->core_pkg || !m->load || !m->frac || !m->occ || !m->tmp ||
         !m->core_busy || !m->pkg_busy || !m->pkg_idle || !m->pkg_busy_s || !m->pkg_idle_s ||
-        !m->obs.cpu_busy) {
+        !m->obs.cpu_busy || !m->obs.cpu_busy_now || !m->foreign) {
         vpack_model_free(m);
         return -ENOMEM;
     }
@@ -326,6 +340,8 @@ void vpack_model_free(struct vpack_model *m)
     free(m->map);
     free(m->obs.domains);
     free(m->obs.cpu_busy);
+    free(m->obs.cpu_busy_now);
+    free(m->foreign);
     free(m->obs_thr);
     free(m->cpu_core);
     free(m->core_pkg);
@@ -351,6 +367,58 @@ void vpack_model_free(struct vpack_model *m)
     free(m);
 }
 
+int vpack_model_set_host(struct vpack_model *m, const struct vpack_model_host *h, char **errmsg)
+{
+    if (errmsg)
+        *errmsg = NULL;
+    if (!isfinite(h->pin_cpu_ms) || h->pin_cpu_ms < 0 || h->pin_cpu_ms > 1000)
+        return vpack_errmsg_set(-EINVAL, errmsg, "pin cost %g ms: expected 0 to 1000",
+                                h->pin_cpu_ms);
+    if (!(h->smoothing_rise > 0 && h->smoothing_rise <= 1) ||
+        !(h->smoothing_fall > 0 && h->smoothing_fall <= 1))
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "smoothing rise %g, fall %g: each must be over 0, at most 1",
+                                h->smoothing_rise, h->smoothing_fall);
+    m->host = *h;
+    return 0;
+}
+
+int vpack_model_add_foreign(struct vpack_model *m, int cpu, double cpus)
+{
+    unsigned n = 0;
+
+    if (!isfinite(cpus) || cpus < 0)
+        return -EINVAL;
+    if (cpu >= 0) {
+        if ((unsigned)cpu >= m->ncpu || m->cpu_core[cpu] < 0)
+            return -EINVAL;
+        m->foreign[cpu] += cpus;
+        return 0;
+    }
+    if (cpu != -1)
+        return -EINVAL;
+    for (unsigned c = 0; c < m->ncpu; c++)
+        n += m->cpu_core[c] >= 0;
+    for (unsigned c = 0; c < m->ncpu; c++)
+        if (m->cpu_core[c] >= 0)
+            m->foreign[c] += cpus / n;
+    return 0;
+}
+
+/* The foreign load given for this step, in CPUs; the pin operations' charge added to it. */
+static double charge_foreign(struct vpack_model *m, const struct vpack_model_interval *iv,
+                             double dt, double *pin_cpu)
+{
+    double given = 0;
+
+    for (unsigned c = 0; c < m->ncpu; c++)
+        given += m->foreign[c];
+    *pin_cpu = dt > 0 ? iv->pin_ops * m->host.pin_cpu_ms / 1000 / dt : 0;
+    if (*pin_cpu > 0)
+        vpack_model_add_foreign(m, -1, *pin_cpu);
+    return given;
+}
+
 static unsigned nthreads_of(const struct vpack_domain_sample *d)
 {
     return d->nvcpus + 1 + d->niothreads;
@@ -368,6 +436,12 @@ static const struct vpack_thread_sample *thread_of(const struct vpack_domain_sam
 static double demand_of(const struct vpack_thread_sample *t)
 {
     return t->util > 1 ? 1 : t->util;
+}
+
+/* The agent's moving average (agent/sample.c): rises followed fast, falls slowly. */
+static void smooth(const struct vpack_model *m, double *avg, double sample)
+{
+    *avg += (sample > *avg ? m->host.smoothing_rise : m->host.smoothing_fall) * (sample - *avg);
 }
 
 /* (Re)starts what the model knows of d in slot md: every thread on its free mask. */
@@ -388,8 +462,8 @@ static int dom_reset(struct vpack_model *m, struct mdom *md, const struct vpack_
         if (mi < 0)
             return mi;
         thr[k].mask = (unsigned)mi;
-        thr[k].util = demand_of(t);
-        thr[k].delay = 0;
+        thr[k].util = thr[k].util_avg = demand_of(t);
+        thr[k].delay = thr[k].delay_avg = 0;
     }
     return 0;
 }
@@ -459,11 +533,10 @@ static int build_obs(struct vpack_model *m, const struct vpack_snapshot *snap)
                                              : k < d->nvcpus ? &o->vcpus[k]
                                                              : &o->iothreads[k - d->nvcpus - 1];
             *ot = *t;
-            ot->util = m->doms[s].thr[k].util;
-            ot->delay = m->doms[s].thr[k].delay;
-            /* The model does not smooth: its interval alone is what it observes. */
-            ot->util_now = ot->util;
-            ot->delay_now = ot->delay;
+            ot->util = m->doms[s].thr[k].util_avg;
+            ot->delay = m->doms[s].thr[k].delay_avg;
+            ot->util_now = m->doms[s].thr[k].util;
+            ot->delay_now = m->doms[s].thr[k].delay;
             ot->cpu = -1;
             demand += demand_of(t);
         }
@@ -473,8 +546,10 @@ static int build_obs(struct vpack_model *m, const struct vpack_snapshot *snap)
     if (m->first) {
         double b = usable > 0 ? demand / usable : 0;
 
-        for (unsigned c = 0; c < m->ncpu; c++)
+        for (unsigned c = 0; c < m->ncpu; c++) {
             m->obs.cpu_busy[c] = m->cpu_core[c] < 0 ? -1 : b > 1 ? 1 : b;
+            m->obs.cpu_busy_now[c] = m->obs.cpu_busy[c];
+        }
     }
     return 0;
 }
@@ -663,8 +738,9 @@ static int share(struct vpack_model *m, unsigned nthr)
     }
     if (grow(&m->fill, &m->capfill, need ? need : 1, sizeof(double)) < 0)
         return -ENOMEM;
+    /* Foreign load first: the guests' groups are levelled on top of it. */
     for (unsigned c = 0; c < m->ncpu; c++)
-        m->load[c] = 0;
+        m->load[c] = m->cpu_core[c] < 0 ? 0 : m->foreign[c];
     for (unsigned j = 0; j < used; j++) {
         unsigned k = m->morder[j];
         water_fill(m, &m->masks[k], m->mdemand[k], &m->fill[m->moff[k]]);
@@ -710,6 +786,8 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
             }
             md->thr[k].util = s;
             md->thr[k].delay = delay;
+            smooth(m, &md->thr[k].util_avg, s);
+            smooth(m, &md->thr[k].delay_avg, delay);
             m->dom_demand[i] += dmd;
             m->dom_served[i] += s;
             if (k < d->nvcpus) {
@@ -725,8 +803,14 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
         md->pub.demand += m->dom_demand[i] * dt;
         md->pub.served += m->dom_served[i] * dt;
     }
-    for (unsigned c = 0; c < m->ncpu; c++)
-        m->obs.cpu_busy[c] = m->cpu_core[c] < 0 ? -1 : m->occ[c];
+    for (unsigned c = 0; c < m->ncpu; c++) {
+        if (m->cpu_core[c] < 0) {
+            m->obs.cpu_busy_now[c] = m->obs.cpu_busy[c] = -1;
+            continue;
+        }
+        m->obs.cpu_busy_now[c] = m->occ[c];
+        smooth(m, &m->obs.cpu_busy[c], m->occ[c]);
+    }
 }
 
 /* Power and energy per package; the totals. */
@@ -752,6 +836,8 @@ static void account_packages(struct vpack_model *m, struct vpack_model_interval 
     m->tot.served += iv->served * dt;
     m->tot.energy_j += iv->energy_j;
     m->tot.pin_ops += iv->pin_ops;
+    m->tot.foreign_s += iv->foreign * dt;
+    m->tot.pin_cpu_s += iv->pin_cpu * dt;
     m->tot.moves += iv->moves;
     m->tot.active_pkg_s += iv->nworking * dt;
     m->tot.planned_pkg_s += iv->nactive * dt;
@@ -785,6 +871,7 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
             vpack_errmsg_set(-EINVAL, errmsg, "the plan does not match the interval's domains");
         goto cleanup;
     }
+    iv.foreign = charge_foreign(m, &iv, dt, &iv.pin_cpu);
     /* apply_plan() may have interned new masks. */
     if ((err = scratch(m, snap->ndomains, nthr)) < 0 || (err = share(m, nthr)) < 0)
         goto cleanup;
@@ -806,6 +893,9 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
     plan = NULL;
 
 cleanup:
+    /* Foreign load is the next step's only, whether it ran or not. */
+    for (unsigned c = 0; c < m->ncpu; c++)
+        m->foreign[c] = 0;
     vpack_plan_free(plan);
     return err == -EPROTO ? -EINVAL : err;
 }

@@ -128,18 +128,36 @@ void vpack__plan_choose_count(struct planner *pl)
     double cap_prev = 0;
     for (unsigned i = 0; i < nprev; i++)
         cap_prev += pl->cap[pl->order[i]];
-    bool over_load = vpack__plan_packages_for(pl, par->spread_watermark) > nprev;
-    /* Over all of them: at once, also when only the last interval alone shows it (a step
-     * that saturates the active packages measures no more than their capacity, and
-     * smoothing keeps part of it for the next interval). */
-    bool over_now = pl->wanted_now > cap_prev + EPS;
-    bool over_all = pl->demand > cap_prev + EPS || over_now;
+    bool over_load = vpack__plan_packages_for(pl, pl->demand, par->spread_watermark) > nprev;
+    /*
+     * Where the snapshot carries the last interval alone, a sample counts only
+     * when that interval was over too: smoothing falls slowly, so one busy
+     * interval would stay over the watermark for the samples after it, and a
+     * one-interval burst outside the guests (or the agent's own pin calls)
+     * would spread every guest. A load that stays spreads spread_samples later.
+     */
+    bool over_load_now = !pl->have_now ||
+                         vpack__plan_packages_for(pl, pl->demand_now, par->spread_watermark) > nprev;
+    /* At once when the guests' own threads asked for more than all the active cores in the
+     * last interval alone (run time, and the run-queue delay of those vpack may move) and
+     * their run time alone filled the active cores to the spread watermark: a step that
+     * saturates the active packages measures no more than them, and smoothing keeps part of
+     * it for the next interval. Delay beside a light run time is load outside the guests
+     * queueing them (a burst of another process, libvirtd pinning): it counts as a sample.
+     * Load outside the guests is never a reason to spread at once; without the last
+     * interval's values (older snapshots, traces) the smoothed load over all the active
+     * cores is the only evidence, and it is used. */
+    bool over_now = pl->wanted_now > cap_prev + EPS &&
+                    pl->threads_now + EPS >= par->spread_watermark * cap_prev;
+    bool over_all = over_now || (!pl->have_now && pl->demand > cap_prev + EPS);
     /* A delay spread that moved no waiting vCPU is no evidence: do not grow on it. */
     if (pl->max_delay <= par->delay_threshold / 2)
         pl->delay_fruitless = false;
-    bool over_delay = pl->max_delay > par->delay_threshold && !pl->delay_fruitless;
+    bool over_delay = pl->max_delay > par->delay_threshold && !pl->delay_fruitless &&
+                      (!pl->have_now || pl->max_delay_now > par->delay_threshold);
     /* With every package active there is nowhere to spread to. */
-    pl->over_count = (over_load || over_delay) && nprev < P ? pl->over_count + 1 : 0;
+    pl->over_count =
+        ((over_load && over_load_now) || over_delay) && nprev < P ? pl->over_count + 1 : 0;
     pl->ndemand = nprev;
     if (nprev < P && (over_all || pl->over_count >= par->spread_samples))
         spread_to(pl, nprev, over_load || over_all, cap_prev);
@@ -147,6 +165,11 @@ void vpack__plan_choose_count(struct planner *pl)
         pack_later(pl);
     else
         hold(pl);
+}
+
+bool vpack__plan_unconfirmed(const struct planner *pl)
+{
+    return !pl->spreading && pl->over_count > 0 && pl->over_count < pl->par->spread_samples;
 }
 
 /* A domain placed recently keeps its packages awake while packing (rule 4). */

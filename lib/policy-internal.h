@@ -79,6 +79,7 @@ struct dom_info {
     double light;          /* load a level 2 domain puts on the wake-up package */
     double total;          /* every thread's util */
     double max_delay;      /* worst delay of a vCPU vpack may move */
+    double max_delay_now;  /* ... of the last interval alone */
     double util_now;       /* every thread's util_now */
     double delay_now;      /* delay_now of the threads vpack may move */
     int mem_home;          /* package index holding >= half its memory, or -1 */
@@ -126,6 +127,11 @@ struct planner {
     double demand;
     double wanted_now;     /* the last interval alone: every thread's run time plus the
                             * run-queue delay of those vpack may move (rule 4) */
+    bool have_now;         /* the snapshot carries the last interval alone (cpu_busy_now) */
+    double total_busy_now; /* with it: the usable CPUs' busy over the last interval */
+    double threads_now;    /* every thread's util_now */
+    double demand_now;     /* the larger of those two */
+    double max_delay_now;  /* worst delay_now of a vCPU vpack may move */
     unsigned nforced;      /* packages that pins and bounds keep awake */
     unsigned nlow;         /* fewest packages that hold the demand */
 
@@ -183,7 +189,13 @@ void vpack__plan_choose_count(struct planner *pl);
 void vpack__plan_hold_resident(struct planner *pl);
 
 /* policy-pack.c */
-unsigned vpack__plan_packages_for(const struct planner *pl, double share);
+unsigned vpack__plan_packages_for(const struct planner *pl, double demand, double share);
+/*
+ * True while a spread trigger is being counted but not reached (rule 4): the
+ * load over it is one interval old, perhaps a burst that is gone in the next.
+ * Domains that stay where they are keep their packages meanwhile (rules 7, 8).
+ */
+bool vpack__plan_unconfirmed(const struct planner *pl);
 void vpack__plan_size_demand(struct planner *pl);
 void vpack__plan_activate_packages(struct planner *pl);
 

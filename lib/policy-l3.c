@@ -37,6 +37,23 @@ static double placed_load(const struct dom_info *di)
  * CPUs not explained by placed threads known to run there, scaled so the
  * caches' shares add up to the package's fixed load.
  */
+/*
+ * CPU c's busy share for the caches' rooms: the smoothed one, or the last
+ * interval's where that is lower. Load the last interval no longer shows
+ * (a burst that ended, its smoothed value still falling) crowds no cache:
+ * inside one package, moving between caches on it gains nothing.
+ */
+static double cpu_load(const struct planner *pl, int c)
+{
+    const struct vpack_snapshot *s = pl->snap;
+    if ((unsigned)c >= s->ncpus || !(s->cpu_busy[c] > 0))
+        return 0;
+    double b = s->cpu_busy[c] > 1 ? 1 : s->cpu_busy[c];
+    if (s->cpu_busy_now && s->cpu_busy_now[c] >= 0 && s->cpu_busy_now[c] < b)
+        b = s->cpu_busy_now[c];
+    return b;
+}
+
 static int l3_rooms(struct planner *pl, struct l3_plan *lp)
 {
     const struct vpack_topology *topo = pl->topo;
@@ -91,18 +108,21 @@ static int l3_rooms(struct planner *pl, struct l3_plan *lp)
     for (unsigned p = 0; p < pl->P; p++) {
         const struct vpack_package *pkg = &topo->packages[p];
         unsigned nk = lp->off[p + 1] - lp->off[p];
-        double rest_sum = 0, fixed = pl->load[p] - pl->own[p];
+        double rest_sum = 0, fixed = pl->load[p] - pl->own[p], load_now = 0;
         double *rest = &lp->room[lp->off[p]];
 
         for (unsigned k = 0; k < nk; k++) {
             double busy = 0;
             VPACK_CPUSET_FOREACH(c, &pkg->l3[k].cpus) {
-                if ((unsigned)c < pl->snap->ncpus && pl->snap->cpu_busy[c] > 0)
-                    busy += pl->snap->cpu_busy[c] > 1 ? 1 : pl->snap->cpu_busy[c];
+                double b = cpu_load(pl, c);
+                busy += b;
+                load_now += b;
             }
             rest[k] = busy - known[lp->off[p] + k] > 0 ? busy - known[lp->off[p] + k] : 0;
             rest_sum += rest[k];
         }
+        if (pl->have_now && load_now - pl->own[p] < fixed)
+            fixed = load_now - pl->own[p];
         for (unsigned k = 0; k < nk; k++) {
             double share = rest_sum > EPS && fixed > 0 ? rest[k] * fixed / rest_sum : 0;
             lp->cap[lp->off[p] + k] = pkg->l3[k].ncores ? pkg->l3[k].ncores : 1;
@@ -181,6 +201,9 @@ static uint64_t choose_l3(struct planner *pl, struct l3_plan *lp, const struct d
     if (ds && ds->l3 && ds->npkgs == 1 && ds->pkgs[0] == pkg->id && !(ds->l3 >> nk) &&
         l3_in_bound(pl, di, p, ds->l3))
         prev = ds->l3;
+    /* A load one interval old (a spread trigger still being counted) moves nothing. */
+    if (prev && vpack__plan_unconfirmed(pl))
+        return prev;
     if (prev && !(prev & (prev - 1)) &&
         room_at(pl, lp, base + (unsigned)__builtin_ctzll(prev), false) + EPS >= load)
         return prev;

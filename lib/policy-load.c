@@ -75,6 +75,8 @@ static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuse
         any_free = true;
         if (t->delay > di->max_delay)
             di->max_delay = t->delay;
+        if (t->delay_now > di->max_delay_now)
+            di->max_delay_now = t->delay_now;
         if (vpack__plan_vcpu_busy(pl, di, i)) {
             di->movable += t->util;
             nbusy++;
@@ -269,11 +271,14 @@ void vpack__plan_describe_domains(struct planner *pl)
         di->prev = vpack__plan_state_find(pl->st, di->d->name);
         describe_domain(pl, di, &pl->bounds[i]);
         pl->threads_total += di->total;
+        pl->threads_now += di->util_now;
         pl->wanted_now += di->util_now + (di->managed ? di->delay_now : 0);
         if (di->managed) {
             attribute_domain(pl, di);
             if (di->max_delay > pl->max_delay)
                 pl->max_delay = di->max_delay;
+            if (di->max_delay_now > pl->max_delay_now)
+                pl->max_delay_now = di->max_delay_now;
         }
         mark_forced(pl, di);
     }

@@ -38,13 +38,13 @@ static int cap_desc_cmp(const void *a, const void *b, void *ctx)
     return pkg_pref_cmp(a, b, ctx);
 }
 
-/* The fewest packages whose cores * share hold the demand: the largest first (rule 4). */
-unsigned vpack__plan_packages_for(const struct planner *pl, double share)
+/* The fewest packages whose cores * share hold demand: the largest first (rule 4). */
+unsigned vpack__plan_packages_for(const struct planner *pl, double demand, double share)
 {
     double acc = 0;
     for (unsigned i = 0; i < pl->P; i++) {
         acc += pl->cap[pl->by_cap[i]] * share;
-        if (acc + EPS >= pl->demand)
+        if (acc + EPS >= demand)
             return i + 1;
     }
     return pl->P;
@@ -54,6 +54,7 @@ unsigned vpack__plan_packages_for(const struct planner *pl, double share)
 void vpack__plan_size_demand(struct planner *pl)
 {
     pl->demand = pl->total_busy > pl->threads_total ? pl->total_busy : pl->threads_total;
+    pl->demand_now = pl->total_busy_now > pl->threads_now ? pl->total_busy_now : pl->threads_now;
     for (unsigned p = 0; p < pl->P; p++) {
         /* Load vpack places moves with its domains: it keeps nothing awake. */
         pl->awake[p] = pl->load[p] - pl->own[p] >= AWAKE_SHARE * pl->cap[p];
@@ -61,7 +62,7 @@ void vpack__plan_size_demand(struct planner *pl)
     }
     qsort_r(pl->order, pl->P, sizeof(int), pkg_pref_cmp, pl);
     qsort_r(pl->by_cap, pl->P, sizeof(int), cap_desc_cmp, pl);
-    pl->nlow = vpack__plan_packages_for(pl, pl->par->pack_watermark);
+    pl->nlow = vpack__plan_packages_for(pl, pl->demand, pl->par->pack_watermark);
 }
 
 /* The pack capacity of the k largest packages not active and not skip. */

@@ -135,8 +135,9 @@ static bool stay_put(struct planner *pl, struct dom_info *di, unsigned nc)
     double room = room_of(pl, tmp, n);
     bool young = pl->now - prev->placed_ms < pl->par->min_residency_ms;
     /* A multi-package domain that now fits one package is packed onto it. */
-    /* Within min_residency_ms it stays unless the host is spreading. */
-    if ((room + EPS < di->movable && (!young || pl->spreading)) ||
+    /* Within min_residency_ms it stays unless the host is spreading; while a spread
+     * trigger is only being counted, the load that crowds it is not confirmed yet. */
+    if ((room + EPS < di->movable && (!young || pl->spreading) && !vpack__plan_unconfirmed(pl)) ||
         (n > 1 && !young && fits_one(pl, nc, di->movable)))
         return false;
     memcpy(di->pk, tmp, n * sizeof(*tmp));
@@ -258,7 +259,7 @@ static bool light_stays(struct planner *pl, struct dom_info *di)
     if (!ds || ds->npkgs != 1 || !pkgs_in_active(pl, ds))
         return false;
     int p = vpack_topology_package_index(pl->topo, ds->pkgs[0]);
-    if (!in_bound(pl, di, p) || pl->room[p] + EPS < di->light)
+    if (!in_bound(pl, di, p) || (pl->room[p] + EPS < di->light && !vpack__plan_unconfirmed(pl)))
         return false;
     di->pk[di->npk++] = p;
     pl->room[p] -= di->light;
@@ -442,8 +443,11 @@ int vpack__plan_place_light(struct planner *pl)
             continue;
         if (!all_light(di)) {
             bool with = false;
+            /* Beside them while a load one interval old crowds them (a spread trigger
+             * still being counted) if they were beside them before. */
+            bool was_with = vpack__plan_unconfirmed(pl) && di->prev && di->prev->light_pkg < 0;
             for (unsigned k = 0; k < di->npk && !with && di->light > EPS; k++)
-                if (pl->room[di->pk[k]] + EPS >= di->light) {
+                if (pl->room[di->pk[k]] + EPS >= di->light || was_with) {
                     pl->room[di->pk[k]] -= di->light;
                     with = true;
                 }

@@ -257,7 +257,10 @@ static void observe_packages(struct planner *pl)
         double b = snap->cpu_busy[c] > 1 ? 1 : snap->cpu_busy[c];
         pl->load[p] += b;
         pl->total_busy += b;
+        if (snap->cpu_busy_now && snap->cpu_busy_now[c] >= 0)
+            pl->total_busy_now += snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
     }
+    pl->have_now = snap->cpu_busy_now != NULL;
     for (unsigned i = 0; i < pl->st->nactive; i++) {
         int p = vpack_topology_package_index(topo, pl->st->active_ids[i]);
         if (p >= 0)

@@ -133,7 +133,74 @@ void vpack_snapshot_free(struct vpack_snapshot *s)
         domain_clear(&s->domains[i]);
     free(s->domains);
     free(s->cpu_busy);
+    free(s->cpu_busy_now);
     free(s);
+}
+
+int vpack_snapshot_want_now(struct vpack_snapshot *s)
+{
+    if (s->cpu_busy_now || !s->ncpus)
+        return 0;
+    s->cpu_busy_now = malloc(s->ncpus * sizeof(*s->cpu_busy_now));
+    if (!s->cpu_busy_now)
+        return -ENOMEM;
+    for (unsigned i = 0; i < s->ncpus; i++)
+        s->cpu_busy_now[i] = -1;
+    return 0;
+}
+
+/* Calls fn on every thread of s. */
+static void each_thread(struct vpack_snapshot *s, void (*fn)(struct vpack_thread_sample *, void *),
+                        void *arg)
+{
+    for (unsigned i = 0; i < s->ndomains; i++) {
+        struct vpack_domain_sample *d = &s->domains[i];
+        for (unsigned v = 0; v < d->nvcpus; v++)
+            fn(&d->vcpus[v], arg);
+        fn(&d->emulator, arg);
+        for (unsigned t = 0; t < d->niothreads; t++)
+            fn(&d->iothreads[t], arg);
+    }
+}
+
+struct now_bound {
+    double sum, scale, max_busy;
+};
+
+static void sum_util_now(struct vpack_thread_sample *t, void *arg)
+{
+    ((struct now_bound *)arg)->sum += t->util_now > 0 ? t->util_now : 0;
+}
+
+static void cut_now(struct vpack_thread_sample *t, void *arg)
+{
+    const struct now_bound *b = arg;
+    if (t->util_now > 0)
+        t->util_now *= b->scale;
+    if (t->delay_now > b->max_busy)
+        t->delay_now = b->max_busy;
+}
+
+double vpack_snapshot_bound_now(struct vpack_snapshot *s)
+{
+    struct now_bound b = {0, 1, 0};
+    double busy = 0;
+
+    if (!s->cpu_busy_now)
+        return 0;
+    for (unsigned c = 0; c < s->ncpus; c++) {
+        double x = s->cpu_busy_now[c];
+        if (!(x >= 0))
+            continue;
+        busy += x > 1 ? 1 : x;
+        if (x > b.max_busy)
+            b.max_busy = x > 1 ? 1 : x;
+    }
+    each_thread(s, sum_util_now, &b);
+    if (b.sum > busy)
+        b.scale = busy / b.sum;
+    each_thread(s, cut_now, &b);
+    return b.sum > busy ? b.sum - busy : 0;
 }
 
 /* The reader. */
@@ -673,24 +740,27 @@ static int check_unique_names(struct pctx *c, const struct vpack_snapshot *s)
     return ret;
 }
 
-static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *s)
+/*
+ * Reads the per-CPU map under key ("cpus" or "cpus_now"): CPU id -> busy
+ * fraction 0..1, null or absent = not reported (-1). *arr gets max id + 1
+ * entries (*n), or stays NULL for an empty map.
+ */
+static int parse_cpu_map(struct pctx *c, json_object *v, const char *key, double **arr,
+                         unsigned *n)
 {
     char p[PATH_LEN], k[QUOTE_MAX + 8];
-    json_object *v = member(root, "cpus");
     unsigned max = 0, cpu;
     bool any = false;
     int ret;
 
-    if (!v)
-        return missing(c, "", "cpus");
     if (json_object_get_type(v) != json_type_object)
-        return expected(c, "cpus", "an object", v);
+        return expected(c, key, "an object", v);
     /* First pass: validate the keys and size the array. */
-    json_object_object_foreach(v, key, val) {
+    json_object_object_foreach(v, k1, val) {
         (void)val;
-        if (!parse_id_key(key, VPACK_CPUSET_MAX, &cpu)) {
-            quote_text(k, sizeof(k), key);
-            return fail(c, "cpus", "key \"%s\" is not a CPU id (0 to %d)", k,
+        if (!parse_id_key(k1, VPACK_CPUSET_MAX, &cpu)) {
+            quote_text(k, sizeof(k), k1);
+            return fail(c, key, "key \"%s\" is not a CPU id (0 to %d)", k,
                         VPACK_CPUSET_MAX - 1);
         }
         if (cpu > max)
@@ -699,23 +769,56 @@ static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *
     }
     if (!any)
         return 0;
-    s->cpu_busy = malloc((max + 1) * sizeof(*s->cpu_busy));
-    if (!s->cpu_busy)
+    *arr = malloc((max + 1) * sizeof(**arr));
+    if (!*arr)
         return c->ret = -ENOMEM;
-    s->ncpus = max + 1;
+    *n = max + 1;
     for (unsigned i = 0; i <= max; i++)
-        s->cpu_busy[i] = -1;
-    json_object_object_foreach(v, key2, val2) {
-        parse_id_key(key2, VPACK_CPUSET_MAX, &cpu);
+        (*arr)[i] = -1;
+    json_object_object_foreach(v, k2, val2) {
+        parse_id_key(k2, VPACK_CPUSET_MAX, &cpu);
         /* null means "not reported", like an absent key. */
         if (!val2)
             continue;
-        pathf(p, "cpus.%s", key2);
-        ret = get_number(c, p, val2, 0, 1, &s->cpu_busy[cpu]);
+        pathf(p, "%s.%s", key, k2);
+        ret = get_number(c, p, val2, 0, 1, &(*arr)[cpu]);
         if (ret < 0)
             return ret;
     }
     return 0;
+}
+
+/* "cpus", and "cpus_now" (optional, no CPU that "cpus" lacks). */
+static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *s)
+{
+    json_object *v = member(root, "cpus");
+    double *now = NULL;
+    unsigned nnow = 0;
+    int ret;
+
+    if (!v)
+        return missing(c, "", "cpus");
+    ret = parse_cpu_map(c, v, "cpus", &s->cpu_busy, &s->ncpus);
+    if (ret < 0 || !(v = member(root, "cpus_now")))
+        return ret;
+    ret = parse_cpu_map(c, v, "cpus_now", &now, &nnow);
+    for (unsigned i = s->ncpus; ret == 0 && i < nnow; i++)
+        if (now[i] >= 0)
+            ret = fail(c, "cpus_now", "CPU %u is not in \"cpus\"", i);
+    if (ret == 0 && s->ncpus) {
+        s->cpu_busy_now = now;
+        now = NULL;
+        if (nnow < s->ncpus) {
+            double *grown = realloc(s->cpu_busy_now, s->ncpus * sizeof(*grown));
+            if (!grown)
+                ret = c->ret = -ENOMEM;
+            else
+                for (s->cpu_busy_now = grown; nnow < s->ncpus; nnow++)
+                    grown[nnow] = -1;
+        }
+    }
+    free(now);
+    return ret;
 }
 
 /* Converts a parsed JSON value into a snapshot. */
@@ -1066,31 +1169,37 @@ cleanup:
     return o;
 }
 
+/* A per-CPU map: entries that are negative (or NaN) are "not reported" and left out. */
+static json_object *cpu_map_json(const double *arr, unsigned n)
+{
+    json_object *o = json_object_new_object();
+    char key[16];
+
+    for (unsigned i = 0; o && i < n; i++) {
+        if (!(arr[i] >= 0))
+            continue;
+        snprintf(key, sizeof(key), "%u", i);
+        if (add_double(o, key, arr[i]) < 0) {
+            json_object_put(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
 json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
 {
-    json_object *root = json_object_new_object(), *cpus = NULL, *doms = NULL;
-    char key[16];
+    json_object *root = json_object_new_object(), *doms = NULL;
 
     if (!root)
         goto fail;
     if (vpack_json_add(root, "interval_ms", json_object_new_int64(s->interval_ms)) < 0)
         goto fail;
-    cpus = json_object_new_object();
-    if (!cpus)
+    if (vpack_json_add(root, "cpus", cpu_map_json(s->cpu_busy, s->ncpus)) < 0)
         goto fail;
-    for (unsigned i = 0; i < s->ncpus; i++) {
-        /* A negative (or NaN) busy fraction is "not reported": left out. */
-        if (!(s->cpu_busy[i] >= 0))
-            continue;
-        snprintf(key, sizeof(key), "%u", i);
-        if (add_double(cpus, key, s->cpu_busy[i]) < 0)
-            goto fail;
-    }
-    if (vpack_json_add(root, "cpus", cpus) < 0) {
-        cpus = NULL;
+    if (s->cpu_busy_now &&
+        vpack_json_add(root, "cpus_now", cpu_map_json(s->cpu_busy_now, s->ncpus)) < 0)
         goto fail;
-    }
-    cpus = NULL;
     doms = json_object_new_array_ext((int)(s->ndomains < INT_MAX ? s->ndomains : INT_MAX));
     if (!doms)
         goto fail;
@@ -1104,7 +1213,6 @@ json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
     return root;
 
 fail:
-    json_object_put(cpus);
     json_object_put(doms);
     json_object_put(root);
     return NULL;

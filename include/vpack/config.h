@@ -17,6 +17,9 @@
 #define VPACK_DEFAULT_SOCKET "/run/vpack/vpackd.sock"
 #define VPACK_DEFAULT_STATE_DIR "/run/vpack"
 #define VPACK_DEFAULT_METRICS_PORT 9477
+/* The agent's moving average; the host model (vpack/model.h) observes with the same. */
+#define VPACK_DEFAULT_SMOOTHING_RISE 0.8
+#define VPACK_DEFAULT_SMOOTHING_FALL 0.3
 
 struct vpack_config {
     /* [agent] */

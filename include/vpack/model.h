@@ -9,17 +9,38 @@
  *  1. The policy sees what the agent would have seen: the trace's domains,
  *     levels (or the model's level for all), pins, cpusets and memory, with
  *     each thread's util and delay and each CPU's busy share as the model
- *     computed them for the previous interval (the first interval: util =
- *     demand, delay 0, every usable CPU at the mean demand). It runs the real
+ *     computed them for the intervals before, smoothed as the agent smooths
+ *     them (a moving average that follows a rise with weight smoothing_rise
+ *     and a fall with smoothing_fall: struct vpack_model_host, by default the
+ *     agent's own defaults, VPACK_DEFAULT_SMOOTHING_* of vpack/config.h), and
+ *     the last interval alone, unsmoothed, in each CPU's cpu_busy_now and
+ *     each thread's util_now and delay_now (the first interval: util =
+ *     util_now = demand, delay 0, every usable CPU at the mean demand, in
+ *     cpu_busy and cpu_busy_now). It runs the real
  *     vpack_plan_compute() with one policy state kept across intervals.
  *  2. The plan's masks are applied. A thread whose mask differs from the one
  *     it had is one pin operation (a thread starts with its free mask: its
  *     pin, else its domain's bound); a plan domain marked moved is one move.
- *  3. Sharing. A thread's demand (the trace's util, at most one CPU) is
- *     offered to the CPUs of its mask. Threads with the same mask form a
- *     group; groups are placed narrowest mask first, each water-filled onto
- *     its CPUs (the least loaded CPUs are raised first, as the scheduler's
- *     load balancing would), so wider masks take what narrower ones left.
+ *     Each pin operation costs the host pin_cpu_ms of CPU time outside the
+ *     guests (libvirtd's work for the call, the moved thread's migration:
+ *     VPACK_MODEL_PIN_CPU_MS, measured), charged in the interval of the move
+ *     as foreign load spread evenly over every usable CPU. That is an
+ *     assumption: libvirtd is not confined, and its worker threads run
+ *     wherever the scheduler finds room. Its effect: a parked package is
+ *     charged its CPUs' share of every move (its whole-idle share is a
+ *     little pessimistic), an active one less than it may really carry when
+ *     libvirtd runs beside the vpackd that woke it.
+ *  3. Sharing. Foreign load (vpack_model_add_foreign(): work from outside
+ *     the guests, such as a one-interval burst of another process, and the
+ *     pin charge of step 2) is put on its CPUs first. A thread's demand (the
+ *     trace's util, at most one CPU) is offered to the CPUs of its mask.
+ *     Threads with the same mask form a group; groups are placed narrowest
+ *     mask first, each water-filled onto its CPUs (the least loaded CPUs are
+ *     raised first, as the scheduler's load balancing would), so wider masks
+ *     take what narrower ones and foreign load left. Foreign load is served
+ *     beside the guests' in proportion (step 4), occupies its CPUs (steps 5
+ *     to 7: busy shares, delay, idle, energy) and is never demand or served
+ *     work.
  *  4. Capacity. The topology does not name SMT siblings, so within a package
  *     the i-th usable CPU (ascending) belongs to core i mod ncores. A core
  *     serves at most one CPU's worth per CPU and 1 + smt_gain * (k - 1) in
@@ -45,9 +66,16 @@
  *
  * What the model cannot see: wake-up latency and transition energy of
  * C-states, turbo and frequency, cache and memory locality (remote memory
- * costs nothing here), interrupts and host processes outside the trace,
- * scheduler imperfection inside a mask, second-scale bursts the trace does
- * not carry.
+ * costs nothing here), interrupts and host processes outside the trace
+ * other than the foreign load it is given and its own pin operations' charge
+ * (vpackd's own sampling is not charged), scheduler imperfection inside a
+ * mask, bursts shorter than an interval, second-scale guest bursts the trace
+ * does not carry. Nor does it see that the scheduler lets a thread that
+ * wakes briefly preempt a CPU-bound one: foreign load delays the guests'
+ * threads as any other occupancy does (step 5), so a burst that nearly
+ * fills a CPU gives its light vCPUs a large run-queue delay (on the 2 x 1
+ * core host, guests of 0.2 CPUs beside a 1.5 CPU burst: about 40% each),
+ * likely more than a real host would show.
  */
 #ifndef VPACK_MODEL_H
 #define VPACK_MODEL_H
@@ -69,6 +97,32 @@ struct vpack_power_params {
 
 /* The defaults, the values of data/power-model.ini. */
 void vpack_power_params_default(struct vpack_power_params *p);
+
+/*
+ * CPU time one live pin operation costs the host outside the guests' work,
+ * in ms: libvirtd's for the call (virDomainPinVcpuFlags / PinEmulator with
+ * VIR_DOMAIN_AFFECT_LIVE through one open connection) plus the QEMU
+ * process's (the moved thread). Measured by tests/bench/bench-pin-cost.sh,
+ * 2026-12-02, on a 2-CPU AMD EPYC VM (Debian 12, libvirt 9.0.0, QEMU 7.2,
+ * no cpuidle driver), 3 idle TCG guests of 2 vCPUs, 3 rounds of 300 pins
+ * alternating CPU 0 and CPU 1, utime + stime from /proc/PID/stat against
+ * an idle window of the same length: libvirtd 1.93, 2.47 and 2.07 ms per
+ * pin, QEMU -0.02, -0.13 and +0.09 ms (within the idle window's noise; an
+ * idle vCPU thread is moved while it sleeps), together median 2.16 ms,
+ * 9-11 ms wall per call. The client's side (vpackd's; virsh's there:
+ * 1.2-1.4 ms per call) is not in it.
+ */
+#define VPACK_MODEL_PIN_CPU_MS 2.16
+
+/* What the host spends and how the agent observes, beside the power model. */
+struct vpack_model_host {
+    double pin_cpu_ms;      /* CPU-ms per pin operation, 0..1000; VPACK_MODEL_PIN_CPU_MS */
+    double smoothing_rise;  /* the agent's moving average, (0, 1]: weight of a rise */
+    double smoothing_fall;  /* ... of a fall; both default to the agent's defaults */
+};
+
+/* The defaults above. */
+void vpack_model_host_default(struct vpack_model_host *h);
 /*
  * Reads an INI text of len bytes: section [package] with keys awake_w,
  * core_w, deep_w (watts, >= 0, deep_w <= awake_w) and [smt] with gain
@@ -91,11 +145,28 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
                     char **errmsg);
 void vpack_model_free(struct vpack_model *m);
 
+/*
+ * Replaces the model's host figures (vpack_model_new() starts with the
+ * defaults). Returns 0, or -EINVAL with *errmsg for a value out of range.
+ */
+int vpack_model_set_host(struct vpack_model *m, const struct vpack_model_host *h, char **errmsg);
+
+/*
+ * Gives the next interval only foreign load: cpus CPUs' worth of work from
+ * outside the guests (another process's burst, say) on usable CPU cpu, or
+ * spread evenly over every usable CPU when cpu is -1. Calls add up; the next
+ * vpack_model_step() charges it and forgets it. Returns 0, or -EINVAL for a
+ * CPU that is not usable or a load that is negative or not finite.
+ */
+int vpack_model_add_foreign(struct vpack_model *m, int cpu, double cpus);
+
 /* What one interval came to. Arrays are the model's, valid until the next step. */
 struct vpack_model_interval {
     double seconds;          /* the interval's length */
     double demand, served;   /* CPUs' worth of work demanded and served, all threads */
     double max_delay;        /* the largest vCPU delay, share of the interval */
+    double foreign;          /* CPUs' worth of foreign load given (vpack_model_add_foreign()) */
+    double pin_cpu;          /* CPUs' worth the pin operations cost (pin_ops x pin_cpu_ms) */
     double energy_j;
     unsigned pin_ops, moves;
     unsigned nactive;        /* the plan's active packages (all when lifted) */
@@ -126,8 +197,9 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
 struct vpack_plan *vpack_model_take_plan(struct vpack_model *m);
 /*
  * The snapshot the policy saw in the last interval (its domains and threads,
- * util and delay as the model observed them), valid until the next step;
- * its cpu_busy already holds what the next interval's policy will see.
+ * util and delay as the model observed them, smoothed, and util_now and
+ * delay_now), valid until the next step; its cpu_busy and cpu_busy_now
+ * already hold what the next interval's policy will see.
  */
 const struct vpack_snapshot *vpack_model_observed(const struct vpack_model *m);
 
@@ -138,6 +210,8 @@ struct vpack_model_totals {
     double demand, served;        /* CPU-seconds */
     double energy_j;
     unsigned long pin_ops, moves;
+    double foreign_s;             /* CPU-seconds of foreign load given */
+    double pin_cpu_s;             /* CPU-seconds the pin operations cost */
     double active_pkg_s;          /* package-seconds with work on the package (nworking) */
     double planned_pkg_s;         /* package-seconds the plans named active (nactive) */
     unsigned npackages;

@@ -33,13 +33,26 @@
  *     and the one package a busy domain's cpuset allows. With no previous
  *     state the planner uses the lower bound at once. Afterwards it spreads
  *     fast: when the demand exceeds spread_watermark of the active cores for
- *     spread_samples snapshots in a row (one snapshot if it exceeds all of
- *     them, or if the last interval alone does: the threads' util_now plus
- *     the delay_now of those vpack may move; a step that saturates the active
- *     packages measures no more than them, and smoothing holds part of it
- *     back), or a vCPU vpack may move (not guest-pinned) of a managed domain
- *     has a delay over delay_threshold as long, it grows to max(lower bound,
- *     active + 1). A delay spread that moved none of the waiting domains does
+ *     spread_samples snapshots in a row, or a vCPU vpack may move (not
+ *     guest-pinned) of a managed domain has a delay over delay_threshold as
+ *     long, it grows to max(lower bound, active + 1). Where the snapshot
+ *     carries the last interval alone (cpu_busy_now), a snapshot counts only
+ *     when that interval was over the trigger too (its CPUs' busy or its
+ *     threads' util_now; the worst delay_now): smoothing falls slowly, and
+ *     one busy interval would otherwise count twice. It spreads at once when
+ *     the guests' own threads asked for more than all the active cores in the
+ *     last interval alone (every thread's util_now plus the delay_now of those
+ *     vpack may move: a step that saturates the active packages measures no
+ *     more than them, and smoothing holds part of it back) and their run time
+ *     alone (util_now) filled the active cores to spread_watermark (delay
+ *     beside a light run time is load outside the guests queueing them: it
+ *     counts as a sample, no more); load outside the guests never spreads at
+ *     once, except in a snapshot without cpu_busy_now, where the smoothed
+ *     demand over all the active cores is the only evidence and does. While
+ *     a trigger is being counted and not reached, the load over it is one
+ *     interval old: domains that stay keep their packages (rule 7), level 2
+ *     light vCPUs beside the others stay there (rule 8) and domains kept in
+ *     L3 caches stay in them (rule 9), whatever room that load leaves. A delay spread that moved none of the waiting domains does
  *     not grow again until the delay has fallen under half the threshold. It
  *     packs slowly: only after the lower bound has stayed below the active
  *     count, with no delay over half the threshold, for pack_delay_ms
@@ -96,7 +109,9 @@
  *     caches that hold what goes with its emulator (its long-running vCPUs,
  *     emulator, iothreads and, at level 2, the light vCPUs beside them):
  *     room per cache = its cores * spread_watermark minus its share of the
- *     package's fixed load minus what this plan put there. It stays in its
+ *     package's fixed load minus what this plan put there (each CPU's busy
+ *     counted at the lower of its smoothed and last-interval values: a burst
+ *     that ended crowds no cache while its smoothed value falls). It stays in its
  *     caches while they hold it (from several to one as soon as one does);
  *     else one cache: where most of its load ran, else the one with most
  *     room, under the pack watermark first, then under the spread watermark;

@@ -45,6 +45,13 @@ struct vpack_snapshot {
     unsigned interval_ms;
     unsigned ncpus;      /* length of cpu_busy: highest CPU id seen + 1 */
     double *cpu_busy;    /* busy fraction 0..1 per CPU id; negative = not reported */
+    /*
+     * The last interval alone, not smoothed: ncpus entries like cpu_busy, or
+     * NULL when not known. When it is given, the snapshot carries the last
+     * interval's values, and a thread's util_now or delay_now of 0 means 0
+     * (without it, 0 there means "not known").
+     */
+    double *cpu_busy_now;
     unsigned ndomains;
     struct vpack_domain_sample *domains;
 };
@@ -93,6 +100,24 @@ struct vpack_snapshot *vpack_snapshot_new(unsigned ncpus, unsigned ndomains);
  */
 int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, int level,
                              unsigned nvcpus, unsigned niothreads);
+
+/*
+ * Gives s a cpu_busy_now array (every entry -1: not reported) if it has none.
+ * Returns 0 or -ENOMEM.
+ */
+int vpack_snapshot_want_now(struct vpack_snapshot *s);
+/*
+ * Keeps the last interval's thread readings within what the CPUs showed in
+ * that interval: a thread ran no more than the CPUs were busy, and waited in
+ * a run queue only while a CPU it may use ran something else. When s has
+ * cpu_busy_now, the threads' util_now are scaled down together so that their
+ * sum is at most the sum of cpu_busy_now, and each delay_now is cut to the
+ * busiest CPU's cpu_busy_now. An agent that reads threads after a few
+ * unread intervals puts what it cannot date into the last one; this keeps
+ * such a reading from showing a step the CPUs did not show. Returns how
+ * much util_now it took away (CPUs), 0 when nothing was cut.
+ */
+double vpack_snapshot_bound_now(struct vpack_snapshot *s);
 
 /*
  * True when b would be the same input to the policy as a, up to band: the

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# vpackctl simulate's policy options, --config FILE and --set SECTION.KEY=VALUE:
+# vpackctl simulate's policy options, --config FILE and --set SECTION.KEY=VALUE,
+# and the host's own load (--pin-cost, --host-burst):
 # a bad key, value or file is one line on stderr naming it (exit 2 for --set,
 # 1 for the file), and a setting changes what the model does, the same from
 # the file or from --set, --set winning over the file. Runs on the PlanetLab
@@ -108,6 +109,29 @@ sim --json --config "$tmp/host.conf"
 sim --json --config "$tmp/host.conf" --reserved 3
 [ "$(field "$out" 'len(o["levels"][0]["package_idle"])')" = 2 ] ||
     fail "--reserved did not win over the file's reserved_cpus"
+
+# ---- the host outside the guests: the pin charge and --host-burst ---------
+sim --topology "$topo" --pin-cost -1
+refused "negative pin cost" 2 "--pin-cost" "'-1'"
+sim --topology "$topo" --host-burst 1.5
+refused "burst without EVERY" 2 "--host-burst" "CPUS:EVERY"
+sim --topology "$topo" --host-burst 1.5:2.5
+refused "burst EVERY not whole" 2 "--host-burst" "whole number"
+pins=$(field "$default" 'o["levels"][2]["pin_ops"]')
+[ "$(field "$default" 'abs(o["levels"][2]["pin_cpu_s"] - 0.00216 * o["levels"][2]["pin_ops"]) < 1e-9')" = True ] ||
+    fail "default pin charge: $(field "$default" 'o["levels"][2]["pin_cpu_s"]') CPU-s for $pins pins, not 2.16 ms each"
+sim --topology "$topo" --json --pin-cost 0
+[ "$rc" -eq 0 ] && [ "$(field "$out" 'o["levels"][2]["pin_cpu_s"]')" = 0.0 ] ||
+    fail "--pin-cost 0 still charged: $(field "$out" 'o["levels"][2]["pin_cpu_s"]') ($err)"
+[ "$(field "$out" 'o["levels"][0]["energy_j"] == '"$(field "$default" 'o["levels"][0]["energy_j"]')")" = True ] ||
+    fail "--pin-cost changed level 0, which pins nothing"
+sim --topology "$topo" --json --host-burst 2:10
+[ "$rc" -eq 0 ] || fail "--host-burst: exit $rc ($err)"
+[ "$(field "$out" '[round(l["foreign_cpu_s"], 6) for l in o["levels"]]')" = "[122.0, 122.0, 122.0]" ] ||
+    fail "--host-burst 2:10 over 612 intervals: $(field "$out" '[l["foreign_cpu_s"] for l in o["levels"]]') CPU-s, expected 61 bursts of 2"
+[ "$(field "$out" 'o["levels"][0]["energy_j"] > '"$(field "$default" 'o["levels"][0]["energy_j"]')")" = True ] &&
+    [ "$(field "$out" 'o["levels"][0]["served_cpu_s"] <= '"$(field "$default" 'o["levels"][0]["served_cpu_s"]')")" = True ] ||
+    fail "--host-burst: not charged to energy, or counted as served work"
 
 if [ "$failures" -ne 0 ]; then
     echo "simulate-options: $failures failure(s)" >&2

@@ -102,6 +102,119 @@ static void test_one_busy_vcpu(void **state)
     vpack_topology_free(t);
 }
 
+/*
+ * Foreign load: occupies its CPU beside the guests, served in proportion,
+ * charged to busy, idle and energy, never to demand or served work.
+ */
+static void test_foreign_load(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_interval iv;
+    struct vpack_model_totals tot;
+    const char *half = "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                       "\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0.5}]}]}";
+
+    (void)state;
+    assert_int_equal(vpack_model_add_foreign(m, 1, 0.1), -EINVAL);
+    assert_int_equal(vpack_model_add_foreign(m, -2, 0.1), -EINVAL);
+    assert_int_equal(vpack_model_add_foreign(m, 0, -0.1), -EINVAL);
+    assert_int_equal(vpack_model_add_foreign(m, 0, NAN), -EINVAL);
+    assert_int_equal(vpack_model_add_foreign(m, -1, 0.25), 0);
+    step(m, half, &iv);
+    assert_float_equal(iv.demand, 0.5, EPS);
+    assert_float_equal(iv.served, 0.5, EPS);
+    assert_float_equal(iv.foreign, 0.25, EPS);
+    assert_float_equal(iv.pkg_busy[0], 0.75, EPS);
+    assert_float_equal(iv.pkg_idle[0], 0.25, EPS);
+    /* deep 2 W x 0.25 + awake 20 W x 0.75 + core 5 W x 0.75 */
+    assert_float_equal(iv.energy_j, 0.5 + 15 + 3.75, EPS);
+    /* Observed as the agent would: the first interval's 0.5, then a rise to 0.75 at 0.8. */
+    assert_float_equal(vpack_model_observed(m)->cpu_busy[0], 0.5 + 0.8 * 0.25, EPS);
+    /* The next interval only: gone, and the busy share falls at 0.3. */
+    step(m, half, &iv);
+    assert_float_equal(iv.foreign, 0.0, EPS);
+    assert_float_equal(iv.pkg_busy[0], 0.5, EPS);
+    assert_float_equal(vpack_model_observed(m)->cpu_busy[0], 0.7 - 0.3 * 0.2, EPS);
+    /* Over the CPU: both served in proportion, the vCPU waits for the rest. */
+    assert_int_equal(vpack_model_add_foreign(m, 0, 1.5), 0);
+    step(m, half, &iv);
+    assert_float_equal(iv.served, 0.25, EPS);
+    assert_float_equal(iv.max_delay, 0.75, EPS);
+    vpack_model_totals(m, &tot);
+    assert_float_equal(tot.foreign_s, 1.75, EPS);
+    assert_float_equal(tot.demand, 1.5, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/* Each pin operation costs pin_cpu_ms, spread over every usable CPU: the parked one too. */
+static void test_pin_charge(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 2);
+    struct vpack_model_host h;
+    struct vpack_model_interval iv;
+    struct vpack_model_totals tot;
+    char *err = NULL;
+    const char *light = "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                        "\"level\":2,\"vcpus\":[{\"id\":0,\"util\":0.1},{\"id\":1,\"util\":0.1}]}]}";
+
+    (void)state;
+    vpack_model_host_default(&h);
+    assert_float_equal(h.pin_cpu_ms, VPACK_MODEL_PIN_CPU_MS, EPS);
+    h.smoothing_fall = 0;
+    assert_int_equal(vpack_model_set_host(m, &h, &err), -EINVAL);
+    assert_non_null(err);
+    free(err);
+    h.smoothing_fall = 0.3;
+    h.pin_cpu_ms = 100;
+    assert_int_equal(vpack_model_set_host(m, &h, &err), 0);
+    step(m, light, &iv);
+    /* The first plan packs the domain onto one package: every thread is pinned once. */
+    assert_int_equal(iv.nactive, 1);
+    assert_int_equal(iv.pin_ops, 3);
+    assert_float_equal(iv.pin_cpu, 0.3, EPS);
+    assert_float_equal(iv.foreign, 0.0, EPS);
+    assert_float_equal(iv.demand, 0.2, EPS);
+    assert_float_equal(iv.served, 0.2, EPS);
+    /* The parked package's one CPU carries half the charge. */
+    assert_float_equal(iv.pkg_busy[0] + iv.pkg_busy[1], 0.5, EPS);
+    assert_true(fabs(iv.pkg_busy[0] - 0.15) < EPS || fabs(iv.pkg_busy[1] - 0.15) < EPS);
+    step(m, light, &iv);
+    assert_int_equal(iv.pin_ops, 0);
+    assert_float_equal(iv.pin_cpu, 0.0, EPS);
+    vpack_model_totals(m, &tot);
+    assert_float_equal(tot.pin_cpu_s, 0.3, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/* The policy sees smoothed util, delay and busy, and the last interval alone beside them. */
+static void test_observed_smoothed(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 0);
+    const struct vpack_domain_sample *d;
+
+    (void)state;
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+            "\"vcpus\":[{\"id\":0,\"util\":1.0}]}]}", NULL);
+    for (int k = 0; k < 2; k++)
+        step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+                "\"vcpus\":[{\"id\":0,\"util\":0}]}]}", NULL);
+    /* The third interval's policy saw the second's: ran 0, smoothed 1 -> 0.7. */
+    d = &vpack_model_observed(m)->domains[0];
+    assert_float_equal(d->vcpus[0].util_now, 0.0, EPS);
+    assert_float_equal(d->vcpus[0].util, 0.7, EPS);
+    /* The next one will see 0.49 busy: 1, then two falls at 0.3; and the interval alone, 0. */
+    assert_float_equal(vpack_model_observed(m)->cpu_busy[0], 0.49, EPS);
+    assert_non_null(vpack_model_observed(m)->cpu_busy_now);
+    assert_float_equal(vpack_model_observed(m)->cpu_busy_now[0], 0.0, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
 /* Two vCPUs on one CPU: one CPU's worth served, half each, each waits the other half. */
 static void test_two_on_one_cpu(void **state)
 {
@@ -368,6 +481,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_busy_vcpu),
+        cmocka_unit_test(test_foreign_load),
+        cmocka_unit_test(test_pin_charge),
+        cmocka_unit_test(test_observed_smoothed),
         cmocka_unit_test(test_two_on_one_cpu),
         cmocka_unit_test(test_smt_sharing),
         cmocka_unit_test(test_idle_package_deep_state),

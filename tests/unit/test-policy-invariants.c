@@ -6,9 +6,9 @@
  *
  * Series run through the host model (lib/model.c): each interval's trace
  * (demand, pins, cpusets, memory) goes to vpack_model_step(), which runs the
- * policy on what the model observed in the interval before (the util each
- * thread was served, each CPU's occupancy under the last plan's masks) and
- * applies the plan it made. Every check reads the plan and the snapshot the
+ * policy on what the model observed in the intervals before (the util each
+ * thread was served, each CPU's occupancy under the last plan's masks,
+ * smoothed as the agent smooths them) and applies the plan it made. Every check reads the plan and the snapshot the
  * policy saw. The one series that needs a given run-queue delay (the model
  * computes its own) is closed-loop instead: each snapshot puts every thread
  * on a CPU of the mask the previous plan gave it and reports per-CPU busy
@@ -26,7 +26,12 @@
  * it when it fits one; vCPUs hovering +-10% around busy_vcpu make at most
  * one change per domain per minimum residency; a spread (run-queue delay, or
  * a load burst) is given back within pack delay + minimum residency after
- * the delay or the burst stops.
+ * the delay or the burst stops (a model series adds the intervals the
+ * agent's smoothing takes to see the burst end); light constant guests with
+ * a one-interval burst outside them every 20 s (over one package's cores)
+ * and the model's charge for each pin change placement (the packages kept
+ * awake, or any domain's masks) at most once per minimum residency after
+ * the first pack (issue 24).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -115,13 +120,10 @@ static unsigned hovering(const struct world *w)
     return n < w->nd ? n : w->nd;
 }
 
-/* A random host load: nd domains worth about share of the host's cores. */
-static void world_init(struct world *w, struct vpack_topology *t, const char *label,
-                       unsigned seed, double share, bool hover, bool model)
+/* A world of no domain yet on t: the policy's defaults, with the host model or closed loop. */
+static void world_base(struct world *w, struct vpack_topology *t, const char *label,
+                       unsigned seed, bool model)
 {
-    uint64_t s = seed * 7919u + 17;
-    double cores = total_cores(t);
-
     memset(w, 0, sizeof(*w));
     w->t = t;
     w->label = label;
@@ -138,6 +140,16 @@ static void world_init(struct world *w, struct vpack_topology *t, const char *la
         if (vpack_model_new(t, &w->par, &power, -1, &w->m, &err) < 0)
             fail_msg("%s: vpack_model_new: %s", label, err ? err : "?");
     }
+}
+
+/* A random host load: nd domains worth about share of the host's cores. */
+static void world_init(struct world *w, struct vpack_topology *t, const char *label,
+                       unsigned seed, double share, bool hover, bool model)
+{
+    uint64_t s = seed * 7919u + 17;
+    double cores = total_cores(t);
+
+    world_base(w, t, label, seed, model);
     w->nd = 3 + (unsigned)(rnd(&s) % (NDOMS - 2));
     for (unsigned i = 0; i < w->nd; i++) {
         struct tdom *d = &w->d[i];
@@ -675,6 +687,24 @@ static void test_delay_spread_released(void **unused)
     each_topology(delay_run, 4);
 }
 
+/*
+ * Intervals the agent's smoothing (the model's default, vpack/model.h) takes
+ * to see a step down: until 98% of the old excess is gone.
+ */
+static unsigned fall_s(void)
+{
+    struct vpack_model_host h;
+    double left = 1;
+    unsigned n = 0;
+
+    vpack_model_host_default(&h);
+    while (left > 0.02) {
+        left *= 1 - h.smoothing_fall;
+        n++;
+    }
+    return n;
+}
+
 /* A load burst (vCPU demand x3) for 15 s: back to the count before within pack delay + residency. */
 static void burst_run(struct vpack_topology *t, const char *label, unsigned seed)
 {
@@ -696,7 +726,8 @@ static void burst_run(struct vpack_topology *t, const char *label, unsigned seed
         step(&w, 0, NULL);
     for (unsigned i = 0; i < w.nd; i++)
         memcpy(w.d[i].util, saved[i], sizeof(saved[i]));
-    unsigned release = (w.par.pack_delay_ms + w.par.min_residency_ms) / 1000;
+    /* The model observes as the agent does: the burst's end shows through the smoothing. */
+    unsigned release = (w.par.pack_delay_ms + w.par.min_residency_ms) / 1000 + fall_s();
     for (unsigned k = 0; k < release; k++)
         step(&w, 0, NULL);
     if (w.plan->nactive > before || (w.plan->lifted && !lifted_before))
@@ -711,6 +742,132 @@ static void test_burst_released(void **unused)
     each_topology(burst_run, 4);
 }
 
+/*
+ * The live tests' scenario (issue 24): three light level-2 domains, well
+ * under the pack watermark, constant; every 20 intervals one interval with
+ * a foreign burst of 1.5 times one package's cores spread over the host
+ * (another process, outside the guests); and the model's charge for every
+ * pin the plans make. After the first pack, placement changes (the active
+ * packages, or any domain's masks) come at least a minimum residency apart.
+ */
+#define FLAP_EVERY 20
+#define FLAP_BURST 1.5
+
+/* Three level-2 domains worth share of one package's cores in all. */
+static void light_world_init(struct world *w, struct vpack_topology *t, const char *label,
+                             unsigned seed, double share)
+{
+    uint64_t s = seed * 7919u + 17;
+    double load = share * t->packages[0].ncores;
+
+    world_base(w, t, label, seed, true);
+    w->nd = 3;
+    for (unsigned i = 0; i < w->nd; i++) {
+        struct tdom *d = &w->d[i];
+        snprintf(d->name, sizeof(d->name), "d%02u", i);
+        d->level = 2;
+        d->nv = 2;
+        d->memnode = -1;
+        d->bound = t->cpus;
+        for (unsigned j = 0; j < d->nv + 1; j++) {
+            d->cpu[j] = -1;
+            d->util[j] = (j < d->nv ? load / 6 : load / 30) * (0.5 + rnd_unit(&s));
+        }
+    }
+}
+
+/* The packages a plan keeps awake: all of them when it lifts restrictions. */
+static void awake_set(const struct world *w, vpack_cpuset *out)
+{
+    vpack_cpuset_zero(out);
+    for (unsigned p = 0; p < w->t->npackages; p++)
+        if (w->plan->lifted || is_active(w->plan, w->t->packages[p].id))
+            vpack_cpuset_set(out, p);
+}
+
+/*
+ * One series; false with *why (the first two changes a residency apart, and
+ * the second one's plan) when it breaks the rule.
+ */
+static bool flap_run(struct vpack_topology *t, const char *label, unsigned seed, double share,
+                     char *why, size_t len)
+{
+    struct world w;
+    light_world_init(&w, t, label, seed, share);
+    const double guests = share * t->packages[0].ncores, burst = FLAP_BURST * t->packages[0].ncores;
+    const unsigned phase = 5 + seed * 3 % FLAP_EVERY, n = 10 * w.par.min_residency_ms / 1000;
+    double last_ms = -1;
+    char last_reason[512] = "";
+    bool packed = false, ok = true;
+
+    for (unsigned k = 0; k < n && ok; k++) {
+        vpack_cpuset before, after;
+        bool first = !w.plan;
+        if (!first)
+            awake_set(&w, &before);
+        if (k % FLAP_EVERY == phase)
+            assert_int_equal(vpack_model_add_foreign(w.m, -1, burst), 0);
+        unsigned moved = step(&w, 0, NULL);
+        awake_set(&w, &after);
+        if (packed && !first && (moved > 0 || !vpack_cpuset_equal(&before, &after))) {
+            if (last_ms >= 0 && w.now_ms - last_ms < w.par.min_residency_ms) {
+                snprintf(why, len,
+                         "%s seed %u: guests %.2f CPUs constant, a %.2f CPU burst outside them "
+                         "every %u s: placement changed at t=%.0f ms (%s) and again at t=%.0f ms, "
+                         "%.0f ms later, within the minimum residency (%llu ms): %s",
+                         label, seed, guests, burst, FLAP_EVERY, last_ms, last_reason, w.now_ms,
+                         w.now_ms - last_ms, (unsigned long long)w.par.min_residency_ms,
+                         w.plan->reason);
+                ok = false;
+            }
+            last_ms = w.now_ms;
+            snprintf(last_reason, sizeof(last_reason), "%s", w.plan->reason);
+        }
+        if (!w.plan->lifted && w.plan->nactive < t->npackages)
+            packed = true;
+    }
+    if (ok && !packed) {
+        snprintf(why, len, "%s seed %u: never packed %.2f CPUs of guests on %u packages", label,
+                 seed, guests, t->npackages);
+        ok = false;
+    }
+    world_fini(&w);
+    return ok;
+}
+
+static void test_bursts_no_flapping(void **unused)
+{
+    static const char *const hosts[] = {
+        "synthetic:package:2 core:1 pu:1", /* the live tests' host */
+        "synthetic:package:2 core:4 pu:1",
+        "synthetic:package:4 core:4 pu:1",
+        "synthetic:package:2 l3:2 core:4 pu:2",
+    };
+    unsigned runs = 0, failed = 0;
+    (void)unused;
+    for (unsigned i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+        struct vpack_topology *t = NULL;
+        char *err = NULL;
+        if (vpack_topology_load(hosts[i], NULL, NULL, &t, &err) < 0)
+            fail_msg("%s: %s", hosts[i], err ? err : "?");
+        /* A tenth of one package: three nearly idle guests on the 2 x 1 host, as live; and
+         * half the pack watermark, where the burst fills the packed CPU. */
+        for (unsigned seed = 1; seed <= 4; seed++)
+            for (double share = 0.1; share < 0.35; share += 0.2) {
+                char why[2048];
+                runs++;
+                if (!flap_run(t, hosts[i], seed, share, why, sizeof(why))) {
+                    print_error("FAIL: %s\n", why);
+                    failed++;
+                }
+            }
+        vpack_topology_free(t);
+    }
+    if (failed)
+        fail_msg("%u of %u series changed placement twice within a minimum residency", failed,
+                 runs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -718,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_hover_busy_vcpu),
         cmocka_unit_test(test_delay_spread_released),
         cmocka_unit_test(test_burst_released),
+        cmocka_unit_test(test_bursts_no_flapping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "vpack/config.h"
 #include "vpack/cpuset.h"
 #include "vpack/policy.h"
 #include "vpack/snapshot.h"
@@ -1335,6 +1336,10 @@ static struct vpack_snapshot *step_snap(const struct vpack_topology *t, int acti
         *b->vcpus[0].pin = *b_pin;
     }
     busy_package(t, s, active, 1.0);
+    if (now) {
+        assert_int_equal(vpack_snapshot_want_now(s), 0);
+        memcpy(s->cpu_busy_now, s->cpu_busy, s->ncpus * sizeof(*s->cpu_busy));
+    }
     return s;
 }
 
@@ -1382,6 +1387,129 @@ static void test_saturating_step_spreads_at_once(void **unused)
             vpack_snapshot_free(s);
             vpack_plan_free(p);
         }
+        runner_fini(&r);
+    }
+}
+
+/*
+ * What the agent hands the policy for a host whose raw per-CPU busy and
+ * per-vCPU delay of one interval are given: each CPU and each vCPU smoothed
+ * with the agent's own factors (lib/config.c), the raw values as the last
+ * interval alone. Three idle level-2 guests of one vCPU each (util 0.02).
+ */
+struct agent_view {
+    struct vpack_config cfg;
+    double busy[2], delay[3];
+    bool started;
+};
+
+static void view_smooth(const struct agent_view *v, double *avg, double x)
+{
+    *avg += (x > *avg ? v->cfg.smoothing_rise : v->cfg.smoothing_fall) * (x - *avg);
+}
+
+static struct vpack_snapshot *view_step(struct agent_view *v, const struct vpack_topology *t,
+                                        const double raw[2], double delay_raw, unsigned nwait,
+                                        bool now)
+{
+    static const char *const names[] = {"a", "b", "c"};
+    struct vpack_snapshot *s = snap_new(t, 3);
+    if (now)
+        assert_int_equal(vpack_snapshot_want_now(s), 0);
+    for (unsigned c = 0; c < 2; c++) {
+        if (!v->started)
+            v->busy[c] = raw[c];
+        else
+            view_smooth(v, &v->busy[c], raw[c]);
+        s->cpu_busy[c] = v->busy[c];
+        if (now)
+            s->cpu_busy_now[c] = raw[c];
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        struct vpack_domain_sample *d = dom_init(s, i, names[i], 2, 1, 0, 0.02);
+        double w = i < nwait ? delay_raw : 0; /* the first nwait wait */
+        view_smooth(v, &v->delay[i], w);
+        d->vcpus[0].delay = v->delay[i];
+        if (now) {
+            d->vcpus[0].util_now = 0.02;
+            d->vcpus[0].delay_now = w;
+        }
+    }
+    v->started = true;
+    return s;
+}
+
+/*
+ * A one-second burst outside the guests (1.5 CPUs over both CPUs, more than
+ * the one active core) every 20 s, or a one-second run-queue delay of two
+ * guests' vCPUs (under the core in all): with the last interval alone in the snapshot, neither
+ * spreads the packed guests (the smoothed values stay over the watermark for
+ * a second sample, the raw ones do not); the same load sustained spreads at
+ * its second sample; without the last interval's values the smoothed load
+ * over all the cores is the only evidence and spreads at once.
+ */
+static void test_one_interval_burst_does_not_spread(void **unused)
+{
+    (void)unused;
+    static const struct {
+        const char *what;
+        bool now, delay, sustained;
+        unsigned nwait; /* delay: how many of the three vCPUs wait */
+        int spread_at;  /* sample of the burst at which it spreads, -1: never */
+    } cases[] = {
+        {"isolated 1.5-CPU bursts, last interval known", true, false, false, 0, -1},
+        {"isolated delay bursts of two vCPUs, last interval known", true, true, false, 2, -1},
+        /* 0.06 run + 1.35 delay asks for more than the core, but the guests' run time
+         * is light: other load queues them, no reason to spread at once. */
+        {"isolated delay bursts of three vCPUs, last interval known", true, true, false, 3, -1},
+        {"sustained 1.5 CPUs, last interval known", true, false, true, 0, 2},
+        {"sustained delay of two vCPUs, last interval known", true, true, true, 2, 2},
+        {"isolated 1.5-CPU bursts, smoothed values only", false, false, false, 0, 1},
+    };
+    for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct runner r;
+        struct agent_view v = {.started = false};
+        runner_init(&r, "package:2 core:1 pu:1");
+        assert_int_equal(vpack_config_init(&v.cfg), 0);
+        unsigned changes = 0, first_spread = 0, last_nactive = 0;
+        struct vpack_plan *p = NULL;
+        for (unsigned k = 0; k < 200; k++) {
+            int active = p && p->nactive == 1 ? p->active_packages[0] : 0;
+            /* Bursts at 30, 50, 70, ...; sustained from 30 on. */
+            bool burst = k >= 30 && (cases[c].sustained || (k - 30) % 20 == 0);
+            double raw[2] = {0, 0}, delay = 0;
+            raw[active] = 0.06;
+            if (burst && !cases[c].delay) {
+                raw[0] += 0.75;
+                raw[1] += 0.75;
+            } else if (burst) {
+                /* Two vCPUs wait 0.45 of one interval: the smoothed delay (0.36, then
+                 * 0.25) is over the 0.25 threshold twice, while the last interval's ask
+                 * (0.06 run + 0.9 delay) stays under the one active core. */
+                delay = 0.45;
+            }
+            struct vpack_snapshot *s =
+                view_step(&v, r.topo, raw, delay, cases[c].nwait, cases[c].now);
+            vpack_plan_free(p);
+            p = plan_step(&r, s);
+            vpack_snapshot_free(s);
+            if (k == 29 && p->nactive != 1)
+                fail_msg("%s: not packed before the bursts: %s", cases[c].what, active_str(p));
+            if (k >= 30 && p->nactive != last_nactive) {
+                changes++;
+                if (!first_spread && p->nactive > last_nactive)
+                    first_spread = k - 30 + 1;
+            }
+            last_nactive = p->nactive;
+        }
+        vpack_plan_free(p);
+        if (cases[c].spread_at < 0 && changes)
+            fail_msg("%s: %u changes of the active count after the first burst", cases[c].what,
+                     changes);
+        if (cases[c].spread_at > 0 && first_spread != (unsigned)cases[c].spread_at)
+            fail_msg("%s: spread at sample %u of the burst, want %d", cases[c].what,
+                     first_spread, cases[c].spread_at);
+        vpack_config_clear(&v.cfg);
         runner_fini(&r);
     }
 }
@@ -2324,6 +2452,7 @@ int main(void)
         cmocka_unit_test(test_package_preference),
         cmocka_unit_test(test_spike_spreads_within_two_snapshots),
         cmocka_unit_test(test_saturating_step_spreads_at_once),
+        cmocka_unit_test(test_one_interval_burst_does_not_spread),
         cmocka_unit_test(test_hover_no_repeated_moves),
         cmocka_unit_test(test_low_high_low_packs_again),
         cmocka_unit_test(test_plan_why),

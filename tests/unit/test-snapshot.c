@@ -737,6 +737,59 @@ static void test_now_values(void **state)
     free(in);
 }
 
+/* cpus_now: the CPUs' last interval alone; read, written, checked; and the bound it sets. */
+static void test_cpus_now(void **state)
+{
+    (void)state;
+    char *in = dq("{'interval_ms': 1000, 'cpus': {'0': 0.3, '1': 0.05, '3': 0.1},"
+                  " 'cpus_now': {'0': 0.1, '1': 0.02}, 'domains': [{'name': 'b', 'vcpus': ["
+                  "{'id': 0, 'util': 0.3, 'util_now': 0.3, 'delay_now': 0.5},"
+                  "{'id': 1, 'util': 0.1, 'util_now': 0.06}], 'emulator': {'util_now': 0.04}}]}");
+    struct vpack_snapshot *s = parse_ok(in, strlen(in));
+    assert_int_equal(s->ncpus, 4);
+    assert_non_null(s->cpu_busy_now);
+    assert_float_equal(s->cpu_busy_now[0], 0.1, 1e-12);
+    assert_float_equal(s->cpu_busy_now[1], 0.02, 1e-12);
+    assert_true(s->cpu_busy_now[2] < 0 && s->cpu_busy_now[3] < 0); /* not reported */
+    char *j = vpack_snapshot_to_json(s);
+    assert_non_null(j);
+    assert_non_null(strstr(j, "\"cpus_now\":{\"0\":0.1,\"1\":0.02}"));
+    struct vpack_snapshot *b = parse_ok(j, strlen(j));
+    assert_float_equal(b->cpu_busy_now[1], 0.02, 1e-12);
+    assert_true(b->cpu_busy_now[3] < 0);
+
+    /* The threads asked for 0.4 CPUs in an interval the CPUs were 0.12 busy: cut to it,
+     * in proportion; a delay no longer than the busiest CPU was busy. */
+    assert_float_equal(vpack_snapshot_bound_now(s), 0.4 - 0.12, 1e-9);
+    const struct vpack_domain_sample *d = &s->domains[0];
+    assert_float_equal(d->vcpus[0].util_now, 0.3 * 0.12 / 0.4, 1e-9);
+    assert_float_equal(d->vcpus[1].util_now, 0.06 * 0.12 / 0.4, 1e-9);
+    assert_float_equal(d->emulator.util_now, 0.04 * 0.12 / 0.4, 1e-9);
+    assert_float_equal(d->vcpus[0].delay_now, 0.1, 1e-12);
+    assert_float_equal(vpack_snapshot_bound_now(s), 0, 1e-9); /* within now: unchanged */
+    assert_float_equal(d->vcpus[0].util_now, 0.3 * 0.12 / 0.4, 1e-9);
+    /* Without cpus_now there is nothing to bound by. */
+    free(b->cpu_busy_now);
+    b->cpu_busy_now = NULL;
+    assert_float_equal(vpack_snapshot_bound_now(b), 0, 0);
+    assert_float_equal(b->domains[0].vcpus[0].util_now, 0.3, 1e-12);
+    /* Absent from what has none. */
+    char *j2 = vpack_snapshot_to_json(b);
+    assert_null(strstr(j2, "cpus_now"));
+
+    expect_error("{'interval_ms': 1000, 'cpus': {'0': 0.5}, 'cpus_now': {'1': 0.5}, 'domains': []}",
+                 "cpus_now: CPU 1 is not in \"cpus\"");
+    expect_error("{'interval_ms': 1000, 'cpus': {'0': 0.5}, 'cpus_now': {'0': 2}, 'domains': []}",
+                 "cpus_now.0: expected a number from 0 to 1, got 2");
+    expect_error("{'interval_ms': 1000, 'cpus': {'0': 0.5}, 'cpus_now': [1], 'domains': []}",
+                 "cpus_now: expected an object, got an array");
+    vpack_snapshot_free(b);
+    vpack_snapshot_free(s);
+    free(j);
+    free(j2);
+    free(in);
+}
+
 /* A snapshot built in code: absent fields stay absent through JSON. */
 static void test_round_trip_built(void **state)
 {
@@ -1157,6 +1210,7 @@ int main(void)
         cmocka_unit_test(test_parse_first),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_now_values),
+        cmocka_unit_test(test_cpus_now),
         cmocka_unit_test(test_round_trip_built),
         cmocka_unit_test(test_to_json_object),
         cmocka_unit_test(test_large),
