@@ -348,23 +348,28 @@ int vpack_host_set_own_affinity(const char *root, const vpack_cpuset *cpus)
     return ret < 0 ? ret : n;
 }
 
+int vpack_host_thread_affinity(int tid, vpack_cpuset *out)
+{
+    /* On the stack: this runs for every guest thread in the intervals after a hotplug. */
+    unsigned long bits[VPACK_CPUSET_MAX / (8 * sizeof(unsigned long))];
+    cpu_set_t *set = (cpu_set_t *)bits;
+    size_t size = sizeof(bits);
+    if (sched_getaffinity(tid, size, set) < 0)
+        return -errno;
+    vpack_cpuset_zero(out);
+    /* Stops at the last CPU set: a few bits on a small host, not all 16384. */
+    int left = CPU_COUNT_S(size, set);
+    for (unsigned c = 0; left > 0 && c < VPACK_CPUSET_MAX; c++)
+        if (CPU_ISSET_S(c, size, set)) {
+            vpack_cpuset_set(out, c);
+            left--;
+        }
+    return 0;
+}
+
 int vpack_host_own_affinity(vpack_cpuset *out)
 {
-    size_t size = CPU_ALLOC_SIZE(VPACK_CPUSET_MAX);
-    cpu_set_t *set = CPU_ALLOC(VPACK_CPUSET_MAX);
-    int ret = 0;
-    if (!set)
-        return -ENOMEM;
-    if (sched_getaffinity(0, size, set) < 0) {
-        ret = -errno;
-    } else {
-        vpack_cpuset_zero(out);
-        for (unsigned c = 0; c < VPACK_CPUSET_MAX; c++)
-            if (CPU_ISSET_S(c, size, set))
-                vpack_cpuset_set(out, c);
-    }
-    CPU_FREE(set);
-    return ret;
+    return vpack_host_thread_affinity(0, out);
 }
 
 struct vpack_hotplug {

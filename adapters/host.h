@@ -113,6 +113,13 @@ int vpack_host_task_count(int dirfd);
 int vpack_host_set_own_affinity(const char *root, const vpack_cpuset *cpus);
 /* The calling thread's CPU affinity. Returns 0 or -errno. */
 int vpack_host_own_affinity(vpack_cpuset *out);
+/*
+ * The CPU affinity of thread tid (any process's; 0: the calling thread) as
+ * the kernel has it now: sched_getaffinity(2), one system call, which
+ * gives the thread's mask within the active CPUs. Returns 0, -ESRCH when
+ * the thread has ended, or -errno.
+ */
+int vpack_host_thread_affinity(int tid, vpack_cpuset *out);
 
 /*
  * Watches kernel uevents (NETLINK_KOBJECT_UEVENT) for CPUs going online or

@@ -121,6 +121,16 @@ static void pin_failed(struct vpack_agent *a, struct agent_dom *d, struct agent_
     }
 }
 
+/* "vcpu 3", "iothread 1" or "emulator": a thread's name in the log and in moves. */
+static void thread_label(enum vpack_thread_kind kind, const struct agent_thread *t, char *buf,
+                         size_t len)
+{
+    if (kind == VPACK_THREAD_EMULATOR)
+        snprintf(buf, len, "emulator");
+    else
+        snprintf(buf, len, "%s %d", kind_name(kind), t->id);
+}
+
 /*
  * Pins one thread to want if it differs from what is applied. Returns 1
  * when it pinned (or would, in a dry run), 0 when nothing changed, <0 on
@@ -140,10 +150,7 @@ static int apply_thread(struct vpack_agent *a, struct agent_dom *d, struct agent
         if (vpack_cpuset_equal(&have, &want))
             return 0;
     }
-    if (kind == VPACK_THREAD_EMULATOR)
-        snprintf(label, sizeof(label), "emulator");
-    else
-        snprintf(label, sizeof(label), "%s %d", kind_name(kind), t->id);
+    thread_label(kind, t, label, sizeof(label));
     if (pr->out && pr->out->moves &&
         move_add(pr->out->moves, pr->out->nmoves, d->name, label,
                  t->applied_known ? &have : NULL, &want, pr->reason) < 0)
@@ -275,4 +282,113 @@ void vpack__act_forget_applied(struct vpack_agent *a)
         for (unsigned t = 0; t < d->niothreads; t++)
             d->iothreads[t].applied_known = false;
     }
+}
+
+void vpack__act_check_kernel_soon(struct vpack_agent *a, bool hotplug)
+{
+    /* A reconnect during a hotplug's checks does not narrow them. */
+    a->kernel_checks_unplaced = hotplug || (a->kernel_checks > 0 && a->kernel_checks_unplaced);
+    a->kernel_checks = VPACK__KERNEL_CHECKS;
+    a->kernel_checks_max = VPACK__KERNEL_CHECKS_MAX;
+}
+
+/*
+ * Compares thread tid's kernel affinity with t's applied mask, both within
+ * the online CPUs; when they differ, logs it and forgets the mask. Returns
+ * 1 when they differ; *checked counts the threads compared.
+ */
+static unsigned check_thread(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t,
+                             enum vpack_thread_kind kind, int tid, unsigned *checked)
+{
+    vpack_cpuset kernel, want;
+    char label[64], has[256], applied[256];
+    if (tid <= 0 || !t->applied_known)
+        return 0;
+    vpack_cpuset_and(&want, &t->applied, &a->online);
+    if (vpack_cpuset_empty(&want))
+        return 0; /* every CPU it may use is offline: apply_thread() leaves it so too */
+    int r = vpack_host_thread_affinity(tid, &kernel);
+    if (r < 0) {
+        /* A thread that ended: the domain's threads are sorted again at the next read. */
+        if (r != -ESRCH)
+            log_debug("domain %s: cannot read the affinity of thread %d: %s", d->name, tid,
+                      strerror(-r));
+        return 0;
+    }
+    (*checked)++;
+    if (vpack_cpuset_equal_within(&kernel, &want, &a->online))
+        return 0;
+    thread_label(kind, t, label, sizeof(label));
+    vpack_cpuset_and(&kernel, &kernel, &a->online);
+    vpack_cpuset_format_buf(&kernel, has, sizeof(has));
+    vpack_cpuset_format_buf(&want, applied, sizeof(applied));
+    log_warn("domain %s: %s (thread %d) may run on CPUs %s by the kernel, but %s by what vpack "
+             "applied through libvirt: pinning it again", d->name, label, tid, has, applied);
+    t->applied_known = false;
+    return 1;
+}
+
+/* The checks read the live kernel: never with a fixture tree as the root. */
+static bool live_root(const char *root)
+{
+    return !root || !*root || !strcmp(root, "/");
+}
+
+unsigned vpack__act_check_kernel(struct vpack_agent *a)
+{
+    unsigned n = 0, checked = 0;
+    vpack_cpuset now;
+    if (!a->kernel_checks)
+        return 0;
+    a->kernel_checks--;
+    a->kernel_checks_max--;
+    if (!live_root(a->cfg.sysfs_root)) {
+        a->kernel_checks = 0;
+        return 0;
+    }
+    /* A CPU that came or went since the last interval, its event not handled yet: the
+     * kernel's masks are of the new set, vpack's of the old. The hotplug's own checks
+     * follow (they start again); this interval compares nothing. */
+    if (vpack_host_online_cpus(a->cfg.sysfs_root, &now) == 0 &&
+        !vpack_cpuset_equal(&now, &a->online)) {
+        a->online_check = true;
+        return 0;
+    }
+    for (unsigned i = 0; i < a->ndoms; i++) {
+        struct agent_dom *d = &a->doms[i];
+        if (!d->known || !d->name || d->refresh ||
+            (!a->kernel_checks_unplaced && !d->managed && !vpack__dom_placed(a, d)))
+            continue;
+        /* The threads libvirt pins by their own id: vCPUs and iothreads (one thread
+         * each), and QEMU's main thread for the emulator (its other threads follow
+         * the emulator's cgroup, which libvirt's emulator pin writes). */
+        for (unsigned v = 0; v < d->nvcpus; v++) {
+            struct agent_thread *t = &d->vcpus[v];
+            if (d->vcpu_online[v] && t->ntids == 1)
+                n += check_thread(a, d, t, VPACK_THREAD_VCPU, t->tids[0].tid, &checked);
+        }
+        n += check_thread(a, d, &d->emulator, VPACK_THREAD_EMULATOR, d->pid, &checked);
+        for (unsigned k = 0; k < d->niothreads; k++) {
+            struct agent_thread *t = &d->iothreads[k];
+            if (t->ntids == 1)
+                n += check_thread(a, d, t, VPACK_THREAD_IOTHREAD, t->tids[0].tid, &checked);
+        }
+    }
+    if (n > 0) {
+        /* Pinned again at the next cycle; checked again after it. */
+        a->replan = true;
+        a->kernel_checks = VPACK__KERNEL_CHECKS < a->kernel_checks_max ? VPACK__KERNEL_CHECKS
+                                                                        : a->kernel_checks_max;
+        if (!a->kernel_checks)
+            log_warn("the kernel still disagrees on %u threads after %u intervals of checks: "
+                     "they are pinned once more, and checked again after the next hotplug",
+                     n, VPACK__KERNEL_CHECKS_MAX);
+    } else if (a->kernel_differ > 0) {
+        log_info("the kernel's affinity of every thread checked (%u) is as vpack applied again",
+                 checked);
+    }
+    a->kernel_differ = n;
+    if (!a->kernel_checks)
+        a->kernel_checks_unplaced = false;
+    return n;
 }

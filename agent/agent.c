@@ -99,6 +99,8 @@ static void walk_cpusets(struct vpack_agent *a)
     if (fixed) {
         a->ctr.cgroup_repairs += fixed;
         log_info("repaired %u cpuset cgroups after a CPU came back", fixed);
+        /* A write to a group's cpuset.cpus sets the affinity of every task in it. */
+        vpack__act_check_kernel_soon(a, true);
     }
 }
 
@@ -139,8 +141,10 @@ static void handle_hotplug(struct vpack_agent *a)
         check_effective(a);
     else
         walk_cpusets(a);
-    /* The kernel moved threads and libvirt's view may be stale: pin everything again. */
+    /* The kernel moved threads and libvirt's view may be stale: pin everything again,
+     * then see that the kernel has what was pinned. */
     vpack__act_forget_applied(a);
+    vpack__act_check_kernel_soon(a, true);
     a->replan = true;
     a->own_package = OWN_AGAIN; /* the package's CPUs may have changed */
     char *cpus = vpack_cpuset_format(&a->online);
@@ -393,6 +397,10 @@ static void on_tick(uv_timer_t *timer)
             log_warn("cycle failed: %s", strerror(-r));
         t = phase_end(a, PHASE_PLAN, t);
     }
+    if (a->kernel_checks > 0) {
+        vpack__act_check_kernel(a);
+        t = phase_end(a, PHASE_PLAN, t);
+    }
     const char *why = "wake-up package";
     if (own_threads_changed(a)) {
         a->own_package = OWN_AGAIN;
@@ -410,6 +418,8 @@ static void on_connected(void *opaque)
     a->need_list = true;
     a->replan = true;
     a->prev_ns = 0;
+    /* The refresh takes libvirt's view of every pin as applied: see that the kernel agrees. */
+    vpack__act_check_kernel_soon(a, false);
     for (unsigned i = 0; i < a->ndoms; i++) {
         a->doms[i].refresh = true;
         a->doms[i].have_prev_cpu = false;
@@ -491,6 +501,7 @@ static void agent_free(struct vpack_agent *a)
     free(a->doms);
     free(a->prev_times);
     free(a->cpu_busy);
+    free(a->cpu_busy_now);
     if (a->own_task_fd >= 0)
         close(a->own_task_fd);
     vpack_plan_free(a->plan);

@@ -118,6 +118,15 @@ bool vpack_cpuset_equal(const vpack_cpuset *a, const vpack_cpuset *b)
     return memcmp(a->w, b->w, sizeof(a->w)) == 0;
 }
 
+bool vpack_cpuset_equal_within(const vpack_cpuset *a, const vpack_cpuset *b,
+                               const vpack_cpuset *within)
+{
+    for (unsigned i = 0; i < VPACK_CPUSET_WORDS; i++)
+        if ((a->w[i] ^ b->w[i]) & within->w[i])
+            return false;
+    return true;
+}
+
 bool vpack_cpuset_intersects(const vpack_cpuset *a, const vpack_cpuset *b)
 {
     for (unsigned i = 0; i < VPACK_CPUSET_WORDS; i++)

@@ -44,6 +44,9 @@ void vpack_cpuset_or(vpack_cpuset *dst, const vpack_cpuset *a, const vpack_cpuse
 /* dst = a & ~b */
 void vpack_cpuset_andnot(vpack_cpuset *dst, const vpack_cpuset *a, const vpack_cpuset *b);
 bool vpack_cpuset_equal(const vpack_cpuset *a, const vpack_cpuset *b);
+/* True when a and b have the same members within `within` (a & within == b & within). */
+bool vpack_cpuset_equal_within(const vpack_cpuset *a, const vpack_cpuset *b,
+                               const vpack_cpuset *within);
 bool vpack_cpuset_intersects(const vpack_cpuset *a, const vpack_cpuset *b);
 /* True when every member of a is in b (the empty set is a subset of all). */
 bool vpack_cpuset_subset(const vpack_cpuset *a, const vpack_cpuset *b);

@@ -176,6 +176,25 @@ static void test_ops(void **state)
     assert_true(vpack_cpuset_subset(&a, &b));
     assert_false(vpack_cpuset_subset(&b, &a));
     assert_false(vpack_cpuset_equal(&a, &b));
+    /* Equal within a set: the kernel's mask and vpack's, compared on the online CPUs. */
+    {
+        vpack_cpuset k, v, on;
+        assert_int_equal(vpack_cpuset_parse(&k, "0-1", NULL), 0);
+        assert_int_equal(vpack_cpuset_parse(&v, "0", NULL), 0);
+        assert_int_equal(vpack_cpuset_parse(&on, "0", NULL), 0);
+        assert_true(vpack_cpuset_equal_within(&k, &v, &on));  /* CPU 1 offline: both {0} */
+        assert_int_equal(vpack_cpuset_parse(&on, "0-1", NULL), 0);
+        assert_false(vpack_cpuset_equal_within(&k, &v, &on)); /* back: 0-1 is not 0 */
+        assert_false(vpack_cpuset_equal_within(&v, &k, &on));
+        assert_int_equal(vpack_cpuset_parse(&k, "0,200,16383", NULL), 0);
+        assert_int_equal(vpack_cpuset_parse(&v, "0,16383", NULL), 0);
+        assert_int_equal(vpack_cpuset_parse(&on, "0-199,201-16383", NULL), 0);
+        assert_true(vpack_cpuset_equal_within(&k, &v, &on));  /* differ only off `within` */
+        assert_int_equal(vpack_cpuset_parse(&on, "200", NULL), 0);
+        assert_false(vpack_cpuset_equal_within(&k, &v, &on));
+        vpack_cpuset_zero(&on);
+        assert_true(vpack_cpuset_equal_within(&k, &v, &on));  /* nothing to compare on */
+    }
     vpack_cpuset_zero(&c);
     assert_true(vpack_cpuset_empty(&c));
     assert_true(vpack_cpuset_subset(&c, &a));
