@@ -274,13 +274,26 @@ static int open_socket(const char *path, int64_t deadline, int timeout_ms, int *
     return vpack_errmsg_set(ret, errmsg, "%s", strerror(-ret));
 }
 
-int vpack_client_call(const char *path, const char *request, int timeout_ms,
-                      struct json_object **answer, char **errmsg)
+int vpack_client_connect(const char *path, int timeout_ms, int *fd, char **errmsg)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int ret;
+
+    *fd = -1;
+    *errmsg = NULL;
+    if ((ret = open_socket(path, now_ms() + timeout_ms, timeout_ms, fd, errmsg)) < 0 && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return ret;
+}
+
+/* vpack_client_exchange() before deadline; timeout_ms is for messages. */
+static int exchange_until(int fd, const char *request, int64_t deadline, int timeout_ms,
+                          struct json_object **answer, char **errmsg)
+{
     size_t len = strlen(request), rlen = 0;
     char *line = NULL, *reply = NULL;
-    int fd = -1, ret;
+    int ret;
 
     *answer = NULL;
     *errmsg = NULL;
@@ -290,8 +303,6 @@ int vpack_client_call(const char *path, const char *request, int timeout_ms,
     }
     memcpy(line, request, len);
     line[len++] = '\n';
-    if ((ret = open_socket(path, deadline, timeout_ms, &fd, errmsg)) < 0)
-        goto cleanup;
     ret = send_all(fd, line, len, deadline);
     /*
      * The agent may answer and close before it reads the request ("too many
@@ -308,10 +319,29 @@ int vpack_client_call(const char *path, const char *request, int timeout_ms,
     else
         ret = parse_answer(reply, rlen, answer, errmsg);
 cleanup:
-    if (fd >= 0)
-        close(fd);
     free(reply);
     free(line);
+    return ret;
+}
+
+int vpack_client_exchange(int fd, const char *request, int timeout_ms,
+                          struct json_object **answer, char **errmsg)
+{
+    return exchange_until(fd, request, now_ms() + timeout_ms, timeout_ms, answer, errmsg);
+}
+
+int vpack_client_call(const char *path, const char *request, int timeout_ms,
+                      struct json_object **answer, char **errmsg)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    int fd = -1, ret;
+
+    *answer = NULL;
+    *errmsg = NULL;
+    if ((ret = open_socket(path, deadline, timeout_ms, &fd, errmsg)) == 0)
+        ret = exchange_until(fd, request, deadline, timeout_ms, answer, errmsg);
+    if (fd >= 0)
+        close(fd);
     return ret;
 }
 

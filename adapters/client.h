@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control socket's client (agent/control.h is the server): one request
- * line out, one answer line back, within a deadline. Synchronous; used by
- * vpackctl and vpack-hook.
+ * line out, one answer line back, within a deadline, on a connection of its
+ * own or on one kept for the next request. Synchronous; used by vpackctl
+ * and vpack-hook.
  */
 #ifndef VPACK_CLIENT_H
 #define VPACK_CLIENT_H
@@ -34,6 +35,21 @@ const char *vpack_client_socket_path(const char *option);
  */
 int vpack_client_call(const char *path, const char *request, int timeout_ms,
                       struct json_object **answer, char **errmsg);
+
+/*
+ * A connection for several requests, one after the other (vpackctl wait):
+ * connects to path within timeout_ms. Returns 0 with *fd (the caller
+ * close()s it), or a negative errno with *errmsg as vpack_client_call().
+ */
+int vpack_client_connect(const char *path, int timeout_ms, int *fd, char **errmsg);
+
+/*
+ * vpack_client_call() on fd, from vpack_client_connect(): sends request and
+ * reads its answer line within timeout_ms, with the same results. After an
+ * error other than -EBADMSG the connection is of no further use.
+ */
+int vpack_client_exchange(int fd, const char *request, int timeout_ms,
+                          struct json_object **answer, char **errmsg);
 
 /*
  * True if err, from vpack_client_call(), means the agent could not be

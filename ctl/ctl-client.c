@@ -12,8 +12,9 @@
 #include "client.h"
 #include "vpackctl.h"
 
-int vpackctl_request(const char *path, struct json_object *req, int timeout_ms,
-                     struct json_object **answer, char **errmsg)
+/* vpackctl_request() on fd from vpackctl_connect(), or if fd < 0 on a connection of its own. */
+static int send_request(const char *path, int fd, struct json_object *req, int timeout_ms,
+                        struct json_object **answer, char **errmsg)
 {
     const char *text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -24,28 +25,45 @@ int vpackctl_request(const char *path, struct json_object *req, int timeout_ms,
         *errmsg = strdup("out of memory");
         return -ENOMEM;
     }
-    return vpack_client_call(path, text, timeout_ms, answer, errmsg);
+    return fd < 0 ? vpack_client_call(path, text, timeout_ms, answer, errmsg)
+                  : vpack_client_exchange(fd, text, timeout_ms, answer, errmsg);
 }
 
-int vpackctl_call(const char *path, struct json_object *req, int timeout_ms,
-                  struct json_object **answer)
+int vpackctl_request(const char *path, struct json_object *req, int timeout_ms,
+                     struct json_object **answer, char **errmsg)
 {
-    struct json_object *a = NULL, *ok;
-    char *why = NULL;
-    const char *reason;
-    int r, ret = VPACKCTL_EXIT_FAIL;
+    return send_request(path, -1, req, timeout_ms, answer, errmsg);
+}
 
-    *answer = NULL;
-    r = vpackctl_request(path, req, timeout_ms, &a, &why);
-    reason = why ? why : strerror(-r);
-    if (r < 0 && vpack_client_unreachable(r)) {
+/* The exit code for r < 0 from the client, after one line on stderr saying why. */
+static int request_failed(const char *path, int r, const char *why)
+{
+    const char *reason = why ? why : strerror(-r);
+
+    if (vpack_client_unreachable(r)) {
         vpackctl_err("cannot reach vpackd at %s: %s%s", path, reason,
                      r == -ENOENT || r == -ECONNREFUSED ? " (is vpackd running?)" : "");
-        ret = VPACKCTL_EXIT_NOAGENT;
-    } else if (r == -EBADMSG || r == -EMSGSIZE) {
+        return VPACKCTL_EXIT_NOAGENT;
+    }
+    if (r == -EBADMSG || r == -EMSGSIZE)
         vpackctl_err("invalid answer from vpackd at %s: %s", path, reason);
-    } else if (r < 0) {
+    else
         vpackctl_err("%s: %s", path, reason);
+    return VPACKCTL_EXIT_FAIL;
+}
+
+/*
+ * The exit code of the client's answer (r, why, a), as vpackctl_call()
+ * says; takes a and frees why.
+ */
+static int call_outcome(const char *path, int r, char *why, struct json_object *a,
+                        struct json_object **answer)
+{
+    struct json_object *ok;
+    int ret = VPACKCTL_EXIT_FAIL;
+
+    if (r < 0) {
+        ret = request_failed(path, r, why);
     } else if (!json_object_object_get_ex(a, "ok", &ok) ||
                !json_object_is_type(ok, json_type_boolean)) {
         vpackctl_err("invalid answer from vpackd at %s: no boolean \"ok\"", path);
@@ -58,6 +76,36 @@ int vpackctl_call(const char *path, struct json_object *req, int timeout_ms,
         ret = VPACKCTL_EXIT_OK;
     }
     json_object_put(a);
+    free(why);
+    return ret;
+}
+
+/* vpackctl_call() on fd from vpackctl_connect(), or if fd < 0 on a connection of its own. */
+static int exchange(const char *path, int fd, struct json_object *req, int timeout_ms,
+                    struct json_object **answer)
+{
+    struct json_object *a = NULL;
+    char *why = NULL;
+    int r;
+
+    *answer = NULL;
+    r = send_request(path, fd, req, timeout_ms, &a, &why);
+    return call_outcome(path, r, why, a, answer);
+}
+
+int vpackctl_call(const char *path, struct json_object *req, int timeout_ms,
+                  struct json_object **answer)
+{
+    return exchange(path, -1, req, timeout_ms, answer);
+}
+
+int vpackctl_connect(const char *path, int timeout_ms, int *fd)
+{
+    char *why = NULL;
+    int r = vpack_client_connect(path, timeout_ms, fd, &why), ret = VPACKCTL_EXIT_OK;
+
+    if (r < 0)
+        ret = request_failed(path, r, why);
     free(why);
     return ret;
 }
@@ -150,20 +198,17 @@ struct json_object *vpackctl_new_request(const struct vpackctl_args *a, const ch
     return req;
 }
 
-int vpackctl_ask(const struct vpackctl_args *a, int timeout_ms, const char *member,
-                 struct json_object **body, const char *op, ...)
+/* vpackctl_ask_on() with the pairs in ap. */
+static int ask_v(const struct vpackctl_args *a, int fd, int timeout_ms, const char *member,
+                 struct json_object **body, const char *op, va_list ap)
 {
     struct json_object *req, *ans = NULL, *m;
-    va_list ap;
     int ret;
 
     *body = NULL;
-    va_start(ap, op);
-    req = new_request_v(a, op, ap);
-    va_end(ap);
-    if (!req)
+    if (!(req = new_request_v(a, op, ap)))
         return VPACKCTL_EXIT_FAIL;
-    if ((ret = vpackctl_call(a->socket, req, timeout_ms, &ans)))
+    if ((ret = exchange(a->socket, fd, req, timeout_ms, &ans)))
         goto cleanup;
     if (!member) {
         json_object_object_del(ans, "ok");
@@ -179,6 +224,30 @@ int vpackctl_ask(const struct vpackctl_args *a, int timeout_ms, const char *memb
 cleanup:
     json_object_put(ans);
     json_object_put(req);
+    return ret;
+}
+
+int vpackctl_ask(const struct vpackctl_args *a, int timeout_ms, const char *member,
+                 struct json_object **body, const char *op, ...)
+{
+    va_list ap;
+    int ret;
+
+    va_start(ap, op);
+    ret = ask_v(a, -1, timeout_ms, member, body, op, ap);
+    va_end(ap);
+    return ret;
+}
+
+int vpackctl_ask_on(const struct vpackctl_args *a, int fd, int timeout_ms, const char *member,
+                    struct json_object **body, const char *op, ...)
+{
+    va_list ap;
+    int ret;
+
+    va_start(ap, op);
+    ret = ask_v(a, fd, timeout_ms, member, body, op, ap);
+    va_end(ap);
     return ret;
 }
 

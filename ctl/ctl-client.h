@@ -68,6 +68,10 @@ struct json_object *vpackctl_new_request(const struct vpackctl_args *a, const ch
 int vpackctl_ask(const struct vpackctl_args *a, int timeout_ms, const char *member,
                  struct json_object **body, const char *op, ...) __attribute__((sentinel));
 
+/* vpackctl_ask() on fd, a connection from vpackctl_connect() kept for several requests. */
+int vpackctl_ask_on(const struct vpackctl_args *a, int fd, int timeout_ms, const char *member,
+                    struct json_object **body, const char *op, ...) __attribute__((sentinel));
+
 /*
  * Prints body on stdout: as JSON with --json (vpackctl_print_json()), else
  * with print_text, which returns 0 or -1 when out of memory; then flushes.
@@ -93,5 +97,12 @@ int vpackctl_request(const char *path, struct json_object *req, int timeout_ms,
  */
 int vpackctl_call(const char *path, struct json_object *req, int timeout_ms,
                   struct json_object **answer);
+
+/*
+ * A connection to the agent at path kept for several requests: returns
+ * VPACKCTL_EXIT_OK with *fd (the caller close()s it), or VPACKCTL_EXIT_NOAGENT
+ * or VPACKCTL_EXIT_FAIL after one line on stderr, as vpackctl_call().
+ */
+int vpackctl_connect(const char *path, int timeout_ms, int *fd);
 
 #endif

@@ -6,12 +6,10 @@
  * times per interval and writes each new one once.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <json-c/json.h>
 
@@ -44,22 +42,6 @@ enum {
     OPT_OUTPUT,
     OPT_SOCKET,
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
 
 /*
  * The agent's snapshot as a trace line (caller frees), or NULL with *none
@@ -118,20 +100,15 @@ int record_main(int argc, char **argv)
     double duration = -1, end;
     unsigned interval_ms = 1000;
     unsigned long written = 0;
-    char *last = NULL, *endp;
+    char *last = NULL;
     FILE *out = NULL;
     int c, ret;
 
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         if (c == OPT_DURATION) {
-            errno = 0;
-            duration = strtod(optarg, &endp);
-            if (endp == optarg || *endp || errno || !isfinite(duration) || duration <= 0 ||
-                duration > 604800) {
-                vpackctl_err("record: --duration '%s': expected seconds, more than 0 and at "
-                             "most 604800", optarg);
-                return VPACKCTL_EXIT_USAGE;
-            }
+            if ((ret = vpackctl_parse_seconds("record", "--duration", optarg, false, 604800,
+                                              &duration)) != VPACKCTL_PROCEED)
+                return ret;
         } else if (c == OPT_OUTPUT) {
             output = optarg;
         } else if (c == OPT_SOCKET) {
@@ -155,9 +132,9 @@ int record_main(int argc, char **argv)
         vpackctl_err("record: %s: %s", output, strerror(errno));
         return VPACKCTL_EXIT_FAIL;
     }
-    end = now_s() + duration;
+    end = vpackctl_now() + duration;
     ret = VPACKCTL_EXIT_OK;
-    while (now_s() < end) {
+    while (vpackctl_now() < end) {
         char *line;
         bool none;
 
@@ -176,7 +153,7 @@ int record_main(int argc, char **argv)
         } else {
             free(line);
         }
-        sleep_s(interval_ms / 4000.0 < 0.05 ? 0.05 : interval_ms / 4000.0);
+        vpackctl_sleep(interval_ms / 4000.0 < 0.05 ? 0.05 : interval_ms / 4000.0);
     }
     if (ret == VPACKCTL_EXIT_OK && written == 0) {
         vpackctl_err("record: the agent had no snapshot in %g s", duration);

@@ -2,9 +2,11 @@
 /* What every vpackctl subcommand may use: options, output, the topology. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -55,6 +57,40 @@ int vpackctl_getopt(struct vpackctl_getopt *g, int argc, char **argv)
         return VPACKCTL_OPT_EXIT;
     }
     return c == -1 ? VPACKCTL_OPT_END : c;
+}
+
+int vpackctl_parse_seconds(const char *cmd, const char *opt, const char *text, bool zero_ok,
+                           double max, double *out)
+{
+    char *end;
+    double s;
+
+    errno = 0;
+    s = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(s) || s < 0 || (s == 0 && !zero_ok) ||
+        s > max) {
+        vpackctl_err("%s: %s '%s': expected seconds, %s and at most %g", cmd, opt, text,
+                     zero_ok ? "0 or more" : "more than 0", max);
+        return VPACKCTL_EXIT_USAGE;
+    }
+    *out = s;
+    return VPACKCTL_PROCEED;
+}
+
+double vpackctl_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void vpackctl_sleep(double s)
+{
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
 }
 
 int vpackctl_flush(void)

@@ -10,6 +10,7 @@
 static const struct vpackctl_cmd commands[] = {
     {"status", status_main, "Show the packages, their load and state, and the domains on them"},
     {"rebalance", rebalance_main, "Plan and apply a placement now; print the moves"},
+    {"wait", wait_main, "Wait until the agent reports packed, spread, N parked or a level"},
     {"explain", explain_main, "Say where a domain's threads are, and why"},
     {"set-policy", set_policy_main, "Set a domain's power policy level through libvirt"},
     {"define", define_main, "Define a domain, accepting the short <powerpolicy> form"},

@@ -38,6 +38,7 @@ int set_policy_main(int argc, char **argv);
 int define_main(int argc, char **argv);
 int record_main(int argc, char **argv);
 int simulate_main(int argc, char **argv);
+int wait_main(int argc, char **argv);
 
 /* Prints "vpackctl: <message>" on stderr. */
 void vpackctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -83,6 +84,21 @@ int vpackctl_getopt(struct vpackctl_getopt *g, int argc, char **argv);
  * be recognised.
  */
 void vpackctl_option_error(const char *cmd, int c, char **argv);
+
+/*
+ * Parses text, the argument of option opt ("--timeout") of subcommand cmd,
+ * as seconds: a number above 0 (or 0 too if zero_ok) and at most max.
+ * Returns VPACKCTL_PROCEED with *out, or VPACKCTL_EXIT_USAGE after one line
+ * on stderr.
+ */
+int vpackctl_parse_seconds(const char *cmd, const char *opt, const char *text, bool zero_ok,
+                           double max, double *out);
+
+/* Seconds on the monotonic clock. */
+double vpackctl_now(void);
+
+/* Sleeps s seconds, signals or not. */
+void vpackctl_sleep(double s);
 
 /* Flushes stdout; returns VPACKCTL_EXIT_OK, or VPACKCTL_EXIT_FAIL after a message. */
 int vpackctl_flush(void);

@@ -17,21 +17,12 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-build_pkgs=(meson ninja-build pkg-config gcc clang libclang-rt-14-dev libcmocka-dev
-    libhwloc-dev hwloc-nox libxml2-dev libxml2-utils libuv1-dev libvirt-dev
-    libjson-c-dev libinih-dev libmicrohttpd-dev groff-base prometheus curl python3
-    libseccomp-dev iproute2 dpkg-dev)
-
-missing=()
-for p in "${build_pkgs[@]}"; do
-    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "== installing build dependencies: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
-        || { echo "cannot install build dependencies"; echo "0 passed, 1 failed"; exit 1; }
-fi
+# What the builds and the suite need (tests/packages.sh, shared with demo.sh).
+. tests/packages.sh
+echo "== build dependencies"
+vp_install_packages "${VP_BUILD_PACKAGES[@]}" "${VP_TEST_BUILD_PACKAGES[@]}" \
+    "${VP_SUITE_PACKAGES[@]}" ||
+    { echo "cannot install build dependencies"; echo "0 passed, 1 failed"; exit 1; }
 
 passed=0
 failed=0
@@ -55,17 +46,20 @@ run_suite() {
     fi
 }
 
+# Every build builds the tests: a missing cmocka or libseccomp is an error
+# here, not a build without tests (-Dtests=auto, the default, would skip them).
 # Warnings are errors where VPACK_WERROR=1 (.ci/run sets it), not by default:
 # a packager's build on the next compiler must not fail on a new warning.
-werror=()
-[ "${VPACK_WERROR:-0}" = 1 ] && werror=(-Dwerror=true)
+setup_opts=(-Dtests=enabled)
+werror=""
+[ "${VPACK_WERROR:-0}" = 1 ] && { setup_opts+=(-Dwerror=true); werror=1; }
 
 build() {
     local dir=$1; shift
     if [ -d "$dir" ]; then
-        meson setup --reconfigure "$dir" "${werror[@]}" "$@" >/dev/null
+        meson setup --reconfigure "$dir" "${setup_opts[@]}" "$@" >/dev/null
     else
-        meson setup "$dir" "${werror[@]}" "$@" >/dev/null
+        meson setup "$dir" "${setup_opts[@]}" "$@" >/dev/null
     fi && ninja -C "$dir"
 }
 
@@ -91,7 +85,7 @@ buildtype_build() {   # CC BUILDTYPE DIR [VAR=VALUE for dpkg-buildflags ...]
         ldflags=$(env "$@" dpkg-buildflags --get LDFLAGS) || return 1
     rm -rf "$dir"
     CC=$cc CFLAGS=$cflags CPPFLAGS=$cppflags LDFLAGS=$ldflags \
-        meson setup "$dir" -Dbuildtype="$bt" "${werror[@]}" >/dev/null &&
+        meson setup "$dir" -Dbuildtype="$bt" "${setup_opts[@]}" >/dev/null &&
         ninja -C "$dir" > "$dir/ninja.log" 2>&1
 }
 echo "== buildtypes: gcc and clang, dpkg-buildflags${werror:+, -Werror}; compile only"

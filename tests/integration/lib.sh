@@ -29,20 +29,25 @@
 : "${VP_VCPU_CPUSET:=}"                      # optional <vcpu cpuset='...'>
 : "${VP_KEEP_DOMAINS:=}"                     # non-empty: cleanup keeps domains
 : "${VP_VERBOSE:=}"                          # non-empty: show apt/daemon output
+# The Python of the tests' helpers: the distribution's, not whatever python3
+# comes first on PATH (a version manager's shim costs 0.4 s of CPU a start,
+# load enough to move what the tests measure). Never started in a polling
+# loop: those read vpackctl's output with shell built-ins (vpackctl wait).
+: "${VP_PYTHON:=/usr/bin/python3}"
 
 # The guest kernel's modules for a virtio disk (io:DEV), in load order.
 VP_GUEST_MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
                   virtio_blk)
 
-# Packages the integration tests need (no libvirt-daemon-system: it pulls in
-# systemd, polkit, iptables and the default network, none of which we use).
-VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
-             qemu-system-x86 busybox-static cpio gzip procps util-linux)
+# The package lists (VP_PACKAGES: what the live tests run on) and
+# vp_install_packages, shared with demo.sh and tests/run-all.sh.
+# shellcheck source=../packages.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../packages.sh"
 
 # Every test domain's name starts with one of these (one per script).
 VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
                  vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg- vpcg- vptr- vpin- vprec-
-                 vpst-)
+                 vpst- vpbu-)
 
 # Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is
@@ -99,19 +104,10 @@ vp__apt_update_once() {
 }
 
 # ------------------------------------------------------------ dependencies
-# vp_install_deps: install what the integration tests need; no apt call at
-# all when everything is already installed.
+# vp_install_deps: install what the integration tests need (VP_PACKAGES); no
+# apt call at all when everything is already installed.
 vp_install_deps() {
-    local p missing=()
-    for p in "${VP_PACKAGES[@]}"; do
-        dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' ||
-            missing+=("$p")
-    done
-    [ "${#missing[@]}" -eq 0 ] && return 0
-    vp_log "installing: ${missing[*]}"
-    vp__apt_update_once
-    vp__quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-        --no-install-recommends "${missing[@]}"
+    vp_install_packages "${VP_PACKAGES[@]}" || vp_die "cannot install ${VP_PACKAGES[*]}"
 }
 
 # ----------------------------------------------------------------- daemons
@@ -351,18 +347,32 @@ vp_stop_pid() {
 # VP_FAILURES and goes on; vp_pass reports a passed one; vp_verdict ends the
 # script ("ok", or the count and exit 1).
 VP_FAILURES=0
-vp_fail() { echo "FAIL: $*"; VP_FAILURES=$((VP_FAILURES + 1)); }
+# Every failed check is one line starting with "FAIL:", printed where it
+# happens and again, all of them, as the last lines of the test (vp_verdict
+# and the log tail on failure): meson keeps only a test's last lines.
+VP_FAIL_LINES=()
+vp_fail() { echo "FAIL: $*"; VP_FAILURES=$((VP_FAILURES + 1)); VP_FAIL_LINES+=("FAIL: $*"); }
 vp_pass() { echo "ok: $*"; }
+vp__fail_summary() {
+    [ "${#VP_FAIL_LINES[@]}" -gt 0 ] || return 0
+    echo "---- the failed checks"
+    printf '%s\n' "${VP_FAIL_LINES[@]}" | cut -c1-400
+}
 vp_verdict() {
-    if [ "$VP_FAILURES" -eq 0 ]; then echo "ok"; else echo "$VP_FAILURES failure(s)"; exit 1; fi
+    if [ "$VP_FAILURES" -eq 0 ]; then echo "ok"; return 0; fi
+    vp__fail_summary
+    echo "$VP_FAILURES failure(s)"
+    exit 1
 }
 
 # vp_log_tail_on_failure RC FILE [LINES]: for a test's EXIT trap: when RC
-# or VP_FAILURES says something failed, the last LINES (60) of FILE.
+# or VP_FAILURES says something failed, the last LINES (60) of FILE, then
+# the failed checks again.
 vp_log_tail_on_failure() {
     [ "$1" -ne 0 ] || [ "$VP_FAILURES" -ne 0 ] || return 0
     echo "---- $(basename "$2") (last ${3:-60} lines)"
     tail -n "${3:-60}" "$2" 2>/dev/null || true
+    vp__fail_summary
 }
 
 # vp_agent_test NAME: the prologue of a test that runs vpackd against the real
@@ -389,7 +399,7 @@ vp__agent_test_cleanup() {
 
 # vp_free_port: a TCP port on 127.0.0.1 nobody listens on now.
 vp_free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    "$VP_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # vp_foreign_vpackd [OWN_PID...]: pids of running vpackd processes but these.
@@ -961,6 +971,30 @@ vp_packed_cpu() {
 }
 vp_all_packed() { vp_packed_cpu "$@" >/dev/null; }
 
+# vp_json_field JSON KEY: the value of the first member KEY in JSON as
+# vpackctl prints it when its output is not a terminal (one line, no blanks):
+# a number, true, false, null, or a string with no quote in it (printed
+# without its quotes); fails when there is none. Shell built-ins only: for
+# polls, where starting an interpreter each time would load a small host.
+vp_json_field() {
+    local re="\"$2\":(\"[^\"]*\"|[^,}\"]+)" v
+    [[ $1 =~ $re ]] || return 1
+    v=${BASH_REMATCH[1]}
+    v=${v#\"}
+    printf '%s\n' "${v%\"}"
+}
+
+# vp_prom_series ANSWER: how many series a Prometheus query's answer (its
+# JSON, compact as Prometheus sends it) holds, one "metric" object each; 0
+# unless its status is success. Shell built-ins only, for polls.
+vp_prom_series() {
+    local o=$1
+    case $o in *'"status":"success"'*) ;; *) echo 0; return 0 ;; esac
+    o=${o//\"metric\":/$'\001'}
+    o=${o//[^$'\001']/}
+    echo "${#o}"
+}
+
 # vp_wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (prints
 # the seconds it took) or SECONDS pass (returns 1).
 vp_wait_for() {
@@ -1018,23 +1052,38 @@ vp_domain_costs() {
     done
 }
 
-# vp_require_headroom LIMIT WHAT: the test's pass condition needs the host's
-# load (vp_host_load over 5 s, CPUs) at or under LIMIT. Guests that just
-# booted still settle on a slow machine: up to 6 measurements (30 s). If the
-# load stays over, fail with both numbers and what they are for, rather than
-# flap on a threshold and report something that is not vpack's fault.
-vp_require_headroom() {
-    local load try
+# vp_fit_watermarks PACK SPREAD MARGIN WHAT: sizes the watermarks a test
+# gives vpackd (--set) from the load it measures instead of failing on a
+# busy machine: the host's load (vp_host_load over 5 s, CPUs, the test's
+# guests included: with one-core packages, what the packed core carries) must
+# sit MARGIN under the pack watermark. PACK and SPREAD are the test's own
+# watermarks; where the measured load needs more, the pack watermark becomes
+# load + MARGIN and the spread watermark keeps its distance above it (at most
+# 1). Sets VP_WATERMARKS (an array of --set arguments) and logs both numbers.
+# Fails only when even a pack watermark of 1 would leave less than MARGIN: a
+# machine too busy for the test. Guests that just booted still settle on a
+# slow machine: up to 6 measurements (30 s).
+vp_fit_watermarks() {
+    local pack=$1 spread=$2 margin=$3 what=$4 load try fit
     for try in 1 2 3 4 5 6; do
         load=$(vp_host_load 5)
-        if awk -v l="$load" -v m="$1" 'BEGIN {exit !(l <= m)}'; then
-            vp_log "measured load $load CPUs, within the $1 this test allows ($2)"
-            return 0
-        fi
-        vp_log "measured load $load CPUs, over the $1 this test allows: measuring again"
+        fit=$(awk -v l="$load" -v p="$pack" -v s="$spread" -v m="$margin" 'BEGIN {
+            np = l + m > p ? l + m : p; ns = s + (np - p); if (ns > 1) ns = 1
+            if (np > 1) exit 1
+            if (ns < np) ns = np
+            printf "%.2f %.2f", np, ns }') && break
+        vp_log "measured load $load CPUs: even a pack watermark of 1 leaves less than $margin: measuring again"
+        fit=""
     done
-    vp_die "this host is too busy for the test: $load CPUs busy, at most $1 allowed ($2);" \
-           "see what else runs (top) and run the test again"
+    [ -n "$fit" ] || vp_die "this host is too busy for the test: $load CPUs busy, $margin under a pack" \
+           "watermark of at most 1 needed ($what); see what else runs (top) and run the test again"
+    read -r pack spread <<<"$fit"
+    VP_WATERMARKS=(--set "policy.pack_watermark=$pack" --set "policy.spread_watermark=$spread")
+    if [ "$pack" = "$(printf '%.2f' "$1")" ]; then
+        vp_log "measured load $load CPUs: watermarks $pack (pack) and $spread (spread) as the test has them ($what)"
+    else
+        vp_log "measured load $load CPUs: pack watermark raised from $1 to $pack, spread to $spread, to keep $margin of room ($what)"
+    fi
 }
 
 # vp_reap_all: for the end of a whole run (tests/run-all.sh): removes what

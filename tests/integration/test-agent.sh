@@ -41,7 +41,7 @@ pass() { vp_pass "$@"; }
 start_agent() {
     "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$work/state" --set control.socket="$sock" \
-        --set policy.pack_watermark=0.9 --set policy.spread_watermark=0.95 \
+        "${VP_WATERMARKS[@]}" \
         --set policy.pack_delay_ms=5000 --set policy.min_residency_ms=8000 \
         --set metrics.enabled=false --set agent.log_level=debug \
         >>"$work/vpackd.log" 2>&1 &
@@ -62,7 +62,7 @@ pins() {
 # load on a 2-CPU host.
 # (vp_pins, vp_all_on, vp_all_packed, vp_wait_for)
 
-counter() { "$VPACKCTL" status --json --socket "$sock" | python3 -c "import json,sys; print(json.load(sys.stdin)['counters']['$1'])"; }
+counter() { vp_json_field "$("$VPACKCTL" status --json --socket "$sock")" "$1"; }
 
 vp_install_deps
 vp_start_libvirtd
@@ -86,7 +86,7 @@ vp_domain_costs 5 vpag-a vpag-b vpag-c | sed 's/^/guest cost (CPUs): /'
 # Packed, the host carries this load on one 1-core package. The agent's
 # watermarks below are 0.9 (pack) and 0.95 (spread): the load must sit well
 # under both, or the test would measure flapping on a threshold.
-vp_require_headroom 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
+vp_fit_watermarks 0.9 0.95 0.3 "the packed load must stay clear of the pack watermark"
 
 echo "== pack"
 start_agent
@@ -205,7 +205,8 @@ check_pin "agent restart"
 echo "== libvirtd restart"
 c0=$(counter connects)
 vp_restart_libvirtd
-if vp_wait_for 40 bash -c "[ \$($VPACKCTL status --json --socket $sock | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"counters\"][\"connects\"])') -gt $c0 ]" >/dev/null; then
+reconnected() { [ "$(counter connects)" -gt "$c0" ]; }
+if vp_wait_for 40 reconnected >/dev/null; then
     pass "vpackd reconnected after libvirtd restarted"
 else
     fail "vpackd did not reconnect"

@@ -50,13 +50,13 @@ pass() { vp_pass "$@"; }
 # jq-like reads of the agent's JSON: json FILTER (a Python expression on j).
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
 explain_json() { "$VPACKCTL" explain "$1" --json --socket "$sock"; }
-json() { python3 -c "import json, sys; j = json.load(sys.stdin); print($1)"; }
+json() { "$VP_PYTHON" -c "import json, sys; j = json.load(sys.stdin); print($1)"; }
 
 # guest_xml NAME LOAD [QEMU_NAME_OPTS]: a level-2 domain with iothread 1 and
 # a read-only virtio disk on it; QEMU_NAME_OPTS replaces QEMU's -name.
 guest_xml() {
     vp_domain_xml "$1" 1 "$2" "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>" |
-        python3 -c '
+        "$VP_PYTHON" -c '
 import sys
 xml, disk, name = sys.stdin.read(), sys.argv[1], sys.argv[2]
 xml = xml.replace("<vcpu ", "<iothreads>1</iothreads>\n  <vcpu ", 1)

@@ -107,7 +107,7 @@ command -v "$PROMETHEUS" >/dev/null || die "no prometheus binary ($PROMETHEUS)"
 
 # ------------------------------------------------------------------ names
 log "names: metrics used by the rules and the dashboard exist in lib/prom.c"
-python3 - "$top/lib/prom.c" "$rules" "$dashboard" <<'EOF'
+"$VP_PYTHON" - "$top/lib/prom.c" "$rules" "$dashboard" <<'EOF'
 import re, sys
 src = open(sys.argv[1]).read()
 known = set(re.findall(r'"(vpack_[a-z0-9_]+)"', src))
@@ -152,8 +152,8 @@ log "unit: promtool test rules"
 
 # -------------------------------------------------------------- dashboard
 log "dashboard: JSON and structure"
-python3 -m json.tool "$dashboard" >/dev/null || die "dashboard is not valid JSON"
-python3 - "$dashboard" <<'EOF'
+"$VP_PYTHON" -m json.tool "$dashboard" >/dev/null || die "dashboard is not valid JSON"
+"$VP_PYTHON" - "$dashboard" <<'EOF'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
 err = []
@@ -268,11 +268,10 @@ done
 [ -n "$ready" ] || die "prometheus not ready within 30 s"
 t_start=$(date +%s.%N)
 
-# instant QUERY: number of series in the answer (0 on any error).
+# instant QUERY: number of series in the answer (0 on any error); polled, so
+# counted without an interpreter.
 prom_count() {
-    curl -fsS --get "$api/api/v1/query" --data-urlencode "query=$1" 2>/dev/null |
-        python3 -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))' 2>/dev/null ||
-        echo 0
+    vp_prom_series "$(curl -fsS --get "$api/api/v1/query" --data-urlencode "query=$1" 2>/dev/null)"
 }
 # Prometheus must have the rebalance counters before the guest starts, so
 # that placing the guest shows as an increase.
@@ -297,7 +296,7 @@ wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || true
     || { cat "$work/check-metrics.log"; die "vpackd's exposition fails promtool check metrics"; }
 # Families vpackd renders here: all lib/prom.c names, except those whose
 # source this host lacks. Writes the exported family names to families.txt.
-python3 - "$top/lib/prom.c" "$work/metrics.prom" "$work/families.txt" <<'EOF'
+"$VP_PYTHON" - "$top/lib/prom.c" "$work/metrics.prom" "$work/families.txt" <<'EOF'
 import glob, re, sys
 known = set(re.findall(r'"(vpack_[a-z0-9_]+)"', open(sys.argv[1]).read()))
 fams = set(re.findall(r'^# TYPE (\S+)', open(sys.argv[2]).read(), re.M))
@@ -334,7 +333,7 @@ in_prom() {
 wait_until 30 in_prom || die "Prometheus does not have $DOM at level 2 (or too few scrapes)"
 
 log "prometheus: alerting rules loaded and healthy"
-python3 - "$api" <<'EOF'
+"$VP_PYTHON" - "$api" <<'EOF'
 import json, sys, time, urllib.request
 api = sys.argv[1]
 want = {"VpackAgentDown", "VpackLibvirtDisconnected", "VpackPackagesSpreadForLong",
@@ -382,7 +381,7 @@ level_back() { [ "$(prom_count "min_over_time(vpack_domain_level{domain=\"$DOM\"
 wait_until 10 level_back || die "Prometheus does not see $DOM back at level 2"
 
 log "prometheus: every dashboard query succeeds; answers match the agent's data"
-python3 - "$api" "$dashboard" "$work/families.txt" "$DOM" "$version" "$t_start" "$work/vpackd.log" <<'EOF'
+"$VP_PYTHON" - "$api" "$dashboard" "$work/families.txt" "$DOM" "$version" "$t_start" "$work/vpackd.log" <<'EOF'
 import collections, json, math, re, sys, time, urllib.error, urllib.parse, urllib.request
 api, path, famfile, DOM, VERSION = sys.argv[1:6]
 t_start = float(sys.argv[6])

@@ -5,9 +5,14 @@
 # and two idle QEMU (TCG) guests: vpctl-a (level 2) and vpctl-b (level 0). The
 # topology override treats CPU 0 and CPU 1 as two packages. Phases:
 #
-#   commands   status (text and --json: one package ACTIVE, the other PARKED,
-#              vpctl-a listed), explain (known and unknown domain), version,
-#              rebalance --dry-run and a real rebalance as root, exit codes
+#   commands   wait --for packed, status (text and --json: one package
+#              ACTIVE, the other PARKED, vpctl-a on the active one), explain
+#              (known and unknown domain), version, rebalance --dry-run and a
+#              real rebalance as root, exit codes
+#   wait       vpackctl wait: parked=1 and level=vpctl-a:2 met (0), spread
+#              and level=vpctl-b:2 timed out with the last state (1), a bad
+#              condition (2); under offline, a wait cut off by the agent's
+#              stop and one without an agent (3)
 #   non-root   a real unprivileged user (vpacktest, created if missing and
 #              removed again) may run status and rebalance --dry-run but a
 #              real rebalance is refused with "permission denied"
@@ -18,7 +23,7 @@
 #              client that floods status requests and never reads (dropped
 #              while status keeps working); the agent survives all of it
 #   offline    vpackd stopped (SIGTERM, exit 0): `set-policy vpctl-b 2 --live`
-#              works through libvirt alone, `status` exits 3; restarted, the
+#              works through libvirt alone, `status` and `wait` exit 3; restarted, the
 #              agent manages vpctl-b at level 2
 #   limits     default max_clients (64): client 65 gets a "too many clients"
 #              error line; service resumes once the others close or time out
@@ -47,7 +52,7 @@ t_start=$SECONDS
 
 vp_require_root
 [ -x "$VPACKD" ] && [ -x "$VPACKCTL" ] || vp_die "build first: no $VPACKD or $VPACKCTL"
-command -v python3 >/dev/null || vp_die "python3 is needed"
+[ -x "$VP_PYTHON" ] || vp_die "$VP_PYTHON is needed"
 
 fail() { vp_fail "$@"; }
 pass() { vp_pass "$@"; }
@@ -137,22 +142,6 @@ wait_for() { # SECONDS CMD...: polls every 0.5 s; prints the seconds it took
 }
 
 ctl() { "$VPACKCTL" "$@" --socket "$sock"; }
-
-# One package active, the other parked, vpctl-a placed on the active one;
-# prints the active package's id. Which package stays awake is the policy's
-# choice (the busier one, by what else runs on the host at that moment).
-packed() {
-    ctl status --json 2>/dev/null | python3 -c '
-import json, sys
-st = json.load(sys.stdin)
-act = [x for x in st["packages"] if x["state"] == "active"]
-parked = [x for x in st["packages"] if x["state"] == "parked"]
-ok = len(act) == 1 and len(parked) == 1 and "vpctl-a" in act[0]["domains"]
-if ok:
-    print(act[0]["id"])
-sys.exit(0 if ok else 1)' 2>/dev/null
-}
-is_packed() { packed >/dev/null; }
 
 # The hostile and concurrent clients; each prints ok:/FAIL: lines.
 cat >"$work/clients.py" <<'PYEOF'
@@ -559,10 +548,11 @@ PYEOF
 # clients CMD ARGS...: runs one client scenario and counts its FAIL lines.
 clients() {
     local o r=0 n
-    o=$(timeout 120 python3 "$work/clients.py" "$1" "$sock" "${@:2}" 2>&1) || r=$?
+    o=$(timeout 120 "$VP_PYTHON" "$work/clients.py" "$1" "$sock" "${@:2}" 2>&1) || r=$?
     printf '%s\n' "$o"
     n=$(grep -c '^FAIL' <<<"$o" || true)
     VP_FAILURES=$((VP_FAILURES + n))
+    while IFS= read -r l; do VP_FAIL_LINES+=("$l"); done < <(grep '^FAIL' <<<"$o" || true)
     [ $r -eq 0 ] || [ "$n" -ne 0 ] || fail "clients.py $1 exited $r"
 }
 
@@ -583,23 +573,31 @@ t_guests=$SECONDS
 
 echo "== commands"
 start_agent --set control.max_clients=256
+# Which package stays awake is the policy's choice (the busier one, by what
+# else runs on the host at that moment). vpackctl wait watches on one
+# connection: no process started per look.
 act=0
-if t=$(wait_for 25 is_packed) && act=$(packed); then
-    pass "package $act ACTIVE, package $((1 - act)) PARKED, vpctl-a on package $act after ${t}s"
+t0=$SECONDS
+run ctl wait --for packed --timeout 25
+if [ $rc -eq 0 ] && [[ $out =~ ([0-9]+)\ active ]]; then
+    act=${BASH_REMATCH[1]}
+    pass "vpackctl wait --for packed: exit 0 after $((SECONDS - t0)) s: $out"
 else
-    fail "not packed within 25 s: $(ctl status 2>&1 | tr '\n' '|')"
+    fail "not packed within 25 s (vpackctl wait exit $rc): $out"
 fi
+# On the active package: vpctl-a, in the domains line under its block.
+on_active() { awk -v p="$act" '$1 == "package" {cur = $2} /^  domains:/ && cur == p' <<<"$out"; }
 run ctl status
 if [ $rc -eq 0 ] && grep -Eq "^package $act +cpus [^ ]+ +ACTIVE " <<<"$out" &&
    grep -Eq "^package $((1 - act)) +cpus [^ ]+ +PARKED " <<<"$out" &&
-   grep -Eq '^vpctl-a +2 +yes ' <<<"$out"; then
-    pass "vpackctl status: package $act ACTIVE, package $((1 - act)) PARKED, vpctl-a level 2 managed"
+   grep -Eq '^vpctl-a +2 +yes ' <<<"$out" && on_active | grep -qw vpctl-a; then
+    pass "vpackctl status: package $act ACTIVE with vpctl-a on it, package $((1 - act)) PARKED, vpctl-a level 2 managed"
 else
     fail "vpackctl status (exit $rc):"$'\n'"$out"
 fi
 printf '%s\n' "$out" | sed 's/^/    /'
 run ctl status --json
-if [ $rc -eq 0 ] && python3 -c '
+if [ $rc -eq 0 ] && "$VP_PYTHON" -c '
 import json, sys
 st = json.loads(sys.argv[1])
 assert isinstance(st["packages"], list) and len(st["packages"]) == 2
@@ -649,6 +647,36 @@ run ctl rebalance
 [ $rc -eq 0 ] && pass "rebalance as root: exit 0 ($(tr '\n' ' ' <<<"$out"))" ||
     fail "rebalance as root (exit $rc): $out"
 
+echo "== wait"
+# vpackctl wait on the real agent: met (0), timed out with the last state
+# (1), a condition it cannot read (2); the agent away or going away (3) is
+# under "offline".
+run ctl wait --for parked=1 --timeout 10
+[ $rc -eq 0 ] && [[ $out == "packages "*" parked; demand "*" CPUs" ]] &&
+    pass "wait --for parked=1: exit 0: $out" || fail "wait --for parked=1: exit $rc: $out"
+run ctl wait --for level=vpctl-a:2 --timeout 10
+[ $rc -eq 0 ] && [ "$out" = "domain vpctl-a level 2" ] &&
+    pass "wait --for level=vpctl-a:2: exit 0: $out" || fail "wait --for level=vpctl-a:2: exit $rc: $out"
+# Two idle guests stay packed: spread times out, after 2 s and not much more.
+t0=${EPOCHREALTIME/./}
+rc=0
+ctl wait --for spread --timeout 2 >"$work/wait.out" 2>"$work/wait.err" || rc=$?
+ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
+if [ $rc -eq 1 ] && grep -q '^packages .* parked; demand .* CPUs$' "$work/wait.out" &&
+   [ "$(cat "$work/wait.err")" = "vpackctl: wait: spread not reached within 2 s" ] &&
+   [ $ms -ge 2000 ] && [ $ms -lt 4000 ]; then
+    pass "wait --for spread --timeout 2: exit 1 after $ms ms, last state: $(cat "$work/wait.out")"
+else
+    fail "wait --for spread --timeout 2: exit $rc after $ms ms: $(cat "$work/wait.out" "$work/wait.err")"
+fi
+run ctl wait --for level=vpctl-b:2 --timeout 1
+[ $rc -eq 1 ] && [[ $out == *"domain vpctl-b level 0"* ]] &&
+    pass "wait --for level=vpctl-b:2 --timeout 1: exit 1, vpctl-b level 0" ||
+    fail "wait --for level=vpctl-b:2 --timeout 1: exit $rc: $out"
+run ctl wait --for sideways
+[ $rc -eq 2 ] && [ "$out" = "vpackctl: wait: --for 'sideways': unknown condition (expected packed, spread, parked=N or level=DOMAIN:N)" ] &&
+    pass "wait --for sideways: exit 2: $out" || fail "wait --for sideways: exit $rc: $out"
+
 echo "== non-root"
 if ! id "$TESTUSER" >/dev/null 2>&1; then
     useradd -M -r -s /usr/sbin/nologin "$TESTUSER"
@@ -689,8 +717,18 @@ run ctl status
 t_hostile=$((SECONDS - t_hostile))
 
 echo "== offline: set-policy without the agent"
+# A wait for what two packages never show (both parked) is cut off by the stop: 3.
+ctl wait --for parked=2 --timeout 60 >"$work/wait.out" 2>&1 &
+wait_pid=$!
+sleep 1
 stop_agent
 [ $stop_rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $stop_rc on SIGTERM"
+rc=0; wait "$wait_pid" || rc=$?
+if [ $rc -eq 3 ] && grep -q "^vpackctl: cannot reach vpackd at $sock: the agent closed the connection" "$work/wait.out"; then
+    pass "a wait cut off by the agent's stop: exit 3: $(cat "$work/wait.out")"
+else
+    fail "a wait cut off by the agent's stop: exit $rc: $(cat "$work/wait.out")"
+fi
 run "$VPACKCTL" set-policy vpctl-b 2 --live
 if [ $rc -eq 0 ]; then
     pass "set-policy vpctl-b 2 --live without the agent: exit 0: $out"
@@ -713,6 +751,12 @@ if [ $rc -eq 3 ] && grep -q "cannot reach vpackd" <<<"$out"; then
     pass "status without the agent: exit 3: $out"
 else
     fail "status without the agent: exit $rc: $out"
+fi
+run ctl wait --for packed --timeout 5
+if [ $rc -eq 3 ] && [ "$out" = "vpackctl: cannot reach vpackd at $sock: No such file or directory (is vpackd running?)" ]; then
+    pass "wait without the agent: exit 3 at once: $out"
+else
+    fail "wait without the agent: exit $rc: $out"
 fi
 
 echo "== restart; default max_clients"

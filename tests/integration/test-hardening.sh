@@ -165,7 +165,7 @@ rm -f "$rundir/probe"
 n=$(sandbox sh -c 'ls -A /root 2>/dev/null | wc -l')
 t=$(sandbox stat -f -c %T /root)
 [ "$n" = 0 ] && [ "$t" = tmpfs ] && pass "/root is an empty tmpfs root cannot even list" || fail "/root: $n entries, $t"
-out=$(sandbox python3 -c '
+out=$(sandbox "$VP_PYTHON" -c '
 import socket
 socket.socket(socket.AF_UNIX).close(); socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15).close()
 socket.socket(socket.AF_INET).close(); socket.socket(socket.AF_INET6).close()

@@ -386,7 +386,7 @@ else
     rec=$RUN_DIR/domains/$uuid.json
     if wait_for 5 test -s "$rec"; then
         pass "record $rec written"
-        if python3 - "$rec" <<'EOF'
+        if "$VP_PYTHON" - "$rec" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 sys.exit(0 if r.get("name") == "vphk-tr" and r.get("level") == 2 else 1)
@@ -426,7 +426,7 @@ short_xml vphk-def 2 > "$work/vphk-def.xml"
 grep -q "^  <powerpolicy level='2'/>" "$work/vphk-def.xml" || vp_die "could not build the short-form XML"
 # policy_of NAME [--inactive]: "URI LEVEL" of vpack's element in dumpxml.
 policy_of() {
-    vp_virsh dumpxml "$@" | python3 -c '
+    vp_virsh dumpxml "$@" | "$VP_PYTHON" -c '
 import sys, xml.etree.ElementTree as ET
 ns = "urn:vpack:powerpolicy:1"
 root = ET.fromstring(sys.stdin.read())

@@ -111,7 +111,7 @@ exp0=$(explain)
 echo "== non-root: control socket"
 # Sends one line as $TESTUSER, prints the reply line.
 as_user_send() {
-    runuser -u "$TESTUSER" -- python3 -c '
+    runuser -u "$TESTUSER" -- "$VP_PYTHON" -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
 s.sendall(sys.argv[2].encode() + b"\n")
@@ -129,7 +129,7 @@ for req in '{"op":"rebalance"}' \
            "{\"op\":\"register\",\"event\":\"reconnect\",\"domain\":$dom_json,\"transient\":null}" \
            "{\"op\":\"forget\",\"name\":\"vpho-a\",\"uuid\":\"$uuid\"}" \
            '{"op":"forget","name":"vpho-a"}'; do
-    what=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["op"], d.get("event", d.get("dry_run", d.get("uuid", ""))))' "$req")
+    what=$("$VP_PYTHON" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["op"], d.get("event", d.get("dry_run", d.get("uuid", ""))))' "$req")
     reply=$(as_user_send "$req" || true)
     if grep -q "permission denied" <<<"$reply" && ! grep -q '"ok": *true' <<<"$reply"; then
         pass "$TESTUSER: $what refused: $(head -c 120 <<<"$reply")"
@@ -200,7 +200,7 @@ scrapes_during() {
 
 echo "== metrics: slowloris"
 slowloris() {
-    python3 - "$port" <<'EOF'
+    "$VP_PYTHON" - "$port" <<'EOF'
 import socket, sys, time, resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 port = int(sys.argv[1]); conns = []
@@ -225,7 +225,7 @@ EOF
 scrapes_during "150 slowloris connections for 20 s" slowloris
 
 echo "== metrics: huge headers"
-big=$(python3 - "$port" <<'EOF'
+big=$("$VP_PYTHON" - "$port" <<'EOF'
 import socket, sys
 port = int(sys.argv[1]); out = []
 for name, req in (("1 MiB header", b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"),
@@ -251,7 +251,7 @@ scrape_ok && pass "a scrape after the huge headers answers 200 ($(scrape))" || f
 
 echo "== metrics: many connections"
 many() {
-    python3 - "$port" <<'EOF'
+    "$VP_PYTHON" - "$port" <<'EOF'
 import socket, sys, time, resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
 port = int(sys.argv[1]); conns = []; refused = 0

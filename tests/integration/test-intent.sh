@@ -106,7 +106,7 @@ stop_agent() {   # SIGTERM; sets stop_rc
 # explain_field DOMAIN PYEXPR: a value from explain --json (d is the JSON).
 explain_field() {
     ctl explain "$1" --json 2>/dev/null |
-        python3 -c "import json, sys; d = json.load(sys.stdin); print($2)" 2>/dev/null || echo "?"
+        "$VP_PYTHON" -c "import json, sys; d = json.load(sys.stdin); print($2)" 2>/dev/null || echo "?"
 }
 vcpu1_pin() { explain_field "$1" "([v.get('pin') for v in d['vcpus'] if v['id'] == 1] + [None])[0]"; }
 # check_pin1 WHERE: vpin-p's vCPU 1 is pinned to CPU 1 by the guest and on CPU 1 in the kernel.
@@ -226,7 +226,7 @@ vp_virsh destroy vpin-t >/dev/null
 echo "== records: a record of a domain that is not running is discarded"
 stop_agent
 ghost=$(cat /proc/sys/kernel/random/uuid)
-python3 -c 'import json, sys; print(json.dumps({"name": "vpin-ghost", "uuid": sys.argv[1], "vcpus": 1, "vcpupin": {"0": "1"}}))' \
+"$VP_PYTHON" -c 'import json, sys; print(json.dumps({"name": "vpin-ghost", "uuid": sys.argv[1], "vcpus": 1, "vcpupin": {"0": "1"}}))' \
     "$ghost" > "$state/domains/$ghost.json"
 chmod 0600 "$state/domains/$ghost.json"
 start_agent

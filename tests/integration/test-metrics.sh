@@ -151,13 +151,13 @@ EOF
 prom_pid=$!
 wait_until 30 curl -sf -o /dev/null "http://127.0.0.1:$pport/-/ready" ||
     vp_die "Prometheus not ready on port $pport"
-# Prints the value of the query's single sample, or nothing.
+# Prints the value of the query's single sample, or nothing. Polled: read
+# with shell built-ins, no interpreter.
 prom_query() {
-    curl -s "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1" |
-        python3 -c 'import json, sys
-d = json.load(sys.stdin)
-r = d.get("data", {}).get("result", []) if d.get("status") == "success" else []
-print(r[0]["value"][1] if len(r) == 1 else "")'
+    local o re='"value":\[[^],]*,"([^"]*)"\]'
+    o=$(curl -s "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1") || o=""
+    [ "$(vp_prom_series "$o")" = 1 ] && [[ $o =~ $re ]] && echo "${BASH_REMATCH[1]}"
+    return 0
 }
 query="vpack_domain_level{domain=\"$DOM\"}"
 level_in_prom() { [ "$(prom_query "$query")" = 2 ]; }
@@ -167,7 +167,7 @@ if wait_until 30 level_in_prom; then
     echo "   $(curl -s "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$query")"
 else
     fail "Prometheus: $query = '$(prom_query "$query")'"
-    curl -s "http://127.0.0.1:$pport/api/v1/targets" | python3 -c 'import json, sys
+    curl -s "http://127.0.0.1:$pport/api/v1/targets" | "$VP_PYTHON" -c 'import json, sys
 for t in json.load(sys.stdin)["data"]["activeTargets"]:
     print("   target", t["scrapeUrl"], t["health"], t.get("lastError", ""))' || true
 fi
@@ -192,7 +192,7 @@ held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(
 print("holding", len(held), flush=True)
 time.sleep(120)
 EOF
-python3 "$work/flood.py" "$port" 200 >"$work/flood.out" 2>&1 &
+"$VP_PYTHON" "$work/flood.py" "$port" 200 >"$work/flood.out" 2>&1 &
 flood_pid=$!
 wait_until 15 grep -q holding "$work/flood.out" || vp_die "flood: $(cat "$work/flood.out")"
 t=$(curl -s -o /dev/null --max-time 10 -w '%{http_code} %{time_total}' "$url/metrics" || true)

@@ -96,15 +96,7 @@ fi
 
 echo "== build"
 # What it takes to build the package (apt reads the Build-Depends).
-need=()
-for p in dpkg-dev debhelper lintian; do
-    dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || need+=("$p")
-done
-if [ "${#need[@]}" -gt 0 ]; then
-    vp_log "installing: ${need[*]}"
-    vp__apt_update_once
-    vp__quiet vp__apt install -y --no-install-recommends "${need[@]}"
-fi
+vp_install_packages dpkg-dev debhelper lintian || vp_die "cannot install dpkg-dev debhelper lintian"
 # A scratch copy of the checkout (the files git knows, or all but build
 # directories when it is not a git checkout), with what is not committed yet.
 mkdir -p "$work/src/vpack"
@@ -215,7 +207,9 @@ sed -i -e 's|^# topology = host$|topology = synthetic:"package:2 core:1 pu:1"|' 
     vp_die "could not edit $CONF: $(grep -vE '^(#|$)' "$CONF" | tr '\n' ' ')"
 out=$(/usr/sbin/vpackd --config "$CONF" --check-config 2>&1) &&
     pass "vpackd --check-config accepts the edited conffile" || fail "vpackd --check-config: $out"
-vp_require_headroom 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
+vp_fit_watermarks 0.9 0.95 0.3 "the packed load must stay clear of the pack watermark"
+sed -i -e "s/^pack_watermark = .*/pack_watermark = ${VP_WATERMARKS[1]#*=}/" \
+       -e "s/^spread_watermark = .*/spread_watermark = ${VP_WATERMARKS[3]#*=}/" "$CONF"
 # The unit's command line, run as systemd runs it: its RuntimeDirectory (mode
 # 0755), a clean environment with the unit's Environment= settings, cwd /,
 # stdin /dev/null. VPACK_TEST_OWNER lets the next test stop it if this one

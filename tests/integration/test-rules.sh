@@ -55,8 +55,8 @@ state_dir = $work/state
 log_level = debug
 
 [policy]
-pack_watermark = 0.9
-spread_watermark = 0.95
+pack_watermark = ${pack_wm:-0.9}
+spread_watermark = ${spread_wm:-0.95}
 pack_delay_ms = 3000
 min_residency_ms = 5000
 
@@ -78,17 +78,21 @@ start_agent() {
 }
 
 # explain_field NAME KEY: one key of `vpackctl explain --json` ("null" for
-# null, "?" while the agent does not know the domain yet).
+# null, "?" while the agent does not know the domain yet). Polled: read with
+# shell built-ins (vp_json_field), no interpreter.
 explain_field() {
     local json
     json=$("$VPACKCTL" explain "$1" --json --socket "$sock" 2>/dev/null) || { echo "?"; return 0; }
-    python3 -c "import json,sys; v = json.loads(sys.argv[1])['$2']; print('null' if v is None else str(v).lower() if isinstance(v, bool) else v)" "$json"
+    vp_json_field "$json" "$2" || echo "?"
 }
 
 # level_is NAME LEVEL SOURCE RULE: explain says so (RULE "null" for none).
 level_is() {
-    [ "$(explain_field "$1" level)" = "$2" ] && [ "$(explain_field "$1" level_source)" = "$3" ] &&
-        [ "$(explain_field "$1" rule)" = "$4" ]
+    local json
+    json=$("$VPACKCTL" explain "$1" --json --socket "$sock" 2>/dev/null) || return 1
+    [ "$(vp_json_field "$json" level)" = "$2" ] &&
+        [ "$(vp_json_field "$json" level_source)" = "$3" ] &&
+        [ "$(vp_json_field "$json" rule)" = "$4" ]
 }
 
 # expect_level NAME LEVEL SOURCE RULE WHEN: waits (a few intervals) for it.
@@ -103,7 +107,7 @@ expect_level() {
 }
 
 vp_install_deps
-command -v python3 >/dev/null || vp_die "python3 is needed to read vpackctl's JSON"
+[ -x "$VP_PYTHON" ] || vp_die "$VP_PYTHON is needed to read vpackctl's JSON"
 vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
@@ -144,7 +148,8 @@ sleep 2   # the boots' tail
 vp_domain_costs 5 vprule-nova-1 vprule-web-1 vprule-own-1 vprule-none-1 | sed 's/^/guest cost (CPUs): /'
 # Packed, two idle guests share one 1-core package; the watermarks are 0.9
 # and 0.95: the load must sit well under them.
-vp_require_headroom 0.55 "packed load must stay 0.35 under the 0.9 pack watermark"
+vp_fit_watermarks 0.9 0.95 0.3 "the packed load must stay clear of the pack watermark"
+pack_wm=${VP_WATERMARKS[1]#*=} spread_wm=${VP_WATERMARKS[3]#*=}
 
 echo "== rules"
 write_conf "[rule \"nova-lowgravity\"]
@@ -168,7 +173,7 @@ grep -qx 'level *2 (rule "nova-lowgravity" in vpackd.conf)' <<<"$txt" &&
 txt=$("$VPACKCTL" explain vprule-own-1 --socket "$sock")
 grep -q "^level *0 (set in the domain's metadata)" <<<"$txt" &&
     pass "explain's text: own element" || fail "explain's text for own-1: $(grep '^level' <<<"$txt")"
-st=$("$VPACKCTL" status --json --socket "$sock" | python3 -c "
+st=$("$VPACKCTL" status --json --socket "$sock" | "$VP_PYTHON" -c "
 import json, sys
 for d in json.load(sys.stdin)['domains']:
     print(d['name'], d['level'], d['level_source'], d['rule'])" | sort)

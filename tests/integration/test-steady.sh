@@ -42,10 +42,12 @@ vp_agent_test steady
 
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
 # counters NAME...: the values of vpackd's counters, one line, in that order.
+# Polled: read with shell built-ins (vp_json_field), no interpreter.
 counters() {
-    status_json | python3 -c 'import json, sys
-c = json.load(sys.stdin)["counters"]
-print(" ".join(str(c[k]) for k in sys.argv[1:]))' "$@"
+    local json k out=()
+    json=$(status_json) || return 1
+    for k in "$@"; do out+=("$(vp_json_field "$json" "$k")") || return 1; done
+    echo "${out[*]}"
 }
 # The CPUs every thread of vpackd may run on, when they all agree; else "mixed".
 agent_cpus() {
@@ -71,7 +73,7 @@ vp_define_start vpst-c 1 busy:1 "" "$META2"
 for d in a b c; do vp_wait_ready vpst-$d; done
 vp_virsh suspend vpst-c >/dev/null
 sleep 2 # the boots' tail
-vp_require_headroom 0.5 "two idle guests packed must leave the load step (+1 CPU) to decide"
+vp_fit_watermarks 0.6 0.8 0.1 "two idle guests packed must leave the load step (+1 CPU) to decide"
 
 # Short pack delay and residency: the plan settles within seconds. The band
 # is 0.05 rather than the default 0.02 so that other work on a shared test
@@ -79,7 +81,7 @@ vp_require_headroom 0.5 "two idle guests packed must leave the load step (+1 CPU
 "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
     --set agent.state_dir="$work/state" --set control.socket="$sock" \
     --set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000 \
-    --set agent.steady_band=0.05 \
+    --set agent.steady_band=0.05 "${VP_WATERMARKS[@]}" \
     --set metrics.enabled=false --set agent.log_level=debug >>"$work/vpackd.log" 2>&1 &
 agent_pid=$!
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -94,11 +96,16 @@ else
     vp_fail "not packed within 30 s: $(for d in a b c; do echo "vpst-$d: $(vp_pins vpst-$d);"; done)"
 fi
 # The first plan can come before the first reading: wait for one.
+# sources: "VCPU0_SOURCE TID EMULATOR_SOURCE" of vpst-a from explain --json,
+# with shell built-ins (polled): the thread objects hold no object.
 sources() {
-    "$VPACKCTL" explain vpst-a --json --socket "$sock" | python3 -c 'import json, sys
-d = json.load(sys.stdin)
-v = d["vcpus"][0]
-print(v["source"], v.get("tid", "none"), d["emulator"]["source"])'
+    local json vre='"vcpus":\[\{[^}]*"source":"([^"]*)"(,"tid":([0-9]+))?'
+    local ere='"emulator":\{[^}]*"source":"([^"]*)"' v
+    json=$("$VPACKCTL" explain vpst-a --json --socket "$sock") || return 1
+    [[ $json =~ $vre ]] || return 1
+    v="${BASH_REMATCH[1]} ${BASH_REMATCH[3]:-none}"
+    [[ $json =~ $ere ]] || return 1
+    echo "$v ${BASH_REMATCH[1]}"
 }
 read_by_name() { sources | grep -q '^thread-name '; }
 vp_wait_for 5 read_by_name >/dev/null || true
@@ -173,7 +180,7 @@ if [ -n "$pk" ] && vp_wait_for 3 agent_on "$pk" >/dev/null; then
 else
     vp_fail "vpackd's threads on '$(agent_cpus)', want the wake-up package's CPU '$pk'"
 fi
-own=$(status_json | python3 -c 'import json, sys; o = json.load(sys.stdin)["agent_threads"]; print(o["package"], o["cpus"])')
+own=$(status_json | "$VP_PYTHON" -c 'import json, sys; o = json.load(sys.stdin)["agent_threads"]; print(o["package"], o["cpus"])')
 [ "$own" = "$pk $pk" ] && vp_pass "status agent_threads: package $pk, CPUs $pk" ||
     vp_fail "status agent_threads: '$own', want '$pk $pk'"
 

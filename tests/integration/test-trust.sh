@@ -91,8 +91,8 @@ fail() { vp_fail "$@"; }
 pass() { vp_pass "$@"; }
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
 MEMBER=(setpriv --reuid="$TESTUSER" --regid=nogroup --init-groups --)
-# The system's python3 (a root-only pyenv shim on PATH is out of nobody's reach).
-PY=/usr/bin/python3
+# The system's python3, VP_PYTHON (a root-only pyenv shim on PATH is out of nobody's reach).
+PY=$VP_PYTHON
 clients() { "$PY" "$work/clients.py" "$@"; }
 ctl() { "$VPACKCTL" "$@" --socket "$sock"; }
 now_ms() { date +%s%3N; }
@@ -283,7 +283,7 @@ hook_started "$sock"
 sleep 1
 kill -INT "$strace_pid" 2>/dev/null; wait "$strace_pid" 2>/dev/null || true
 grep -F "$uuid" "$work/strace.out" | sed 's/^/    /' | head -n 6
-if python3 - "$work/strace.out" "$uuid" <<'EOF'
+if "$VP_PYTHON" - "$work/strace.out" "$uuid" <<'EOF'
 import re, sys
 lines = [l.split(None, 1)[1] for l in open(sys.argv[1]) if l.strip() and l.split()[0].isdigit()]
 uuid = sys.argv[2]
@@ -320,7 +320,7 @@ start_agent --set agent.interval_ms=600000 --set metrics.enabled=true --set metr
 for _ in $(seq 50); do ctl status --json 2>/dev/null | grep -q '"libvirt_connected": *true' && break; sleep 0.1; done
 # What status and the metrics say about planning.
 reported() {
-    ctl status --json | python3 -c '
+    ctl status --json | "$VP_PYTHON" -c '
 import json, sys
 s = json.load(sys.stdin)
 print("plan:", s.get("reason", "none"), "| plans:", s["counters"]["plans"])'
