@@ -86,6 +86,10 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
             log_err("--set %s", err ? err : "invalid");
             goto fail;
         }
+    if ((r = vpack_config_check(c, &err)) < 0) {
+        log_err("%s%s%s", dm->nsets ? "" : path, dm->nsets ? "" : ": ", err ? err : "invalid");
+        goto fail;
+    }
     if (dm->keep_placement)
         c->keep_placement = true;
     if (dm->topology) {

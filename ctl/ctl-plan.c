@@ -543,9 +543,9 @@ static int parse_args(int argc, char **argv, struct plan_args *pa)
         vpackctl_err("plan: --snapshot FILE is required (see 'vpackctl plan --help')");
         return VPACKCTL_EXIT_USAGE;
     }
-    if (pa->params.pack_watermark > pa->params.spread_watermark) {
-        vpackctl_err("plan: the pack watermark (%g) must not be above the spread watermark (%g)",
-                     pa->params.pack_watermark, pa->params.spread_watermark);
+    char msg[256];
+    if (vpack_policy_params_check(&pa->params, msg, sizeof(msg)) < 0) {
+        vpackctl_err("plan: %s", msg);
         return VPACKCTL_EXIT_USAGE;
     }
     return VPACKCTL_PROCEED;

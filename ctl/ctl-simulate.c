@@ -1003,6 +1003,11 @@ static int load_config(const struct sim_args *a, struct vpack_config *c)
             free(err);
             return VPACKCTL_EXIT_USAGE;
         }
+    if (vpack_config_check(c, &err) < 0) {
+        vpackctl_err("simulate: %s", err ? err : "out of memory");
+        free(err);
+        return a->nsets ? VPACKCTL_EXIT_USAGE : VPACKCTL_EXIT_FAIL;
+    }
     return VPACKCTL_PROCEED;
 }
 

@@ -390,3 +390,15 @@ int vpack_config_set(struct vpack_config *c, const char *assignment, char **errm
     }
     return 0;
 }
+
+int vpack_config_check(const struct vpack_config *c, char **errmsg)
+{
+    char msg[256];
+
+    *errmsg = NULL;
+    if (vpack_policy_params_check(&c->policy, msg, sizeof(msg)) == 0)
+        return 0;
+    if (asprintf(errmsg, "[policy]: %s", msg) < 0)
+        *errmsg = NULL;
+    return -EINVAL;
+}

@@ -27,6 +27,18 @@ void vpack_policy_params_default(struct vpack_policy_params *p)
     p->default_level = 0;
 }
 
+int vpack_policy_params_check(const struct vpack_policy_params *p, char *msg, size_t len)
+{
+    if (!(p->pack_watermark <= p->spread_watermark)) {
+        snprintf(msg, len,
+                 "the pack watermark (%g) is above the spread watermark (%g): packed load "
+                 "would spread again at once",
+                 p->pack_watermark, p->spread_watermark);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 struct vpack_policy_state *vpack_policy_state_new(void)
 {
     return calloc(1, sizeof(struct vpack_policy_state));

@@ -68,6 +68,13 @@ void vpack_config_clear(struct vpack_config *c);
 int vpack_config_parse(struct vpack_config *c, const char *text, char **errmsg);
 
 /*
+ * What holds for the whole configuration once the file and every --set are
+ * applied (vpack_policy_params_check()). Returns 0, or -EINVAL with
+ * *errmsg (caller frees).
+ */
+int vpack_config_check(const struct vpack_config *c, char **errmsg);
+
+/*
  * Sets one key as "section.key=value" (the form of vpackd's --set option);
  * same errors as vpack_config_parse(). Rules are set in the file only.
  */

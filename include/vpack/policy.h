@@ -157,6 +157,15 @@ struct vpack_policy_params {
 };
 
 void vpack_policy_params_default(struct vpack_policy_params *p);
+/*
+ * What the keys cannot say one at a time: the pack watermark must not be
+ * above the spread watermark (the planner fills a package to the pack
+ * watermark and spreads above the spread watermark; a pack watermark above
+ * it would pack into load that spreads again at once). Every door a policy
+ * comes through (vpackd's file and --set, simulate, plan) checks with this.
+ * Returns 0, or -EINVAL with one line in msg (len bytes).
+ */
+int vpack_policy_params_check(const struct vpack_policy_params *p, char *msg, size_t len);
 
 /* Opaque state carried from one snapshot to the next. */
 struct vpack_policy_state;

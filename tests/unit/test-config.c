@@ -278,6 +278,24 @@ static void test_set(void **state)
     vpack_config_clear(&c);
 }
 
+/* The watermarks' order holds for the whole configuration, file and --set. */
+static void test_check(void **state)
+{
+    (void)state;
+    struct vpack_config c;
+    char *err = NULL;
+    assert_int_equal(vpack_config_init(&c), 0);
+    assert_int_equal(vpack_config_check(&c, &err), 0);
+    assert_null(err);
+    assert_int_equal(vpack_config_parse(&c, "[policy]\npack_watermark = 0.9\n", &err), 0);
+    assert_int_equal(vpack_config_check(&c, &err), -EINVAL);
+    assert_non_null(strstr(err, "pack watermark (0.9) is above the spread watermark (0.8)"));
+    free(err);
+    assert_int_equal(vpack_config_set(&c, "policy.spread_watermark=0.9", &err), 0);
+    assert_int_equal(vpack_config_check(&c, &err), 0);
+    vpack_config_clear(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_rule_errors),
         cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_set),
+        cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
