@@ -62,6 +62,17 @@ void vpack_ctl_request_clear(struct vpack_ctl_request *req)
     memset(req, 0, sizeof(*req));
 }
 
+/* A domain name a log line or a status may carry: no control character. */
+static bool name_ok(const char *s)
+{
+    if (!*s)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
 static int check_args(struct vpack_ctl_request *req, char **errmsg)
 {
     struct json_object *o = req->obj, *v;
@@ -79,6 +90,10 @@ static int check_args(struct vpack_ctl_request *req, char **errmsg)
         if (!req->name || !vpack_ctl_uuid_ok(req->uuid))
             return vpack_errmsg_set(
                 -EINVAL, errmsg, "register: the domain record needs a \"name\" and a valid \"uuid\"");
+        if (!name_ok(req->name))
+            return vpack_errmsg_set(-EINVAL, errmsg,
+                                    "register: the domain's name is empty or holds a control "
+                                    "character");
         const char *event = str_member(o, "event");
         req->reconnect = event && !strcmp(event, "reconnect");
         return 0;

@@ -140,6 +140,14 @@ static void test_errors(void **state)
                  "register: the domain record needs a \"name\" and a valid \"uuid\"");
     expect_error("{\"op\": \"register\", \"domain\": {\"name\": \"w\", \"uuid\": \"../../etc/passwd\"}}",
                  true, -EINVAL, "register: the domain record needs a \"name\" and a valid \"uuid\"");
+    /* A name that would forge a log line of its own (issue 27, item E). */
+    expect_error("{\"op\": \"register\", \"domain\": {\"name\": \"w\\n<0>kernel: x\", \"uuid\": \"" UUID
+                 "\"}}",
+                 true, -EINVAL, "register: the domain's name is empty or holds a control character");
+    expect_error("{\"op\": \"register\", \"domain\": {\"name\": \"\\u001b[2J\", \"uuid\": \"" UUID "\"}}",
+                 true, -EINVAL, "register: the domain's name is empty or holds a control character");
+    expect_error("{\"op\": \"register\", \"domain\": {\"name\": \"\", \"uuid\": \"" UUID "\"}}",
+                 true, -EINVAL, "register: the domain's name is empty or holds a control character");
     expect_error("{\"op\": \"forget\"}", true, -EINVAL, "forget: needs a valid \"uuid\"");
     expect_error("{\"op\": \"forget\", \"uuid\": \"" UUID "\\u0000/x\"}", true, -EINVAL,
                  "forget: needs a valid \"uuid\"");
