@@ -155,9 +155,15 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     /* json-c's truthiness: true, non-zero numbers and non-empty strings. */
     req->dry_run = req->op == VPACK_CTL_REBALANCE && json_object_object_get_ex(req->obj, "dry_run", &dry) &&
                    json_object_get_boolean(dry);
-    bool writes = req->op == VPACK_CTL_REBALANCE || req->op == VPACK_CTL_REGISTER ||
-                  req->op == VPACK_CTL_FORGET;
-    if (writes && !privileged && !req->dry_run) {
+    /* A record ties a guest to its requested pins: only the hook, which
+     * runs as root, makes or removes one, not the control group. */
+    if ((req->op == VPACK_CTL_REGISTER || req->op == VPACK_CTL_FORGET) && uid != 0) {
+        ret = vpack_errmsg_set(-EPERM, errmsg,
+                               "permission denied: '%s' needs root, as the hook runs (uid %u)",
+                               req->op_name, uid);
+        goto fail;
+    }
+    if (req->op == VPACK_CTL_REBALANCE && !privileged && !req->dry_run) {
         ret = vpack_errmsg_set(
             -EPERM, errmsg, "permission denied: '%s' needs root or the vpack control group (uid %u)",
             req->op_name, uid);

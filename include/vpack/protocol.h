@@ -46,8 +46,9 @@ struct vpack_ctl_request {
 
 /*
  * Reads one request line of len bytes (without its '\n'; no NUL needed) from
- * a peer that is privileged (root or the control group) or not; uid is
- * named in a refusal. Returns 0 with *req filled (release it with
+ * a peer that is privileged (root or the control group) or not, whose uid
+ * is uid: register and forget need uid 0 (the hook runs as root), a real
+ * rebalance a privileged peer; uid is named in a refusal. Returns 0 with *req filled (release it with
  * vpack_ctl_request_clear()), or -EINVAL (not a request, unknown op, bad
  * arguments), -EPERM (the op changes something and the peer may not) or
  * -ENOMEM, with the text of the answer's "error" in *errmsg (one line; see

@@ -2,7 +2,8 @@
 /*
  * lib/protocol.c: one control-socket request line in, a checked request or
  * the exact error text of the answer out; the permission rule (writes need
- * a privileged peer, except a dry-run rebalance) before the arguments.
+ * a privileged peer, except a dry-run rebalance; register and forget need
+ * root) before the arguments.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,11 +18,14 @@
 
 #define UUID "c7a5fdbd-edaf-9455-926a-d65c16db1809"
 
-/* Parses line; on failure *err is the message, which the caller frees. */
+/*
+ * Parses line from root (privileged) or uid 1000 (not); on failure *err is
+ * the message, which the caller frees.
+ */
 static int parse_err(const char *line, bool privileged, struct vpack_ctl_request *req, char **err)
 {
     *err = (char *)line; /* must be replaced: NULL on success */
-    return vpack_ctl_request_parse(line, strlen(line), privileged, 1000, req, err);
+    return vpack_ctl_request_parse(line, strlen(line), privileged, privileged ? 0 : 1000, req, err);
 }
 
 /* For the lines that parse: no message is made. */
@@ -98,9 +102,22 @@ static void test_permission(void **state)
                  "permission denied: 'rebalance' needs root or the vpack control group (uid 1000)");
     /* Refused before the arguments are looked at. */
     expect_error("{\"op\": \"register\"}", false, -EPERM,
-                 "permission denied: 'register' needs root or the vpack control group (uid 1000)");
+                 "permission denied: 'register' needs root, as the hook runs (uid 1000)");
     expect_error("{\"op\": \"forget\", \"uuid\": \"" UUID "\"}", false, -EPERM,
-                 "permission denied: 'forget' needs root or the vpack control group (uid 1000)");
+                 "permission denied: 'forget' needs root, as the hook runs (uid 1000)");
+    /* The control group may rebalance, but not make or remove a guest's
+     * record (issue 27, item 4: a record ties a guest to its pins). */
+    const char *line = "{\"op\": \"rebalance\"}";
+    char *err = NULL;
+    assert_int_equal(vpack_ctl_request_parse(line, strlen(line), true, 1000, &req, &err), 0);
+    vpack_ctl_request_clear(&req);
+    line = "{\"op\": \"register\", \"domain\": {\"name\": \"w\", \"uuid\": \"" UUID "\"}}";
+    assert_int_equal(vpack_ctl_request_parse(line, strlen(line), true, 1000, &req, &err), -EPERM);
+    assert_string_equal(err, "permission denied: 'register' needs root, as the hook runs (uid 1000)");
+    free(err);
+    line = "{\"op\": \"forget\", \"uuid\": \"" UUID "\"}";
+    assert_int_equal(vpack_ctl_request_parse(line, strlen(line), true, 1000, &req, &err), -EPERM);
+    free(err);
     /* A dry run changes nothing: anyone. */
     assert_int_equal(parse("{\"op\": \"rebalance\", \"dry_run\": true}", false, &req), 0);
     assert_true(req.dry_run);
