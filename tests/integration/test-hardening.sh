@@ -16,27 +16,63 @@
 #   ProtectKernelModules=yes      module directories made inaccessible (and
 #                                 no CAP_SYS_MODULE: the bounding set)
 #   ProtectKernelLogs=yes         /proc/kmsg and /dev/kmsg made inaccessible
+#   ProtectKernelTunables=yes     /proc/sys, /proc/sysrq-trigger, /proc/irq,
+#                                 /proc/bus, /proc/acpi, /proc/fs,
+#                                 /proc/latency_stats, /proc/timer_list, ...
+#                                 bound read-only onto themselves where they
+#                                 exist, /proc/kcore and /proc/kallsyms
+#                                 covered by a mode-0 file; every mount under
+#                                 /sys remounted read-only
+#   ProtectControlGroups=yes      /sys/fs/cgroup and its hierarchies too ...
+#   ReadWritePaths=               ... but /sys/fs/cgroup/cpuset, left
+#     -/sys/fs/cgroup/cpuset      writable (systemd's remount skips it)
+#   PrivateDevices=yes            /dev a tmpfs of its own with null, zero,
+#                                 full, random, urandom, tty (bound from the
+#                                 host's), pts, shm; read-only
+#   ProtectHostname=yes           a UTS namespace (unshare --uts), and
+#   RestrictNamespaces=yes,       seccomp filters as systemd's (unit-filters,
+#   LockPersonality=yes,          libseccomp): no namespace made or joined,
+#   MemoryDenyWriteExecute=yes,   no personality change, no writable and
+#   RestrictRealtime=yes,         executable memory, no realtime policy, no
+#   RestrictSUIDSGID=yes,         set-user/group-ID bit, no clock or host
+#   ProtectClock=yes,             name set, @raw-io refused (PrivateDevices),
+#   SystemCallArchitectures=      no call of another architecture
+#     native
+#   UMask=0077                    umask 0077
 #   RestrictAddressFamilies=...   a seccomp filter on socket() (restrict-af,
 #                                 libseccomp)
+#
+# SystemCallFilter=@system-service is not in the unit; unit-filters logs
+# (SECCOMP_RET_LOG, an audit record in the kernel log) every call vpackd
+# makes outside it, and the works phase lists them.
 #
 # Phases:
 #   unit       the unit has each of these options; `systemd-analyze verify`
 #              passes on the installed unit (meson install --destdir), and
-#              `systemd-analyze security --offline=yes` rates it below 7
+#              `systemd-analyze security --offline=yes` rates it below 4.1
+#              (it measured 3.6; 5.6 before ProtectKernelTunables and the
+#              options after it)
 #   sandbox    the filters work: in the sandbox /etc is read-only, /root is
-#              empty, AF_PACKET sockets are refused, AF_UNIX allowed; the
-#              running vpackd has NoNewPrivs 1, no capabilities, a seccomp
-#              filter
-#   works      vpackd in the sandbox: connects to libvirt (vpackctl status),
-#              serves metrics, packs two level-2 guests onto CPU 0 keeping
-#              a guest pin, repairs libvirt's cpusets and re-pins after CPU 1
-#              goes offline and online, and exits 0 on SIGTERM with the
-#              guests' masks given back
-#   cgroups    the same with /sys/fs/cgroup read-only (what
-#              ProtectControlGroups= would do): the repair fails - the
-#              reason the unit does not set it
+#              empty, writing /proc/sys/kernel/core_pattern (its own value)
+#              fails, /dev holds only the unit's nodes, user namespaces,
+#              writable executable memory, personality changes and a
+#              set-user-ID bit are refused, the umask is 0077, AF_PACKET
+#              sockets are refused, AF_UNIX allowed; a call outside
+#              @system-service (syslog) is logged
+#   works      vpackd in the sandbox: the running vpackd has NoNewPrivs 1, no
+#              capabilities, the 3 seccomp filters, its /, /proc/sys, /sys and
+#              /sys/fs/cgroup read-only and /sys/fs/cgroup/cpuset writable;
+#              it connects to libvirt (vpackctl status, also as an
+#              unprivileged user: the socket is still 0666), serves metrics,
+#              packs two level-2 guests onto CPU 0 keeping a guest pin,
+#              repairs libvirt's cpusets and re-pins after CPU 1 goes offline
+#              and online, and exits 0 on SIGTERM with the guests' masks
+#              given back; the calls it made outside @system-service
+#   cgroups    the same with /sys/fs/cgroup/cpuset read-only too (no
+#              ReadWritePaths=): the repair fails - the reason the unit
+#              has it
 #
-# VPACKD, VPACKCTL, VPACK_RESTRICT_AF pick the binaries.
+# VPACKD, VPACKCTL, VPACK_RESTRICT_AF, VPACK_UNIT_FILTERS pick the binaries.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -46,6 +82,7 @@ srcdir=${VPACK_SRCDIR:-$here/../..}
 VPACKD=${VPACKD:-$builddir/agent/vpackd}
 VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
 RESTRICT_AF=${VPACK_RESTRICT_AF:-$builddir/tests/integration/restrict-af}
+UNIT_FILTERS=${VPACK_UNIT_FILTERS:-$builddir/tests/integration/unit-filters}
 NS=urn:vpack:powerpolicy:1
 work=$(mktemp -d /var/tmp/vpack-hardening-test.XXXXXX)
 rundir=$(mktemp -d /run/vpack-hardening.XXXXXX)   # stands for RuntimeDirectory
@@ -56,8 +93,23 @@ install -d -m 0755 /run/vpack   # the RuntimeDirectory itself, as systemd makes 
 bindir=$(mktemp -d /run/vpack-hardening-bin.XXXXXX)
 install -m 0755 "$VPACKD" "$bindir/vpackd"
 install -m 0755 "$RESTRICT_AF" "$bindir/restrict-af"
+install -m 0755 "$UNIT_FILTERS" "$bindir/unit-filters"
+install -m 0755 "$VPACKCTL" "$bindir/vpackctl"
 VPACKD=$bindir/vpackd
 RESTRICT_AF=$bindir/restrict-af
+UNIT_FILTERS=$bindir/unit-filters
+# An unprivileged status client must reach the socket and vpackctl, as it
+# reaches /run/vpack (mode 0755) and /usr/bin.
+chmod 0755 "$rundir" "$bindir"
+# The sandbox's own /dev and its inaccessible file are built here.
+fsdir=$(mktemp -d /run/vpack-hardening-fs.XXXXXX)
+# What SystemCallFilter=@system-service would allow, its groups expanded.
+expand_set() {
+    systemd-analyze syscall-filter "$1" | awk 'NR > 1 && NF && $1 !~ /^#/ {print $1}' |
+        while read -r c; do case $c in @*) expand_set "$c" ;; *) echo "$c" ;; esac; done
+}
+expand_set @system-service | sort -u > "$bindir/system-service.txt"
+[ -s "$bindir/system-service.txt" ] || { echo "systemd-analyze syscall-filter listed nothing"; exit 1; }
 sock=$rundir/vpackd.sock
 agent_pid=""
 
@@ -68,9 +120,9 @@ cleanup() {
     local rc=$?
     vp_stop_pid "$agent_pid"
     vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work" "$rundir" "$bindir"
+    rm -rf "$work" "$rundir" "$bindir" "$fsdir"
     vp_cleanup    # CPUs online first
-    # After the read-only-cgroup phase libvirt's cpusets lack CPU 1.
+    # After the read-only-cpuset phase libvirt's cpusets lack CPU 1.
     vp_repair_machine_cpusets
     return $rc
 }
@@ -81,14 +133,31 @@ pass() { vp_pass "$@"; }
 
 # sandbox [cgroup-ro] COMMAND...: execs COMMAND as the unit would run it, in
 # place of the calling (sub)shell: `sandbox ... &` gives COMMAND's pid in $!,
-# run it in ( ) otherwise. With "cgroup-ro" first, /sys/fs/cgroup is
-# read-only too.
+# run it in ( ) otherwise. With "cgroup-ro" first, /sys/fs/cgroup/cpuset is
+# read-only too, as it would be without the unit's ReadWritePaths=.
 sandbox() {
     local cgro=""
     [ "$1" = cgroup-ro ] && { cgro=1; shift; }
-    exec unshare --mount --propagation private -- bash -c '
+    exec unshare --mount --uts --propagation private -- bash -c '
         set -e
-        rw=$1; cgro=$2; af=$3; shift 3
+        rw=$1; cgro=$2; af=$3; uf=$4; allow=$5; fs=$6; shift 6
+        # PrivateDevices=yes: a tmpfs /dev with the nodes systemd puts there
+        # (bound from the host'"'"'s, where systemd makes them), built first,
+        # while / is writable; read-only at the end.
+        mount -t tmpfs -o mode=0755,nosuid tmpfs "$fs"
+        mkdir -m 0755 "$fs/dev" "$fs/dev/pts" "$fs/dev/shm"
+        for n in null zero full random urandom tty; do
+            touch "$fs/dev/$n"; mount --bind "/dev/$n" "$fs/dev/$n"
+        done
+        mount --bind /dev/pts "$fs/dev/pts"
+        mount --bind /dev/shm "$fs/dev/shm"
+        ln -s pts/ptmx "$fs/dev/ptmx"
+        ln -s /proc/self/fd "$fs/dev/fd"
+        for i in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/${i%%:*}" "$fs/dev/${i#*:}"; done
+        # What systemd binds over a path it makes inaccessible.
+        touch "$fs/inaccessible"; chmod 0000 "$fs/inaccessible"
+        mount -o remount,nosuid,noexec "$fs"
+        mount --rbind "$fs/dev" /dev
         # ProtectSystem=strict, with the RuntimeDirectory writable: the
         # real one, /run/vpack (vpackd keeps its per-connection lock there),
         # and the test'"'"'s, its state directory here.
@@ -98,6 +167,7 @@ sandbox() {
             case $mp in /dev|/dev/*|/proc|/proc/*|/sys|/sys/*|"$rw"|/run/vpack) continue ;; esac
             mount -o remount,bind,ro "$mp" 2>/dev/null || true
         done
+        mount -o remount,bind,ro /dev
         # ProtectHome=yes
         for d in /home /root /run/user; do
             [ -d "$d" ] && mount -t tmpfs -o ro,mode=000 tmpfs "$d"
@@ -112,26 +182,51 @@ sandbox() {
         for f in /proc/kmsg /dev/kmsg; do
             [ -e "$f" ] && mount --bind /dev/null "$f" && mount -o remount,bind,ro "$f"
         done
-        # what ProtectControlGroups= would do (not in the unit)
-        [ -z "$cgro" ] || mount -o remount,bind,ro /sys/fs/cgroup
-        for mp in $(awk "\$5 ~ \"^/sys/fs/cgroup/\" {print \$5}" /proc/self/mountinfo); do
-            [ -z "$cgro" ] || mount -o remount,bind,ro "$mp"
+        # ProtectKernelTunables=yes: the /proc entries of systemd 252 (and
+        # /proc/timer_list, of later ones) bound read-only onto themselves,
+        # kcore and kallsyms inaccessible ...
+        for p in /proc/acpi /proc/apm /proc/asound /proc/bus /proc/fs /proc/irq \
+                 /proc/latency_stats /proc/mtrr /proc/scsi /proc/sys /proc/sysrq-trigger \
+                 /proc/timer_list /proc/timer_stats; do
+            [ -e "$p" ] || continue
+            mount --bind "$p" "$p"; mount -o remount,bind,ro "$p"
         done
-        # NoNewPrivileges=yes, CapabilityBoundingSet=, RestrictAddressFamilies=
+        for p in /proc/kcore /proc/kallsyms; do
+            [ -e "$p" ] && mount --bind "$fs/inaccessible" "$p"
+        done
+        # ... and /sys with everything under it read-only; with
+        # ProtectControlGroups=yes that includes /sys/fs/cgroup, but for the
+        # ReadWritePaths= (systemd'"'"'s recursive read-only remount skips it).
+        awk "{print \$5}" /proc/self/mountinfo | grep -E "^/sys(/|\$)" | sort -u | while read -r mp; do
+            case $mp in /sys/fs/cgroup/cpuset|/sys/fs/cgroup/cpuset/*) [ -n "$cgro" ] || continue ;; esac
+            mount -o remount,bind,ro "$mp" || echo "sandbox: cannot make $mp read-only" >&2
+        done
+        # UMask=0077
+        umask 0077
+        # NoNewPrivileges=yes, CapabilityBoundingSet=, RestrictAddressFamilies=,
+        # then the other seccomp options (and the log of the calls outside
+        # @system-service)
         exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all \
-            "$af" unix,netlink,inet,inet6 "$@"
-    ' sandbox "$rundir" "$cgro" "$RESTRICT_AF" "$@"
+            "$af" unix,netlink,inet,inet6 "$uf" --log-outside "$allow" "$@"
+    ' sandbox "$rundir" "$cgro" "$RESTRICT_AF" "$UNIT_FILTERS" "$bindir/system-service.txt" "$fsdir" "$@"
 }
 
 echo "== unit"
 unit=$srcdir/systemd/vpackd.service
 for opt in NoNewPrivileges=yes CapabilityBoundingSet= ProtectSystem=strict ProtectHome=yes \
            PrivateTmp=yes ProtectKernelModules=yes ProtectKernelLogs=yes \
+           ProtectKernelTunables=yes ProtectControlGroups=yes ReadWritePaths=-/sys/fs/cgroup/cpuset \
+           PrivateDevices=yes RestrictNamespaces=yes LockPersonality=yes MemoryDenyWriteExecute=yes \
+           RestrictRealtime=yes RestrictSUIDSGID=yes ProtectClock=yes ProtectHostname=yes \
+           SystemCallArchitectures=native UMask=0077 \
            "RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6" RuntimeDirectory=vpack; do
     grep -qx -- "$opt" "$unit" && pass "unit has $opt" || fail "unit lacks $opt"
 done
-for opt in ProtectControlGroups ProtectKernelTunables PrivateNetwork; do
-    grep -q "^$opt=" "$unit" && fail "unit sets $opt (breaks vpackd)" || pass "unit does not set $opt"
+# The only writable path beyond the RuntimeDirectory: the cpuset tree.
+n=$(grep -c "^ReadWritePaths=" "$unit" || true)
+[ "$n" = 1 ] && pass "one ReadWritePaths= line" || fail "$n ReadWritePaths= lines"
+for opt in PrivateNetwork SystemCallFilter; do
+    grep -q "^$opt=" "$unit" && fail "unit sets $opt (see its comment)" || pass "unit does not set $opt"
 done
 meson install -C "$builddir" --no-rebuild --quiet --destdir "$work/inst" >/dev/null
 inst_unit=$(find "$work/inst" -name vpackd.service | head -n1)
@@ -149,10 +244,13 @@ score=$(systemd-analyze security --offline=yes "$work/unit/vpackd.service" 2>&1 
 sed "/^NoNewPrivileges=/,/^RestrictAddressFamilies=/d" "$work/unit/vpackd.service" > "$work/unit/plain.service"
 score0=$(systemd-analyze security --offline=yes "$work/unit/plain.service" 2>&1 |
          sed -n 's/.*Overall exposure level for plain.service: \([0-9.]*\).*/\1/p')
-if [ -n "$score" ] && awk -v s="$score" 'BEGIN {exit !(s < 7)}'; then
-    pass "systemd-analyze security --offline=yes: exposure $score (without the options: $score0)"
+# Measured 3.6 (systemd 252; 5.6 before ProtectKernelTunables= and the
+# options after it); 4.1 leaves room for another systemd's weights, not for
+# an option gone.
+if [ -n "$score" ] && awk -v s="$score" 'BEGIN {exit !(s < 4.1)}'; then
+    pass "systemd-analyze security --offline=yes: exposure $score, below 4.1 (without the options: $score0)"
 else
-    fail "systemd-analyze security: exposure '$score' (without the options: $score0)"
+    fail "systemd-analyze security: exposure '$score', not below 4.1 (without the options: $score0)"
 fi
 
 echo "== sandbox"
@@ -175,6 +273,52 @@ except OSError as e:
     print("packet refused:", e.strerror)' 2>&1 || true)
 grep -q "packet refused: Address family not supported" <<<"$out" && pass "AF_PACKET refused, AF_UNIX/NETLINK/INET/INET6 allowed" ||
     fail "address families: $out"
+# ProtectKernelTunables=yes: the sysctl a compromised vpackd would want
+# first. Its own value written back: nothing changes even if it worked.
+# (sandbox execs: an `|| ...` of a failed command goes outside the $( ).)
+out=$(sandbox sh -c 'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\n" "$v" > /proc/sys/kernel/core_pattern && echo written' 2>&1) || true
+if grep -q "Read-only file system" <<<"$out" && ! grep -q written <<<"$out"; then
+    pass "writing /proc/sys/kernel/core_pattern fails: $(tail -n1 <<<"$out")"
+else
+    fail "/proc/sys/kernel/core_pattern: $out"
+fi
+out=$(sandbox sh -c 'head -c1 /proc/kcore >/dev/null 2>&1 && echo kcore; ls /dev | tr "\n" " "') || true
+[ "$out" = "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero " ] &&
+    pass "PrivateDevices: /dev holds $out; /proc/kcore not readable" || fail "/dev, kcore: $out"
+# The seccomp options: each of these works as capless root without them.
+out=$(sandbox sh -c 'unshare --user true 2>&1 || echo refused' 2>&1) || true
+grep -q refused <<<"$out" && pass "RestrictNamespaces: unshare --user refused" || fail "unshare --user: $out"
+out=$(sandbox sh -c 'setarch "$(uname -m)" --addr-no-randomize true 2>&1 || echo refused' 2>&1) || true
+grep -q refused <<<"$out" && pass "LockPersonality: setarch -R refused" || fail "setarch -R: $out"
+out=$(sandbox "$VP_PYTHON" -c '
+import mmap
+try:
+    mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC); print("wx allowed")
+except OSError as e:
+    print("wx refused:", e.strerror)
+mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE).close(); print("rw allowed")' 2>&1) || true
+grep -q "wx refused: Operation not permitted" <<<"$out" && grep -q "rw allowed" <<<"$out" &&
+    pass "MemoryDenyWriteExecute: a writable executable mapping refused, a writable one allowed" ||
+    fail "mmap: $out"
+out=$(sandbox sh -c 'f=$1/suid-probe; : > "$f"; chmod 0644 "$f"; chmod 4755 "$f" 2>&1 || echo refused; umask' sh "$rundir" 2>&1) || true
+rm -f "$rundir/suid-probe"
+grep -q refused <<<"$out" && grep -qx 0077 <<<"$out" &&
+    pass "RestrictSUIDSGID: chmod 4755 refused; UMask: umask 0077" || fail "suid, umask: $out"
+# The log of the calls outside @system-service works: syslog(2) (a query
+# of the kernel log's size; not in the set) from a sandboxed program is
+# there, under its pid.
+outside_calls() {   # PID: the numbers of the calls logged for it
+    dmesg 2>/dev/null | grep "type=1326" | grep " pid=$1 " |
+        sed -n 's/.* syscall=\([0-9]*\) .*/\1/p' | sort -un || true
+}
+probe=$(sandbox "$VP_PYTHON" -c '
+import ctypes, os
+ctypes.CDLL(None).syscall(103, 10, None, 0); print(os.getpid())' 2>&1) || true
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    nrs=$(outside_calls "$probe"); [ -z "$nrs" ] || break; sleep 0.2
+done
+[ "$nrs" = 103 ] && pass "a call outside @system-service is logged: syslog, pid $probe" ||
+    fail "the log of calls outside @system-service: pid '$probe', calls '$nrs'"
 
 vp_install_deps
 vp_start_libvirtd
@@ -228,14 +372,34 @@ run_agent
 st=/proc/$agent_pid/status
 nnp=$(awk '/^NoNewPrivs/ {print $2}' "$st"); bnd=$(awk '/^CapBnd/ {print $2}' "$st")
 eff=$(awk '/^CapEff/ {print $2}' "$st"); sec=$(awk '/^Seccomp:/ {print $2}' "$st")
+nf=$(awk '/^Seccomp_filters:/ {print $2}' "$st")
+# Three filters: restrict-af's, the unit's other options, the logging one.
 [ "$(cat /proc/$agent_pid/comm)" = vpackd ] && [ "$nnp" = 1 ] && [ "$bnd" = 0000000000000000 ] &&
-    [ "$eff" = 0000000000000000 ] && [ "$sec" = 2 ] &&
-    pass "vpackd runs with NoNewPrivs 1, CapBnd $bnd, CapEff $eff, Seccomp $sec" ||
-    fail "vpackd's status: comm $(cat /proc/$agent_pid/comm) NoNewPrivs $nnp CapBnd $bnd CapEff $eff Seccomp $sec"
+    [ "$eff" = 0000000000000000 ] && [ "$sec" = 2 ] && [ "$nf" = 3 ] &&
+    pass "vpackd runs with NoNewPrivs 1, CapBnd $bnd, CapEff $eff, Seccomp $sec, Seccomp_filters $nf" ||
+    fail "vpackd's status: comm $(cat /proc/$agent_pid/comm) NoNewPrivs $nnp CapBnd $bnd CapEff $eff Seccomp $sec Seccomp_filters $nf"
 grep -q " / / ro," "/proc/$agent_pid/mountinfo" && pass "vpackd's / is read-only" || fail "vpackd's / is not read-only"
+# Mount point -> its options, in vpackd's namespace.
+mnt() { awk -v m="$1" '$5 == m {o = $6} END {print o}' "/proc/$agent_pid/mountinfo"; }
+ro=""; rw=""
+for m in /proc/sys /proc/sysrq-trigger /sys /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/unified /dev; do
+    case $(mnt "$m") in ro,*) ro="$ro $m" ;; "") ;; *) rw="$rw $m" ;; esac
+done
+[ -z "$rw" ] && pass "vpackd's read-only mounts:$ro" || fail "writable in vpackd's namespace:$rw (read-only:$ro)"
+case $(mnt /sys/fs/cgroup/cpuset) in
+    rw,*) pass "vpackd's /sys/fs/cgroup/cpuset is writable (ReadWritePaths=)" ;;
+    *) fail "vpackd's /sys/fs/cgroup/cpuset: '$(mnt /sys/fs/cgroup/cpuset)'" ;;
+esac
 sleep 2
 out=$("$VPACKCTL" status --socket "$sock" 2>&1 || true)
 grep -q "libvirt connected" <<<"$out" && pass "vpackctl status: libvirt connected" || fail "status: $(head -n2 <<<"$out")"
+# UMask=0077 does not reach the socket: vpackd binds it under a umask of
+# its own (agent/control.c), and anyone may ask for status.
+mode=$(stat -c %a "$sock")
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VPACKCTL" status --socket "$sock" 2>&1 || true)
+[ "$mode" = 666 ] && grep -q "libvirt connected" <<<"$out" &&
+    pass "socket mode $mode under UMask=0077; vpackctl status as uid 65534: libvirt connected" ||
+    fail "socket mode $mode; status as uid 65534: $(head -n2 <<<"$out")"
 m=$(curl -s --max-time 5 "http://127.0.0.1:$port/metrics" | awk '$1 == "vpack_libvirt_connected" {print $2}')
 [ "$m" = 1 ] && pass "metrics served: vpack_libvirt_connected 1" || fail "metrics: vpack_libvirt_connected '$m'"
 # (generous: guests just booted, and other jobs may load the machine)
@@ -251,17 +415,27 @@ th=$(vp_thread_affinity vphd-p 1)
 [ "$th" = 1 ] && pass "vphd-p vCPU 1 thread back on CPU 1" || fail "vphd-p vCPU 1 thread allowed on $th"
 wait_for 20 packed >/dev/null && pass "packed again after the hotplug" ||
     fail "after the hotplug: a: $(pins vphd-a) p: $(pins vphd-p)"
+pid=$agent_pid
 kill -TERM "$agent_pid"; rc=0; wait "$agent_pid" || rc=$?; agent_pid=""
 [ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc"
 [ "$(pins vphd-a)" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] && [ "$(pins vphd-p)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] &&
     pass "masks given back on stop" || fail "after stop: a: $(pins vphd-a) p: $(pins vphd-p)"
+# What SystemCallFilter=@system-service would have killed vpackd for: the
+# logging filter's audit records (type 1326) with its pid, in the kernel
+# log. Not a failure: the unit does not set it (see its comment).
+nrs=$(outside_calls "$pid")
+if [ -z "$nrs" ]; then
+    pass "vpackd made no system call outside @system-service on these paths"
+else
+    echo "note: vpackd called outside @system-service: $(for n in $nrs; do "$UNIT_FILTERS" --name "$n"; done | tr '\n' ' ')"
+fi
 
-echo "== cgroups read-only (ProtectControlGroups=): why it is not set"
+echo "== the cpuset tree read-only too (no ReadWritePaths=): why the unit has it"
 run_agent cgroup-ro
 wait_for 30 packed >/dev/null || true
 hotplug_cycle
 if grep -q "cannot repair the cpuset cgroups" "$work/vpackd.log"; then
-    pass "with /sys/fs/cgroup read-only: $(grep -o 'cannot repair the cpuset cgroups.*' "$work/vpackd.log" | head -n1)"
+    pass "with /sys/fs/cgroup/cpuset read-only: $(grep -o 'cannot repair the cpuset cgroups.*' "$work/vpackd.log" | head -n1)"
 else
     fail "read-only cgroups went unnoticed: $(grep -E 'repair|cgroup' "$work/vpackd.log" | tail -n3)"
 fi
