@@ -199,13 +199,14 @@ unsigned vpack__act(struct vpack_agent *a, const struct vpack_plan *plan, const 
         /* Level 0 and unknown domains are never touched. */
         if ((pd->level < 1 && !d->managed) || !d->known)
             continue;
-        struct pin_round pr = {PIN_PLAN, pd->reason, out};
-        changed += act_domain(a, d, pd, &pr);
         if (!out->dry_run && pd->level >= 1 && !d->managed) {
             d->managed = true;
-            /* Kept in its record: after any restart its threads are checked. */
+            /* Kept in its record before the first pin: killed after that pin,
+             * the next vpackd still gives the threads back (issue 27, G). */
             vpack__dom_narrowed(a, d);
         }
+        struct pin_round pr = {PIN_PLAN, pd->reason, out};
+        changed += act_domain(a, d, pd, &pr);
     }
     return changed;
 }

@@ -10,8 +10,10 @@
  * to DIR/paused and holds the whole agent there, after sampling and
  * planning and before libvirt is asked, until DIR/paused is removed (at
  * most 60 s). The test destroys a domain or takes a CPU offline in that
- * window. Without the variable, or with no arm file, the call goes straight
- * to libvirt.
+ * window. "DOMAIN after" in DIR/arm holds the agent right after libvirt
+ * pinned that thread instead (the test kills vpackd there: a pin done, what
+ * follows it not). Without the variable, or with no arm file, the call goes
+ * straight to libvirt.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -22,11 +24,14 @@
 
 #include <libvirt/libvirt.h>
 
-/* Holds the caller if the gate is armed for dom; label names the thread. */
-static void gate(virDomainPtr dom, const char *label)
+/*
+ * Holds the caller if the gate is armed for domain name, before the pin (after
+ * false) or after it (after true, "DOMAIN after" in the arm file); label
+ * names the thread.
+ */
+static void gate(const char *name, const char *label, bool after)
 {
     const char *dir = getenv("VPACK_TEST_PIN_GATE");
-    const char *name = virDomainGetName(dom);
     char arm[4200], paused[4200], tmp[4210], only[256] = "";
     FILE *f;
 
@@ -39,6 +44,11 @@ static void gate(virDomainPtr dom, const char *label)
         only[0] = '\0';
     fclose(f);
     only[strcspn(only, "\n")] = '\0';
+    char *mode = strchr(only, ' ');
+    if (mode)
+        *mode++ = '\0';
+    if ((mode && !strcmp(mode, "after")) != after)
+        return;
     if ((only[0] && strcmp(only, name)) || unlink(arm) < 0)
         return;
     snprintf(paused, sizeof(paused), "%s/paused", dir);
@@ -48,11 +58,22 @@ static void gate(virDomainPtr dom, const char *label)
         fprintf(stderr, "pin-gate: cannot write %s\n", paused);
         return;
     }
-    fprintf(stderr, "pin-gate: holding the pin of domain %s %s until %s is removed\n", name,
-            label, paused);
+    fprintf(stderr, "pin-gate: holding the pin of domain %s %s (%s libvirt's) until %s is removed\n",
+            name, label, after ? "after" : "before", paused);
     for (int i = 0; i < 600 && access(paused, F_OK) == 0; i++)
         usleep(100 * 1000);
     fprintf(stderr, "pin-gate: going on with the pin of domain %s %s\n", name, label);
+}
+
+/*
+ * The domain's name, asked before the pin: no libvirt call may follow a
+ * failed pin (each API call resets the thread's last error, which
+ * vpackd reads after it).
+ */
+static const char *gate_name(virDomainPtr dom)
+{
+    const char *dir = getenv("VPACK_TEST_PIN_GATE");
+    return dir && *dir ? virDomainGetName(dom) : NULL;
 }
 
 /* The real libvirt function name, or abort: a shim that cannot pass calls on is useless. */
@@ -74,8 +95,11 @@ int virDomainPinVcpuFlags(virDomainPtr dom, unsigned int vcpu, unsigned char *cp
     if (!fn)
         *(void **)&fn = real("virDomainPinVcpuFlags");
     snprintf(label, sizeof(label), "vcpu %u", vcpu);
-    gate(dom, label);
-    return fn(dom, vcpu, cpumap, maplen, flags);
+    const char *name = gate_name(dom);
+    gate(name, label, false);
+    int r = fn(dom, vcpu, cpumap, maplen, flags);
+    gate(name, label, true);
+    return r;
 }
 
 int virDomainPinEmulator(virDomainPtr dom, unsigned char *cpumap, int maplen, unsigned int flags)
@@ -83,8 +107,11 @@ int virDomainPinEmulator(virDomainPtr dom, unsigned char *cpumap, int maplen, un
     static int (*fn)(virDomainPtr, unsigned char *, int, unsigned int);
     if (!fn)
         *(void **)&fn = real("virDomainPinEmulator");
-    gate(dom, "emulator");
-    return fn(dom, cpumap, maplen, flags);
+    const char *name = gate_name(dom);
+    gate(name, "emulator", false);
+    int r = fn(dom, cpumap, maplen, flags);
+    gate(name, "emulator", true);
+    return r;
 }
 
 int virDomainPinIOThread(virDomainPtr dom, unsigned int iothread_id, unsigned char *cpumap,
@@ -95,6 +122,9 @@ int virDomainPinIOThread(virDomainPtr dom, unsigned int iothread_id, unsigned ch
     if (!fn)
         *(void **)&fn = real("virDomainPinIOThread");
     snprintf(label, sizeof(label), "iothread %u", iothread_id);
-    gate(dom, label);
-    return fn(dom, iothread_id, cpumap, maplen, flags);
+    const char *name = gate_name(dom);
+    gate(name, label, false);
+    int r = fn(dom, iothread_id, cpumap, maplen, flags);
+    gate(name, label, true);
+    return r;
 }

@@ -36,6 +36,11 @@
 #              any) are listed, and one made to disagree (vpf-a's vCPU 0
 #              set with taskset behind libvirt's back) is named in the log
 #              and pinned again
+#   crash      a new level-2 guest vpf-w: the gate holds vpackd right after
+#              libvirt pinned its first thread, its record must already say
+#              "narrowed"; vpackd is killed -9 there, vpf-w is set to level
+#              0 while no vpackd runs, and the next vpackd must give every
+#              thread of vpf-w its full mask back (issue 27, G)
 #   stop       SIGTERM: exit 0 (under ASan: no leak)
 #
 # CPUs are always brought back online (vp_cleanup). VPACKD and VPACKCTL
@@ -449,7 +454,10 @@ if held=$(hold_spread vpf-v); then
     gone1=$(metric 'vpack_pin_operations_total{reason="plan",result="domain_gone"}')
     if [ "$gone1" != none ] && [ "${gone1%.*}" -gt "${gone0%.*}" ]; then
         pass "vpack_pin_operations_total{reason=\"plan\",result=\"domain_gone\"} $gone0 -> $gone1"
-    else fail "domain_gone count $gone0 -> $gone1"; fi
+    else
+        fail "domain_gone count $gone0 -> $gone1"
+        grep -F -e 'vpf-v' -e 'pin-gate' "$work/vpackd.log" | tail -n 15 | sed 's/^/    /'
+    fi
     grep -q "domain vpf-v: gone while pinning" "$work/vpackd.log" &&
         pass "logged: $(grep -m1 "domain vpf-v: gone while pinning" "$work/vpackd.log" | sed 's/^.*domain vpf-v/domain vpf-v/')" ||
         fail "no 'gone while pinning' in the log"
@@ -485,6 +493,35 @@ vp_virsh suspend vpf-d >/dev/null
 if t=$(wait_for 40 placed_as packed); then pass "packed again ${t}s later: placement resumed"
 else fail "not packed again after the hotplug: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
 check_threads "packed after the hotplug"
+
+echo "== killed between the first pin and the record"
+# A guest vpack narrowed must get its threads back after any crash: the
+# record says so before the first pin, not after it.
+log0=$(log_lines)
+arm_gate "vpf-w after"
+vp_define_start vpf-w 2 idle "" "$META2"
+if held=$(wait_gate); then
+    pass "gate holds vpackd right after libvirt pinned '$held'"
+    uuid=$(vp_virsh domuuid vpf-w | tr -d ' \n')
+    rec=$(cat "$work/state/domains/$uuid.json" 2>/dev/null || echo "no record")
+    if grep -q '"narrowed":true' <<<"$rec"; then pass "vpf-w's record says narrowed before vpackd goes on"
+    else fail "vpf-w's record does not say narrowed after its first pin: $rec"; fi
+    kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
+    rm -rf "$gate"
+    squeezed=$(vp_pins vpf-w)
+    vp_log "vpackd killed -9 with vpf-w at $squeezed"
+    vp_virsh metadata vpf-w --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
+    start_agent
+    if t=$(wait_for 15 vp_all_on 0-1 vpf-w); then
+        pass "vpf-w (level 0 now, killed at $squeezed) has every thread on 0-1 ${t}s after the restart"
+    else
+        fail "vpf-w left squeezed after the crash and the restart: $(vp_pins vpf-w)"
+    fi
+else
+    fail "the gate never held a pin of vpf-w"
+    rm -f "$gate/arm"
+fi
+vp_virsh destroy vpf-w >/dev/null 2>&1 || true
 
 echo "== stop"
 kill -TERM "$agent_pid"
