@@ -127,16 +127,23 @@ if t=$(vp_wait_for 3 vp_all_on 0-1 vpag-a vpag-b vpag-c vpag-d); then
 else
     fail "not spread within 3 s: a: $(pins vpag-a) d: $(pins vpag-d)"
 fi
-vp_virsh destroy vpag-d >/dev/null
+# The load falls somewhere inside `virsh destroy` (QEMU is killed at its
+# start; libvirt cleans up before it returns, a second or more on a slow
+# machine): the clock starts before the call. vpackd counts the pack delay
+# in whole intervals, the first low one included, and that interval began
+# before the load fell: the earliest pack it can make is the pack delay less
+# one interval (5 s - 1 s) after the fall, which the test checks; any delay
+# of the machine only makes the measured time longer.
 fell=$(date +%s.%N)
-if t=$(vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c); then
-    echo "packed again ${t}s after the load fell (pack delay 5 s, residency 8 s)"
-    if awk -v t="$t" 'BEGIN {exit !(t >= 5)}'; then pass "packed again after ${t}s, not before the pack delay"
-    else fail "packed again after only ${t}s (< 5 s pack delay)"; fi
+vp_virsh destroy vpag-d >/dev/null
+if vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c >/dev/null; then
+    t=$(awk -v a="$fell" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+    echo "packed again ${t}s after the load fell (pack delay 5 s in 1 s intervals, residency 8 s)"
+    if awk -v t="$t" 'BEGIN {exit !(t >= 4)}'; then pass "packed again after ${t}s, not before the pack delay"
+    else fail "packed again after only ${t}s (< 4 s: 5 s pack delay less one interval)"; fi
 else
     fail "not packed again within 40 s: $(pins vpag-a)"
 fi
-: "$fell"
 
 echo "== levels"
 vp_define_start vpag-z 2 idle
