@@ -73,7 +73,17 @@ struct vpack_metrics {
     bool have_poll;
     int closing;      /* handles still to close */
     bool stopping;
+    char *page;       /* the last rendered /metrics, served for METRICS_TTL_MS */
+    size_t page_len;
+    uint64_t page_at; /* uv_now() when rendered */
 };
+
+/*
+ * /metrics is rendered at most once in this long and served from that copy
+ * meanwhile (issue 27, C: a scrape flood costs ten renders a second, not one
+ * per request). Prometheus scrapes every few seconds: it never sees a copy.
+ */
+#define METRICS_TTL_MS 100
 
 /* What one scrape read from the host; the names live in names[]. */
 struct host {
@@ -315,7 +325,22 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 #define REPLY_STATIC(c, status, type, text, allow)                                            \
     reply(c, status, type, (char *)(text), sizeof(text) - 1, false, allow)
 
+static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connection *c);
+
 static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
+{
+    uint64_t now = uv_now(m->loop);
+    if (!m->page || now - m->page_at >= METRICS_TTL_MS)
+        return render_metrics(m, c);
+    char *copy = malloc(m->page_len);
+    if (!copy)
+        return MHD_NO;
+    memcpy(copy, m->page, m->page_len);
+    return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, copy, m->page_len, true, NULL);
+}
+
+/* Renders /metrics afresh, keeps a copy and answers c with it. */
+static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
 {
     struct host h = {0};
     struct vpack_prom_host ph;
@@ -335,6 +360,14 @@ static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connect
         log_warn("metrics: cannot render: %s", strerror(-r));
         return REPLY_STATIC(c, MHD_HTTP_INTERNAL_SERVER_ERROR, TEXT_PLAIN,
                             "cannot render the metrics\n", NULL);
+    }
+    char *page = malloc(len ? len : 1);
+    if (page) {
+        memcpy(page, text, len);
+        free(m->page);
+        m->page = page;
+        m->page_len = len;
+        m->page_at = uv_now(m->loop);
     }
     return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, text, len, true, NULL);
 }
@@ -542,6 +575,7 @@ static void metrics_free(struct vpack_metrics *m)
     free(m->zones);
     free(m->sysfs_root);
     free(m->start_err);
+    free(m->page);
     free(m);
 }
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,23 @@
 
 /* A client that leaves this much unread output is dropped. */
 #define MAX_PENDING_OUTPUT (4u << 20)
+/*
+ * Backpressure (issue 27, A): a client with more unread output than this
+ * gets no further request answered (nor read) until its output is written;
+ * one that never reads is closed by its idle timer.
+ */
+#define OUTPUT_HIGH (64u << 10)
+/* The unread output of all unprivileged clients together, likewise. */
+#define POOL_OUTPUT (1u << 20)
+/* An unprivileged client's longest request line: its requests are short. */
+#define UNPRIV_MAX_LINE 4096
+/*
+ * A view (status, snapshot) is rendered at most once in this long and
+ * served from that copy meanwhile, unless a change made through the socket
+ * came in between (issue 27, C: thousands of status requests a second cost
+ * ten renders).
+ */
+#define VIEW_TTL_MS 100
 /* Request lines of one client answered before the others get a turn. */
 #define LINES_PER_TURN 16
 
@@ -37,6 +55,7 @@ struct client {
     bool counted;          /* in ctl->nclients[privileged] */
     bool draining;         /* no more reading; closes once its answers are written */
     bool deferred;         /* complete lines wait for their turn; not reading meanwhile */
+    bool blocked;          /* lines wait until its (or its pool's) output is written */
     uid_t uid;
     int closing;           /* handles still to close */
     uv_shutdown_t shutdown;
@@ -59,7 +78,14 @@ struct vpack_control {
     int dirfd;             /* the socket's trusted directory */
     const char *name;      /* the socket's name in it (points into path) */
     bool stopping;
+    struct view_copy {
+        char *text;        /* the whole answer line, with its newline */
+        size_t len;
+        uint64_t at;       /* uv_now() when rendered */
+    } views[VPACK_CTL_FORGET + 1];
 };
+
+static void unblock(struct vpack_control *ctl);
 
 static void client_freed(uv_handle_t *h)
 {
@@ -85,6 +111,9 @@ static void client_close(struct client *cl)
     cl->closing = 2;
     uv_close((uv_handle_t *)&cl->pipe, client_freed);
     uv_close((uv_handle_t *)&cl->idle, client_freed);
+    /* Its unread output no longer counts against its pool. */
+    if (!ctl->stopping)
+        unblock(ctl);
 }
 
 static void on_drained(uv_shutdown_t *req, int status)
@@ -114,27 +143,93 @@ struct write_req {
     char *data;
 };
 
+/* Output queued for cl and not yet taken by the kernel. */
+static size_t pending(const struct client *cl)
+{
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&cl->pipe);
+}
+
+/* Whether cl must wait for output to be written before more is answered. */
+static bool must_wait(const struct client *cl)
+{
+    if (pending(cl) > OUTPUT_HIGH)
+        return true;
+    if (cl->privileged)
+        return false;
+    size_t pool = 0;
+    for (const struct client *c = cl->ctl->clients; c; c = c->next)
+        if (!c->privileged)
+            pool += pending(c);
+    return pool > POOL_OUTPUT;
+}
+
+static void send_text(struct client *cl, const char *text, size_t n);
+
+/* o as one line with its newline (caller frees), or NULL. */
+static char *line_of(struct json_object *o, size_t *n)
+{
+    const char *s = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL;
+    char *line = NULL;
+    if (s && (line = malloc(strlen(s) + 2))) {
+        *n = strlen(s) + 1;
+        memcpy(line, s, *n - 1);
+        line[*n - 1] = '\n';
+    }
+    return line;
+}
+
+/* Sends one object as a line. */
+static void send_obj(struct client *cl, struct json_object *o)
+{
+    size_t n = 0;
+    char *line = line_of(o, &n);
+    send_text(cl, line, n);
+    free(line);
+}
+
+static void on_turn(uv_idle_t *h);
+
+/* Gives the clients that waited for output, and may go on now, their turns. */
+static void unblock(struct vpack_control *ctl)
+{
+    for (struct client *c = ctl->clients; c; c = c->next)
+        if (c->blocked && !c->closing && !must_wait(c)) {
+            c->blocked = false;
+            c->deferred = true;
+            uv_idle_start(&ctl->turns, on_turn);
+        }
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     struct write_req *w = (struct write_req *)req;
-    (void)status;
+    struct client *cl = req->handle->data;
     free(w->data);
     free(w);
+    if (status == 0 && !cl->closing)
+        unblock(cl->ctl);
 }
 
-/* Sends one object as a line; drops the client if it stopped reading (or on no memory). */
-static void send_obj(struct client *cl, struct json_object *o)
+/* The longest request line cl may send. */
+static size_t max_line(const struct client *cl)
 {
-    const char *s = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL;
-    size_t n = s ? strlen(s) : 0;
-    struct write_req *w = s ? malloc(sizeof(*w)) : NULL;
-    if (!w || !(w->data = malloc(n + 1))) {
+    size_t m = cl->ctl->max_line;
+    return cl->privileged || m < UNPRIV_MAX_LINE ? m : UNPRIV_MAX_LINE;
+}
+
+/*
+ * Sends n bytes of text (a line, with its newline; NULL: out of memory);
+ * drops the client if it stopped reading (or on no memory).
+ */
+static void send_text(struct client *cl, const char *text, size_t n)
+{
+    struct write_req *w = text ? malloc(sizeof(*w)) : NULL;
+    if (!w || !(w->data = malloc(n))) {
         free(w);
         client_close(cl);
         return;
     }
-    memcpy(w->data, s, n);
-    w->data[n] = '\n';
+    memcpy(w->data, text, n);
     if (uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe) > MAX_PENDING_OUTPUT) {
         log_warn("control: dropping a client that does not read its answers");
         free(w->data);
@@ -142,7 +237,7 @@ static void send_obj(struct client *cl, struct json_object *o)
         client_close(cl);
         return;
     }
-    uv_buf_t b = uv_buf_init(w->data, (unsigned)(n + 1));
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
     if (uv_write(&w->req, (uv_stream_t *)&cl->pipe, &b, 1, on_written) < 0) {
         free(w->data);
         free(w);
@@ -293,6 +388,13 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     }
     known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&
             (ops[req.op].fn || ops[req.op].view);
+    struct view_copy *vc = known && ops[req.op].view ? &cl->ctl->views[req.op] : NULL;
+    uint64_t now = uv_now(cl->ctl->loop);
+    if (vc && vc->text && now - vc->at < VIEW_TTL_MS) {
+        send_text(cl, vc->text, vc->len);
+        vpack_ctl_request_clear(&req);
+        return;
+    }
     if (!known)
         r = -EINVAL;
     else if (!(ans = answer_new(true, NULL)))
@@ -303,8 +405,21 @@ static void handle_line(struct client *cl, const char *line, size_t len)
         send_error(cl, "%s", err);
     else if (r < 0)
         send_error(cl, "%s: %s", req.op_name, err ? err : strerror(-r));
-    else
+    else if (vc) {
+        free(vc->text);
+        vc->text = line_of(ans, &vc->len);
+        vc->at = now;
+        send_text(cl, vc->text, vc->len);
+    } else {
         send_obj(cl, ans);
+    }
+    /* A change through the socket shows in the next view at once. */
+    if (r == 0 && !vc && req.op != VPACK_CTL_EXPLAIN && !req.dry_run &&
+        req.op != VPACK_CTL_VERSION)
+        for (size_t i = 0; i < sizeof(cl->ctl->views) / sizeof(cl->ctl->views[0]); i++) {
+            free(cl->ctl->views[i].text);
+            cl->ctl->views[i].text = NULL;
+        }
     free(err);
     json_object_put(ans);
     vpack_ctl_request_clear(&req);
@@ -316,8 +431,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     if (cl->cap - cl->len < 4096) {
         size_t ncap = cl->cap ? cl->cap * 2 : 8192;
-        if (ncap > cl->ctl->max_line + 8192)
-            ncap = cl->ctl->max_line + 8192;
+        if (ncap > max_line(cl) + 8192)
+            ncap = max_line(cl) + 8192;
         char *b = ncap > cl->cap ? realloc(cl->buf, ncap) : NULL;
         if (b) {
             cl->buf = b;
@@ -327,7 +442,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(cl->buf + cl->len, (unsigned)(cl->cap - cl->len));
 }
 
-static void on_turn(uv_idle_t *h);
+enum drain { DRAIN_DONE, DRAIN_MORE, DRAIN_BLOCKED };
 
 /*
  * Answers up to LINES_PER_TURN of cl's complete request lines. Returns true
@@ -335,11 +450,11 @@ static void on_turn(uv_idle_t *h);
  * thousands of requests holds the loop for one turn at a time, and every
  * other client (root's among them) is served in between.
  */
-static bool client_drain(struct client *cl)
+static enum drain client_drain(struct client *cl)
 {
-    size_t pos = 0, max = cl->ctl->max_line;
+    size_t pos = 0, max = max_line(cl);
     unsigned handled = 0;
-    bool more = false;
+    enum drain more = DRAIN_DONE;
     for (;;) {
         char *nl = memchr(cl->buf + pos, '\n', cl->len - pos);
         if (!nl)
@@ -348,17 +463,21 @@ static bool client_drain(struct client *cl)
         if (ll > max) {
             send_error(cl, "request line longer than %zu bytes", max);
             client_finish(cl);
-            return false;
+            return DRAIN_DONE;
         }
         if (handled == LINES_PER_TURN) {
-            more = true;
+            more = DRAIN_MORE;
+            break;
+        }
+        if (must_wait(cl)) {
+            more = DRAIN_BLOCKED;
             break;
         }
         if (ll > 0) {
             handle_line(cl, cl->buf + pos, ll);
             handled++;
             if (cl->closing)
-                return false;
+                return DRAIN_DONE;
             /* The deadline runs per request line: bytes that end none do not move it. */
             uv_timer_again(&cl->idle);
         }
@@ -366,10 +485,10 @@ static bool client_drain(struct client *cl)
     }
     memmove(cl->buf, cl->buf + pos, cl->len - pos);
     cl->len -= pos;
-    if (!more && cl->len > max) {
+    if (more == DRAIN_DONE && cl->len > max) {
         send_error(cl, "request line longer than %zu bytes", max);
         client_finish(cl);
-        return false;
+        return DRAIN_DONE;
     }
     return more;
 }
@@ -394,8 +513,17 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     cl->len += (size_t)n;
-    if (client_drain(cl))
+    switch (client_drain(cl)) {
+    case DRAIN_MORE:
         client_defer(cl);
+        break;
+    case DRAIN_BLOCKED:
+        uv_read_stop((uv_stream_t *)&cl->pipe);
+        cl->blocked = true;
+        break;
+    case DRAIN_DONE:
+        break;
+    }
 }
 
 /* Once per loop iteration while lines wait: one turn for each client with some. */
@@ -407,12 +535,15 @@ static void on_turn(uv_idle_t *h)
         next = cl->next;
         if (!cl->deferred || cl->closing)
             continue;
-        if (client_drain(cl)) {
+        enum drain d = client_drain(cl);
+        if (d == DRAIN_MORE) {
             left = true;
             continue;
         }
         cl->deferred = false;
-        if (!cl->closing && !cl->draining)
+        if (d == DRAIN_BLOCKED)
+            cl->blocked = true;
+        else if (!cl->closing && !cl->draining)
             uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
     }
     if (!left)
@@ -426,6 +557,9 @@ static void on_turn(uv_idle_t *h)
 static void on_idle(uv_timer_t *t)
 {
     struct client *cl = t->data;
+    if (cl->blocked)
+        log_warn("control: dropping a client that does not read its answers (uid %u, %zu "
+                 "bytes unread)", (unsigned)cl->uid, pending(cl));
     client_close(cl);
 }
 
@@ -513,6 +647,8 @@ static void control_free(struct vpack_control *ctl)
 {
     if (ctl->dirfd >= 0)
         close(ctl->dirfd);
+    for (size_t i = 0; i < sizeof(ctl->views) / sizeof(ctl->views[0]); i++)
+        free(ctl->views[i].text);
     free(ctl->path);
     free(ctl);
 }

@@ -213,6 +213,35 @@ done_line=$(tail -n1 "$work/polite.out")
 [ "$(word closed "$done_line")" = 0 ] && pass "clients sending whole requests are kept ($done_line)" ||
     fail "polite clients were closed: $done_line"
 
+echo "== memory: nobody pipelines and never reads (issue 27, A)"
+# 64 unprivileged clients send status requests as fast as the socket takes
+# them and read nothing. vpackd stops answering (and reading) a client
+# whose unread output passes 64 KiB, and its pool's past 1 MiB: its memory
+# must not grow by more than 32 MiB (it grew by 370 MB before; the
+# sanitized build's own footprint is not counted: the growth is), and
+# root's status must still answer meanwhile.
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$agent_pid/status"; }
+rss0=$(rss_kb)
+run_bg "$work/flood.out" "${NOBODY[@]}" "$PY" "$work/clients.py" flood "$sock" 64 8
+wait_line "$work/flood.out" 20 || vp_die "the flooding clients did not connect: $(cat "$work/flood.out")"
+echo "    nobody: $(head -n1 "$work/flood.out")"
+peak=$rss0 worst=0
+for _ in 1 2 3 4 5 6; do
+    sleep 1
+    r=$(rss_kb); [ "$r" -gt "$peak" ] && peak=$r
+    t0=$(now_ms); rc=0; ctl status >/dev/null 2>&1 || rc=$?; dt=$(( $(now_ms) - t0 ))
+    [ $rc -eq 0 ] || fail "root's status during the flood: exit $rc"
+    [ $dt -gt $worst ] && worst=$dt
+done
+wait "$bg" || true
+echo "    nobody: $(tail -n1 "$work/flood.out")"
+grow=$(( (peak - rss0) / 1024 ))
+[ "$grow" -lt 32 ] && pass "vpackd's RSS grew by ${grow} MiB under the flood ($((rss0 / 1024)) -> $((peak / 1024)) MiB; limit 32)" ||
+    fail "vpackd's RSS grew by ${grow} MiB under the flood ($((rss0 / 1024)) -> $((peak / 1024)) MiB)"
+[ $worst -lt 2000 ] && pass "root's status answered during the flood (slowest ${worst} ms)" ||
+    fail "root's status took ${worst} ms during the flood"
+kill -0 "$agent_pid" && pass "vpackd running after the flood" || fail "vpackd died under the flood"
+
 echo "== restart: nobody and the lock file"
 stop_agent
 lock=$state/vpackd.lock

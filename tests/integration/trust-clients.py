@@ -15,6 +15,11 @@ an unprivileged user. Each command prints what it saw as key=value words
   lockhold PATH SECONDS       open PATH read-only and flock it, then hold it
   burst SOCK N                N dry-run rebalance requests pipelined on one
                               connection, all answers read
+  flood SOCK N SECONDS        N connections pipelining status requests
+                              as fast as the socket takes them, never
+                              reading an answer (issue 27, A); prints
+                              "ready ..." once connected, then how much
+                              was sent and how many the agent closed
   latency SOCK SECONDS        a status request every 0.1 s on a new
                               connection; the answer times
   hammer SOCK SECONDS         for tests/bench/soak.sh: everything above at
@@ -210,6 +215,36 @@ def latency(path, seconds):
           f"over100={over}", flush=True)
 
 
+def flood(path, n, seconds):
+    import select
+    req = b'{"op":"status"}\n' * 256
+    socks = []
+    for _ in range(n):
+        try:
+            s = connect(path, 5)
+            s.setblocking(False)
+            socks.append(s)
+        except OSError:
+            break
+    print(f"ready connected={len(socks)}", flush=True)
+    sent, closed = 0, 0
+    live = {s.fileno(): s for s in socks}
+    end = time.monotonic() + seconds
+    while live and time.monotonic() < end:
+        _, w, _ = select.select([], list(live), [], 0.2)
+        for fd in w:
+            try:
+                sent += live[fd].send(req)
+            except BlockingIOError:
+                pass
+            except OSError:
+                live.pop(fd).close()
+                closed += 1
+    print(f"sent_mb={sent / 1e6:.1f} closed={closed} open={len(live)}", flush=True)
+    for s in live.values():
+        s.close()
+
+
 class Hammer:
     """The soak's unprivileged client: every way test-trust.sh tries to lock
     root out, at once and for a long time. Counts what happened."""
@@ -362,6 +397,8 @@ if __name__ == "__main__":
         lockhold(a[0], float(a[1]))
     elif cmd == "burst":
         burst(a[0], int(a[1]))
+    elif cmd == "flood":
+        flood(a[0], int(a[1]), float(a[2]))
     elif cmd == "latency":
         latency(a[0], float(a[1]))
     elif cmd == "hammer":

@@ -103,10 +103,14 @@ static struct vpack_prom_metrics *fixture(void)
     return m;
 }
 
+/* How many times the endpoint asked the stub agent (the loop's thread). */
+static unsigned collects;
+
 /* The stub agent of the endpoint tests. */
 static struct vpack_prom_metrics *collect_fixture(void *ud)
 {
     (void)ud;
+    __atomic_add_fetch(&collects, 1, __ATOMIC_RELAXED);
     return fixture();
 }
 
@@ -555,7 +559,11 @@ struct endpoint_test {
     double flood_ms;
     int held[128];
     int nheld;
+    unsigned burst_collects; /* renders for BURST scrapes in a row */
+    double burst_ms;
 };
+
+#define BURST 50
 
 static double now_ms(void)
 {
@@ -577,7 +585,16 @@ static void *client(void *arg)
         fputs("100\n", f);
         fclose(f);
     }
+    /* Past the endpoint's 100 ms copy: the next scrape reads afresh. */
+    usleep(250 * 1000);
     t->resp[R_METRICS2] = http(t->port, "GET", "/metrics?x=1");
+    /* A scrape flood renders at most once per 100 ms (issue 27, C). */
+    unsigned c0 = __atomic_load_n(&collects, __ATOMIC_RELAXED);
+    double b0 = now_ms();
+    for (int i = 0; i < BURST; i++)
+        free(http(t->port, "GET", "/metrics"));
+    t->burst_ms = now_ms() - b0;
+    t->burst_collects = __atomic_load_n(&collects, __ATOMIC_RELAXED) - c0;
     t->resp[R_HEAD] = http(t->port, "HEAD", "/metrics");
     t->resp[R_INDEX] = http(t->port, "GET", "/");
     t->resp[R_404] = http(t->port, "GET", "/metrics/x");
@@ -679,6 +696,9 @@ static void test_endpoint(void **state)
     r = t.resp[R_METRICS2];
     assert_int_equal(status_of(r), 200);
     assert_line(body_of(r), "vpack_package_energy_joules_total{package=\"0\"} 1.0011");
+    /* Rendered afresh at most once per 100 ms: a bound, whatever the speed. */
+    printf("%d scrapes in %.0f ms: %u renders\n", BURST, t.burst_ms, t.burst_collects);
+    assert_true(t.burst_collects <= (unsigned)(t.burst_ms / 100) + 2);
 
     r = t.resp[R_HEAD];
     assert_int_equal(status_of(r), 200);
