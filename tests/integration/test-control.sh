@@ -427,14 +427,18 @@ def flood(path, ctl, idle_ms, pid):
         ok(f"vpackctl status while the flood was queued: exit 0 in {during[2]:.2f} s")
     else:
         fail(f"vpackctl status during the flood: exit {during[0]} in {during[2]:.2f} s: {short(during[1], 300)}")
+    # Backpressure (issue 27, A): vpackd stops reading a client with more
+    # than 64 KiB unread, so its sends block, and closes it at its idle
+    # timeout; its memory does not grow meanwhile.
+    rss1 = rss()
     if (send_err in ("BrokenPipeError", "ConnectionResetError") or state in ("eof", "reset")) \
-            and flood_s < idle_ms / 1000:
-        ok(f"a client that never reads was dropped after {sent} requests in {flood_s:.2f} s "
-           f"(send: {send_err or 'ok'}; then {got} bytes readable and {state}); "
-           f"agent RSS {rss0} -> {rss()} MiB")
+            and flood_s < idle_ms / 1000 + 5 and rss1 - rss0 < 32:
+        ok(f"a client that never reads was held back, then dropped after {sent} requests in "
+           f"{flood_s:.2f} s (send: {send_err or 'ok'}; then {got} bytes readable and {state}); "
+           f"agent RSS {rss0} -> {rss1} MiB")
     else:
-        fail(f"a client that never reads was not dropped: {sent} requests in {flood_s:.2f} s, "
-             f"send {send_err}, then {state}")
+        fail(f"a client that never reads was not dropped in time: {sent} requests in "
+             f"{flood_s:.2f} s, send {send_err}, then {state}; agent RSS {rss0} -> {rss1} MiB")
     rc, out, dt = vpackctl(ctl, path, "status")
     if rc == 0 and dt < 3:
         ok(f"vpackctl status after the flood: exit 0 in {dt:.2f} s")
@@ -651,8 +655,10 @@ echo "== wait"
 # vpackctl wait on the real agent: met (0), timed out with the last state
 # (1), a condition it cannot read (2); the agent away or going away (3) is
 # under "offline".
+# Which package stays awake is the policy's choice: either order is right.
+one_parked='^packages [0-9]+ (active|parked), [0-9]+ (active|parked); demand [0-9.]+ CPUs$'
 run ctl wait --for parked=1 --timeout 10
-[ $rc -eq 0 ] && [[ $out == "packages "*" parked; demand "*" CPUs" ]] &&
+[ $rc -eq 0 ] && [[ $out =~ $one_parked ]] && [[ $out == *" parked"* ]] &&
     pass "wait --for parked=1: exit 0: $out" || fail "wait --for parked=1: exit $rc: $out"
 run ctl wait --for level=vpctl-a:2 --timeout 10
 [ $rc -eq 0 ] && [ "$out" = "domain vpctl-a level 2" ] &&
@@ -662,7 +668,7 @@ t0=${EPOCHREALTIME/./}
 rc=0
 ctl wait --for spread --timeout 2 >"$work/wait.out" 2>"$work/wait.err" || rc=$?
 ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
-if [ $rc -eq 1 ] && grep -q '^packages .* parked; demand .* CPUs$' "$work/wait.out" &&
+if [ $rc -eq 1 ] && [[ $(cat "$work/wait.out") =~ $one_parked ]] && grep -q ' parked' "$work/wait.out" &&
    [ "$(cat "$work/wait.err")" = "vpackctl: wait: spread not reached within 2 s" ] &&
    [ $ms -ge 2000 ] && [ $ms -lt 4000 ]; then
     pass "wait --for spread --timeout 2: exit 1 after $ms ms, last state: $(cat "$work/wait.out")"
