@@ -275,8 +275,8 @@ void vpack__dom_narrowed(struct vpack_agent *a, struct agent_dom *d);
  * vpack places it, so that a save, a managed save or a migration of the
  * live XML carries the guest's own pins along with vpack's: vpack-hook's
  * restore and migrate put them back, and a vpackd without the run's record
- * reads them (domains.c). Returns 0 or -errno (logged once; nothing of d
- * may be narrowed then).
+ * reads them (domains.c). Returns 0 or -errno (logged once, retried at the
+ * next interval; nothing of d may be narrowed then).
  */
 int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d);
 /* Removes it, once d's threads have their own masks back (at stop). */

@@ -684,6 +684,8 @@ int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d)
     free(err);
     d->mark_failed = r < 0;
     d->marked = r == 0;
+    if (r < 0)
+        a->replan = true; /* retried at the next interval, steady or not */
     return r;
 }
 
