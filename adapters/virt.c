@@ -280,6 +280,9 @@ static void on_metadata(virConnectPtr conn, virDomainPtr dom, int type, const ch
      * read another manager's metadata (Nova's flavor). */
     if (type != VIR_DOMAIN_METADATA_ELEMENT || !nsuri)
         return;
+    /* vpackd's own record of a guest's request changes nothing it reads. */
+    if (strcmp(nsuri, VPACK_XML_REQUEST_NS) == 0)
+        return;
     if (!v->cbs.domain_event || virDomainGetUUIDString(dom, uuid) < 0)
         return;
     v->cbs.domain_event(v->opaque, uuid, VPACK_VIRT_METADATA);
@@ -1126,6 +1129,25 @@ cleanup:
     if (dom)
         virDomainFree(dom);
     return r;
+}
+
+int vpack_virt_set_request(struct vpack_virt *v, const char *uuid, const char *xml,
+                           char **errmsg)
+{
+    virDomainPtr dom = NULL;
+    int r;
+
+    if (errmsg)
+        *errmsg = NULL;
+    if ((r = lookup_uuid(v, uuid, &dom, errmsg)) < 0)
+        return put_domain(dom, r);
+    /* Live only: the persistent definition is the user's, and a next start has no vpack pin. */
+    if (RPC(v, virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, xml,
+                                    xml ? VPACK_XML_REQUEST_NS_PREFIX : NULL,
+                                    VPACK_XML_REQUEST_NS, VIR_DOMAIN_AFFECT_LIVE)) < 0)
+        r = virt_error(v, errmsg, xml ? "writing the guest's request to its live metadata"
+                                      : "removing vpack's request from its live metadata");
+    return put_domain(dom, r);
 }
 
 /* --------------------------------------------------- tools (vpackctl) */

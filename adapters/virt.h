@@ -161,6 +161,14 @@ int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kin
                    const vpack_cpuset *cpus, char **errmsg);
 
 /*
+ * Writes xml (vpack_domxml_request_format()) as vpack's request element
+ * in the running domain's live metadata (VPACK_XML_REQUEST_NS, live only,
+ * replacing any earlier one), or removes it when xml is NULL.
+ */
+int vpack_virt_set_request(struct vpack_virt *v, const char *uuid, const char *xml,
+                           char **errmsg);
+
+/*
  * For vpackctl. ident as for vpack_virt_lookup().
  *
  * vpack_virt_set_level() writes <vpack:powerpolicy level='N'/> in vpack's

@@ -199,6 +199,10 @@ unsigned vpack__act(struct vpack_agent *a, const struct vpack_plan *plan, const 
         /* Level 0 and unknown domains are never touched. */
         if ((pd->level < 1 && !d->managed) || !d->known)
             continue;
+        /* Its request goes into its live metadata before any pin of vpack's does: a
+         * save or a migration of the live XML must tell them apart (issue 28). */
+        if (!out->dry_run && pd->level >= 1 && !d->marked && vpack__dom_mark(a, d) < 0)
+            continue;
         if (!out->dry_run && pd->level >= 1 && !d->managed) {
             d->managed = true;
             /* Kept in its record before the first pin: killed after that pin,
@@ -214,10 +218,11 @@ unsigned vpack__act(struct vpack_agent *a, const struct vpack_plan *plan, const 
 /*
  * Gives d's threads their unrestricted mask (the guest's pin, or the
  * domain's bound, or every online CPU); only those whose applied mask is
- * unknown when only_unknown. Returns the number moved.
+ * unknown when only_unknown. Returns the number moved; *failed (if not
+ * NULL) counts the pins that failed.
  */
 static unsigned restore_domain(struct vpack_agent *a, struct agent_dom *d, bool only_unknown,
-                               const struct pin_round *pr)
+                               const struct pin_round *pr, unsigned *failed)
 {
     struct {
         struct agent_thread *t;
@@ -238,7 +243,10 @@ static unsigned restore_domain(struct vpack_agent *a, struct agent_dom *d, bool 
             if (only_unknown && t->applied_known)
                 continue;
             vpack__dom_free_mask(a, d, t, &want);
-            n += apply_thread(a, d, t, groups[g].kind, &want, pr) > 0;
+            int r = apply_thread(a, d, t, groups[g].kind, &want, pr);
+            n += r > 0;
+            if (r < 0 && failed)
+                (*failed)++;
         }
     return n;
 }
@@ -257,7 +265,7 @@ void vpack__act_restore_after_hotplug(struct vpack_agent *a, const struct vpack_
     for (unsigned i = 0; i < plan->ndomains; i++) {
         struct agent_dom *d = &a->doms[map[i]];
         if (d->known && plan->domains[i].level < 1 && !d->managed)
-            restore_domain(a, d, true, &pr);
+            restore_domain(a, d, true, &pr, NULL);
     }
 }
 
@@ -267,8 +275,13 @@ void vpack__act_restore_all(struct vpack_agent *a)
     unsigned n = 0;
     for (unsigned i = 0; i < a->ndoms; i++) {
         struct agent_dom *d = &a->doms[i];
-        if (d->known && d->name && (vpack__dom_level(a, d) >= 1 || d->managed))
-            n += restore_domain(a, d, false, &pr);
+        unsigned failed = 0;
+        if (!d->known || !d->name || (vpack__dom_level(a, d) < 1 && !d->managed))
+            continue;
+        n += restore_domain(a, d, false, &pr, &failed);
+        /* Its request stays in its live metadata while a thread may still be vpack's. */
+        if (!failed && (d->marked || d->managed))
+            vpack__dom_unmark(a, d);
     }
     log_info("stopping: restored %u thread masks", n);
 }

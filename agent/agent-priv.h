@@ -97,6 +97,8 @@ struct agent_dom {
     uint64_t prev_cpu_time;
     bool refresh;          /* re-read XML and live pins at the next cycle */
     bool managed;          /* vpack restricted it at some point of this run (kept in its record) */
+    bool marked;           /* its live metadata holds its request (urn:vpack:request:1), by this vpackd */
+    bool mark_failed;      /* the last try to write that failed (logged once) */
     char *reason;          /* the policy's last word on it */
     unsigned npackages;
     int *packages;         /* the packages the last plan placed it on */
@@ -268,6 +270,17 @@ void vpack__record_discard_run(const struct vpack_agent *a, const char *uuid,
 void vpack__records_sweep(const struct vpack_agent *a, char *const *uuids, unsigned n);
 /* Notes in d's record that vpack narrowed some of its threads (act.c, once per run). */
 void vpack__dom_narrowed(struct vpack_agent *a, struct agent_dom *d);
+/*
+ * Writes d's request into its live metadata (urn:vpack:request:1) before
+ * vpack places it, so that a save, a managed save or a migration of the
+ * live XML carries the guest's own pins along with vpack's: vpack-hook's
+ * restore and migrate put them back, and a vpackd without the run's record
+ * reads them (domains.c). Returns 0 or -errno (logged once, retried at the
+ * next interval; nothing of d may be narrowed then).
+ */
+int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d);
+/* Removes it, once d's threads have their own masks back (at stop). */
+void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d);
 
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);

@@ -519,6 +519,36 @@ static int take_rule(struct vpack_agent *a, struct agent_dom *d, const struct do
 }
 
 /*
+ * What a domain seen for the first time asked for: its live XML with the
+ * pins of vpack's request metadata in place of the live ones when it has
+ * that metadata (*from_meta), else its live XML (taken from rd). Returns 0
+ * with *req, or <0 (logged: the domain is left alone).
+ */
+static int first_sight(struct agent_dom *d, struct dom_read *rd, struct vpack_domxml **req,
+                       bool *from_meta)
+{
+    const char *xml = rd->info.live_xml;
+    char *fixed = NULL, *err = NULL;
+    int r = vpack_domxml_request_restore(xml, strlen(xml), &fixed, &err);
+    *req = NULL;
+    *from_meta = r == 1;
+    if (r < 0) {
+        log_warn("domain %s: %s: leaving the domain alone", d->name,
+                 err ? err : strerror(-r));
+        free(err);
+        return r;
+    }
+    if (r == 0) {
+        *req = rd->live;
+        rd->live = NULL;
+        return 0;
+    }
+    r = parse_xml(d->name, "live (with vpack's request)", fixed, req);
+    free(fixed);
+    return r;
+}
+
+/*
  * What this run of d asked for: its record, if it is this run's (the hook's,
  * or the one vpackd wrote at first sight), else the live XML now, at first
  * sight, which becomes its record. Sets d->req (NULL: not known, hands off),
@@ -536,6 +566,8 @@ static void take_run(struct vpack_agent *a, struct agent_dom *d, struct dom_read
     d->req = NULL;
     d->origin = REQ_NONE;
     d->managed = false;
+    d->marked = false;
+    d->mark_failed = false;
     d->run = *run;
     if (r == 0 && meta.run.pid > 0 && run->pid > 0 && !vpack__run_same(&meta.run, run)) {
         log_info("domain %s: the record is of an earlier run (pid %d), not this one (pid %d): "
@@ -569,15 +601,23 @@ static void take_run(struct vpack_agent *a, struct agent_dom *d, struct dom_read
                   vpack__origin_name(d->origin), d->managed ? ", narrowed by vpack" : "");
         return;
     }
-    /* First sight: the live XML is what it asked for; nothing of vpack's is in it yet. */
+    /* First sight: the live XML is what it asked for, unless it carries vpack's request
+     * (the run was restored or migrated from a run vpack placed). */
+    bool from_meta = false;
+    if ((r = first_sight(d, rd, &req, &from_meta)) < 0)
+        return;
     meta = (struct record_meta){*run, REQ_LIVE, false};
-    d->req = rd->live;
-    rd->live = NULL;
+    d->req = req;
     d->origin = REQ_LIVE;
     if ((r = vpack__record_write(a, d->uuid, d->req, &meta)) < 0)
         log_warn("domain %s: cannot keep its record in %s/domains: %s", d->name,
                  a->cfg.state_dir, strerror(-r));
-    log_info("domain %s: no record: what it asked for is its live XML at first sight", d->name);
+    if (from_meta)
+        log_info("domain %s: no record: what it asked for is vpack's request in its live "
+                 "metadata (the live pins are vpack's, from an earlier run)", d->name);
+    else
+        log_info("domain %s: no record: what it asked for is its live XML at first sight",
+                 d->name);
 }
 
 /* Re-reads the domain's identity, level and live pins; its request once per run. */
@@ -628,6 +668,37 @@ void vpack__dom_narrowed(struct vpack_agent *a, struct agent_dom *d)
     if (r < 0)
         log_warn("domain %s: cannot note in its record that vpack narrowed it (%s): a restart "
                  "would not know", d->name, strerror(-r));
+}
+
+int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d)
+{
+    char *xml = d->req ? vpack_domxml_request_format(d->req) : NULL, *err = NULL;
+    int r = xml ? vpack_virt_set_request(a->virt, d->uuid, xml, &err) : -ENOMEM;
+    free(xml);
+    if (r < 0 && !d->mark_failed)
+        log_warn("domain %s: cannot write its request to its live metadata (%s): not placing "
+                 "it until it can (a save or a migration would take vpack's pins for its own)",
+                 d->name, err ? err : strerror(-r));
+    else if (r == 0 && d->mark_failed)
+        log_info("domain %s: its request is in its live metadata now", d->name);
+    free(err);
+    d->mark_failed = r < 0;
+    d->marked = r == 0;
+    if (r < 0)
+        a->replan = true; /* retried at the next interval, steady or not */
+    return r;
+}
+
+void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d)
+{
+    char *err = NULL;
+    int r = vpack_virt_set_request(a->virt, d->uuid, NULL, &err);
+    if (r < 0 && r != -ENOENT)
+        log_warn("domain %s: cannot remove vpack's request from its live metadata: %s", d->name,
+                 err ? err : strerror(-r));
+    else
+        d->marked = false;
+    free(err);
 }
 
 void vpack__doms_refresh(struct vpack_agent *a)

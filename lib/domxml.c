@@ -37,6 +37,7 @@
 
 struct ctx {
     const char *name; /* the domain's name for messages, once known */
+    const char *where; /* what is being read, after the name in messages ("" or NULL: the domain) */
     char *err;        /* the first error, already sanitized */
 };
 
@@ -131,9 +132,9 @@ static int fail(struct ctx *c, const char *fmt, ...)
     if (n < 0)
         goto cleanup;
     if (c->name)
-        n = asprintf(&full, "domain '%s': %s", c->name, detail);
+        n = asprintf(&full, "domain '%s': %s%s", c->name, c->where ? c->where : "", detail);
     else
-        n = asprintf(&full, "domain XML: %s", detail);
+        n = asprintf(&full, "domain XML: %s%s", c->where ? c->where : "", detail);
     if (n < 0) {
         full = NULL;
         goto cleanup;
@@ -2187,6 +2188,338 @@ cleanup:
     finish_err(&c, ret, errmsg);
     free(found);
     xmlFree(name);
+    xmlFreeDoc(doc);
+    return ret;
+}
+
+/* ---- vpack's record of the guest's request (urn:vpack:request:1) ---- */
+
+/* Appends one pin element; id_attr NULL for the emulator. Returns 0 or -ENOMEM. */
+static int request_pin_text(FILE *f, const char *elem, const char *id_attr, unsigned id,
+                            const vpack_cpuset *cpus)
+{
+    char *set = vpack_cpuset_format(cpus);
+    int r;
+
+    if (!set)
+        return -ENOMEM;
+    if (id_attr)
+        r = fprintf(f, "<%s %s='%u' cpuset='%s'/>", elem, id_attr, id, set);
+    else
+        r = fprintf(f, "<%s cpuset='%s'/>", elem, set);
+    free(set);
+    return r < 0 ? -ENOMEM : 0;
+}
+
+char *vpack_domxml_request_format(const struct vpack_domxml *req)
+{
+    char *out = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&out, &size);
+    int r = 0;
+
+    if (!f)
+        return NULL;
+    if (fprintf(f, "<%s>", VPACK_XML_REQUEST_ELEMENT) < 0)
+        r = -ENOMEM;
+    for (size_t i = 0; r == 0 && i < req->nvcpupin; i++)
+        r = request_pin_text(f, "vcpupin", "vcpu", req->vcpupin[i].vcpu, &req->vcpupin[i].cpus);
+    if (r == 0 && req->has_emulatorpin)
+        r = request_pin_text(f, "emulatorpin", NULL, 0, &req->emulatorpin);
+    for (size_t i = 0; r == 0 && i < req->niothreadpin; i++)
+        r = request_pin_text(f, "iothreadpin", "iothread", req->iothreadpin[i].iothread,
+                             &req->iothreadpin[i].cpus);
+    if (r == 0 && fprintf(f, "</%s>", VPACK_XML_REQUEST_ELEMENT) < 0)
+        r = -ENOMEM;
+    if (fclose(f) != 0)
+        r = -ENOMEM;
+    if (r < 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static bool in_request_ns(const xmlNode *n)
+{
+    return n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
+           xmlStrEqual(n->ns->href, BAD_CAST VPACK_XML_REQUEST_NS);
+}
+
+/*
+ * A child of the request element: in no namespace (libvirt namespaces only
+ * the element itself) or in the request's own.
+ */
+static bool is_request_el(const xmlNode *n, const char *name)
+{
+    return n->type == XML_ELEMENT_NODE && (!n->ns || in_request_ns(n)) &&
+           xmlStrEqual(n->name, BAD_CAST name);
+}
+
+/*
+ * Reads the request element el of domain d (its vCPUs and iothreads read)
+ * into d's pins, strictly: only <vcpupin vcpu cpuset>, one <emulatorpin
+ * cpuset> and <iothreadpin iothread cpuset>, each thread once and one the
+ * domain has; nothing else but blanks and comments. vpackd wrote it;
+ * anything else was written by someone else, and no pin is taken from it.
+ */
+static int read_request(struct ctx *c, xmlNode *el, struct vpack_domxml *d)
+{
+    vpack_cpuset *seen = calloc(1, sizeof(*seen));
+    bool *iot_seen = calloc(d->niothreads + 1, sizeof(*iot_seen));
+    char *cpuset = NULL, elem[64];
+    int ret = -ENOMEM;
+
+    if (!seen || !iot_seen)
+        goto cleanup;
+    for (xmlNode *p = el->children; p; p = p->next) {
+        unsigned id = 0;
+        vpack_cpuset cpus;
+        bool vcpu = is_request_el(p, "vcpupin"), iot = is_request_el(p, "iothreadpin");
+
+        if (p->type == XML_COMMENT_NODE || is_blank_text(p))
+            continue;
+        if (p->type != XML_ELEMENT_NODE) {
+            ret = fail(c, "unexpected text or markup (only <vcpupin>, <emulatorpin> and "
+                       "<iothreadpin> elements belong there)");
+            goto cleanup;
+        }
+        if (!vcpu && !iot && !is_request_el(p, "emulatorpin")) {
+            char q[128];
+            qualified(p, q, sizeof(q));
+            ret = fail(c, "<%s>: unknown element (expected <vcpupin>, <emulatorpin> or "
+                       "<iothreadpin>)", q);
+            goto cleanup;
+        }
+        if ((vcpu || iot) && (ret = prop_uint(c, p, vcpu ? "vcpu" : "iothread", true, iot, &id)) < 0)
+            goto cleanup;
+        if (vcpu)
+            snprintf(elem, sizeof(elem), "<vcpupin vcpu='%u'", id);
+        else if (iot)
+            snprintf(elem, sizeof(elem), "<iothreadpin iothread='%u'", id);
+        else
+            snprintf(elem, sizeof(elem), "<emulatorpin");
+        if (!(cpuset = prop(p, "cpuset"))) {
+            ret = fail(c, "%s>: missing cpuset", elem);
+            goto cleanup;
+        }
+        if ((ret = parse_set(c, cpuset, elem, "cpuset", &cpus)) < 0)
+            goto cleanup;
+        xmlFree(cpuset);
+        cpuset = NULL;
+        if (vcpu) {
+            if (id >= d->vcpus || id >= VPACK_CPUSET_MAX) {
+                ret = fail(c, "%s>: the domain has %u vCPUs", elem, d->vcpus);
+                goto cleanup;
+            }
+            if (vpack_cpuset_isset(seen, id)) {
+                ret = fail(c, "%s>: vCPU %u is pinned twice", elem, id);
+                goto cleanup;
+            }
+            vpack_cpuset_set(seen, id);
+            struct vpack_vcpupin *g = realloc(d->vcpupin, (d->nvcpupin + 1) * sizeof(*g));
+            if (!g) {
+                ret = -ENOMEM;
+                goto cleanup;
+            }
+            d->vcpupin = g;
+            d->vcpupin[d->nvcpupin++] = (struct vpack_vcpupin){id, cpus};
+        } else if (iot) {
+            unsigned *found = d->niothreads ? bsearch(&id, d->iothreads, d->niothreads,
+                                                      sizeof(*d->iothreads), cmp_uint)
+                                            : NULL;
+            if (!found) {
+                ret = fail(c, "%s>: the domain has no iothread %u", elem, id);
+                goto cleanup;
+            }
+            if (iot_seen[found - d->iothreads]) {
+                ret = fail(c, "%s>: iothread %u is pinned twice", elem, id);
+                goto cleanup;
+            }
+            iot_seen[found - d->iothreads] = true;
+            struct vpack_iothreadpin *g =
+                realloc(d->iothreadpin, (d->niothreadpin + 1) * sizeof(*g));
+            if (!g) {
+                ret = -ENOMEM;
+                goto cleanup;
+            }
+            d->iothreadpin = g;
+            d->iothreadpin[d->niothreadpin++] = (struct vpack_iothreadpin){id, cpus};
+        } else {
+            if (d->has_emulatorpin) {
+                ret = fail(c, "<emulatorpin>: more than one");
+                goto cleanup;
+            }
+            d->has_emulatorpin = true;
+            d->emulatorpin = cpus;
+        }
+    }
+    if (d->nvcpupin > 1)
+        qsort(d->vcpupin, d->nvcpupin, sizeof(*d->vcpupin), cmp_vcpupin);
+    if (d->niothreadpin > 1)
+        qsort(d->iothreadpin, d->niothreadpin, sizeof(*d->iothreadpin), cmp_iothreadpin);
+    ret = 0;
+
+cleanup:
+    xmlFree(cpuset);
+    free(iot_seen);
+    free(seen);
+    return ret;
+}
+
+/*
+ * Puts child in parent before anchor, at anchor's indentation
+ * ([blank][anchor] becomes [blank][child]["\n" indent][anchor]), or at the
+ * end of parent when anchor is NULL.
+ */
+static void add_indented(xmlDoc *doc, xmlNode *parent, xmlNode *anchor, xmlNode *child)
+{
+    const char *indent;
+    size_t ilen;
+    xmlNode *text;
+
+    if (!anchor) {
+        append_indented(doc, parent, child);
+        return;
+    }
+    indent = indent_of(anchor, &ilen);
+    xmlAddPrevSibling(anchor, child);
+    if ((text = newline_text(doc, indent, ilen, 0)))
+        xmlAddPrevSibling(anchor, text);
+}
+
+/* Adds one pin element to tune, before anchor (NULL: at the end). Returns 0 or -ENOMEM. */
+static int add_pin(xmlDoc *doc, xmlNode *tune, xmlNode *anchor, const void *mark,
+                   const char *elem, const char *id_attr, unsigned id, const vpack_cpuset *cpus)
+{
+    char *set = vpack_cpuset_format(cpus), num[16];
+    xmlNode *n = set ? xmlNewDocNode(doc, NULL, BAD_CAST elem, NULL) : NULL;
+    int r = -ENOMEM;
+
+    snprintf(num, sizeof(num), "%u", id);
+    if (n && (!id_attr || xmlNewProp(n, BAD_CAST id_attr, BAD_CAST num)) &&
+        xmlNewProp(n, BAD_CAST "cpuset", BAD_CAST set)) {
+        n->_private = (void *)mark; /* request_apply() keeps it */
+        add_indented(doc, tune, anchor, n);
+        n = NULL;
+        r = 0;
+    }
+    xmlFreeNode(n);
+    free(set);
+    return r;
+}
+
+static bool is_pin(const xmlNode *n)
+{
+    return is_el(n, "vcpupin") || is_el(n, "emulatorpin") || is_el(n, "iothreadpin");
+}
+
+/*
+ * Puts req's pins in place of every pin of the domain's <cputune>s: where
+ * the first <cputune>'s first pin was (at its end when it has none; a new
+ * <cputune> after <vcpu> when the domain has none), and removes every
+ * element of the request's namespace from <metadata>.
+ */
+static int request_apply(xmlDoc *doc, xmlNode *root, xmlNode *meta, const struct vpack_domxml *req)
+{
+    xmlNode *tune = first_child(root, "cputune"), *anchor = NULL, *next, *text;
+    const char *indent;
+    size_t ilen;
+    int r = 0;
+
+    for (xmlNode *p = tune ? tune->children : NULL; p && !anchor; p = p->next)
+        if (is_pin(p))
+            anchor = p;
+    if (!tune && (req->nvcpupin || req->has_emulatorpin || req->niothreadpin)) {
+        xmlNode *vcpu = first_child(root, "vcpu");
+        if (!(tune = xmlNewDocNode(doc, NULL, BAD_CAST "cputune", NULL)))
+            return -ENOMEM;
+        if (vcpu) {
+            /* [vcpu][blank] becomes [vcpu]["\n" indent][cputune][blank]. */
+            indent = indent_of(vcpu, &ilen);
+            xmlAddNextSibling(vcpu, tune);
+            if ((text = newline_text(doc, indent, ilen, 0)))
+                xmlAddPrevSibling(tune, text);
+        } else {
+            xmlAddChild(root, tune);
+        }
+    }
+    for (size_t i = 0; r == 0 && i < req->nvcpupin; i++)
+        r = add_pin(doc, tune, anchor, req, "vcpupin", "vcpu", req->vcpupin[i].vcpu,
+                    &req->vcpupin[i].cpus);
+    if (r == 0 && req->has_emulatorpin)
+        r = add_pin(doc, tune, anchor, req, "emulatorpin", NULL, 0, &req->emulatorpin);
+    for (size_t i = 0; r == 0 && i < req->niothreadpin; i++)
+        r = add_pin(doc, tune, anchor, req, "iothreadpin", "iothread", req->iothreadpin[i].iothread,
+                    &req->iothreadpin[i].cpus);
+    if (r < 0)
+        return r;
+    /* The old pins go: those of every <cputune>, as libvirt reads them all. */
+    for (xmlNode *t = root->children; t; t = t->next) {
+        if (!is_el(t, "cputune"))
+            continue;
+        for (xmlNode *p = t->children; p; p = next) {
+            next = p->next;
+            if (is_pin(p) && p->_private != (void *)req)
+                remove_node(p);
+        }
+    }
+    for (xmlNode *p = meta->children; p; p = next) {
+        next = p->next;
+        if (in_request_ns(p))
+            remove_node(p);
+    }
+    return 0;
+}
+
+int vpack_domxml_request_restore(const char *buf, size_t len, char **out_xml, char **errmsg)
+{
+    struct ctx c = {0};
+    struct vpack_domxml *d = NULL;
+    xmlDoc *doc = NULL;
+    xmlNode *root, *meta, *el = NULL;
+    char q[128], where[192];
+    int ret;
+
+    *out_xml = NULL;
+    if (errmsg)
+        *errmsg = NULL;
+    if ((ret = read_doc(&c, buf, len, &doc, &root)) < 0)
+        goto cleanup;
+    /* libvirt keeps the first element of a namespace in <metadata>: that one is the request. */
+    meta = vpack__domxml_metadata(root);
+    for (xmlNode *n = meta ? meta->children : NULL; n && !el; n = n->next)
+        if (in_request_ns(n))
+            el = n;
+    if (!el) {
+        ret = 0;
+        goto cleanup;
+    }
+    if (!(d = calloc(1, sizeof(*d)))) {
+        ret = -ENOMEM;
+        goto cleanup;
+    }
+    if ((ret = read_identity(&c, root, &d->name, &d->has_uuid, d->uuid, false)) < 0 ||
+        (ret = read_vcpus(&c, root, d)) < 0 || (ret = read_iothreads(&c, root, d)) < 0)
+        goto cleanup;
+    qualified(el, q, sizeof(q));
+    snprintf(where, sizeof(where), "vpack's request in <metadata> (%s): ", VPACK_XML_REQUEST_NS);
+    c.where = where;
+    if (!xmlStrEqual(el->name, BAD_CAST VPACK_XML_REQUEST_ELEMENT)) {
+        ret = fail(&c, "<%s>: unknown element (expected <%s>)", q, VPACK_XML_REQUEST_ELEMENT);
+        goto cleanup;
+    }
+    if ((ret = read_request(&c, el, d)) < 0)
+        goto cleanup;
+    if ((ret = request_apply(doc, root, meta, d)) < 0 || (ret = serialize(doc, out_xml)) < 0)
+        goto cleanup;
+    ret = 1;
+
+cleanup:
+    if (ret == -EINVAL && !c.err)
+        ret = -ENOMEM;
+    finish_err(&c, ret, errmsg);
+    vpack_domxml_free(d);
     xmlFreeDoc(doc);
     return ret;
 }

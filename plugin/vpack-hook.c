@@ -7,12 +7,22 @@
  *                       with one line on stderr, which libvirt shows the user
  *   started, reconnect  tell vpackd about the domain (bounded wait), exit 0
  *   stopped, release    tell vpackd to forget it, exit 0
+ *   migrate, restore    (begin) the XML of the incoming or restored domain:
+ *                       when it carries vpack's request (urn:vpack:request:1,
+ *                       written by vpackd while it placed the domain), print
+ *                       it with the guest's own pins in place of vpack's and
+ *                       the request removed; else print nothing (libvirt
+ *                       keeps the XML). Metadata that is not a valid request:
+ *                       exit 1 with one line on stderr (the restore or the
+ *                       migration is refused rather than run with pins
+ *                       nobody asked for)
  *   anything else       exit 0 without reading stdin
  *
  * Rules from libvirt 9.0 (see vpack-hook(8)): a non-zero exit at started or
  * reconnect kills the running domain, so those always exit 0; only migrate
- * and restore read stdout, so nothing is ever written there; libvirtd waits
- * for the hook, so it must never call back into libvirt nor wait long.
+ * and restore read stdout, so nothing is written there at any other
+ * operation; libvirtd waits for the hook, so it must never call back into
+ * libvirt nor wait long.
  *
  * Outside libvirt: `vpack-hook --dump` prints the record JSON of the domain
  * XML on stdin; `--help`, `--version`.
@@ -151,11 +161,46 @@ static int hook_prepare(const char *argname, const char *xml, size_t len)
     return 0;
 }
 
+/*
+ * restore and migrate: the XML libvirt is about to run, with vpack's pins
+ * put back to the guest's own request. out is the real standard output.
+ */
+static int hook_request(const char *argname, const char *xml, size_t len, FILE *out)
+{
+    char *fixed = NULL, *msg = NULL;
+    int r = vpack_domxml_request_restore(xml, len, &fixed, &msg), ret = 0;
+
+    if (r < 0) {
+        /* Not knowing the guest's own pins, the run would keep vpack's as if asked for. */
+        report_prepare_error(argname, msg);
+        ret = 1;
+    } else if (r == 1 && (fputs(fixed, out) < 0 || fflush(out) != 0)) {
+        fprintf(stderr, "vpack: domain '%s': cannot write the domain XML: %s\n", argname,
+                strerror(errno));
+        ret = 1;
+    }
+    free(fixed);
+    free(msg);
+    return ret;
+}
+
 static void hook_register(const char *argname, const char *op, const char *xml, size_t len)
 {
     struct vpack_domxml *d = NULL;
-    char *msg = NULL, *rec = NULL, *line = NULL;
+    char *msg = NULL, *rec = NULL, *line = NULL, *fixed = NULL;
+    int r;
 
+    /* A run restored or migrated without this hook's restore/migrate (an older hook, one
+     * that failed) still carries vpack's request: the guest asked for that, not the pins. */
+    if ((r = vpack_domxml_request_restore(xml, len, &fixed, &msg)) < 0) {
+        syslog(LOG_WARNING, "domain '%s': not registered with vpackd: %s", argname,
+               msg ? msg : "out of memory");
+        goto cleanup;
+    }
+    if (r == 1) {
+        xml = fixed;
+        len = strlen(fixed);
+    }
     if (vpack_domxml_parse(xml, len, &d, &msg) < 0) {
         syslog(LOG_WARNING, "domain '%s': not registered with vpackd: %s", argname,
                msg ? msg : "out of memory");
@@ -173,6 +218,7 @@ static void hook_register(const char *argname, const char *op, const char *xml, 
     tell_agent(d->name, "register", line);
 
 cleanup:
+    free(fixed);
     free(line);
     free(rec);
     free(msg);
@@ -209,19 +255,30 @@ cleanup:
     free(msg);
 }
 
-static int hook_main(const char *argname, const char *op)
+static int hook_main(const char *argname, const char *op, const char *subop)
 {
     bool prepare = strcmp(op, "prepare") == 0;
     bool reg = strcmp(op, "started") == 0 || strcmp(op, "reconnect") == 0;
     bool forget = strcmp(op, "stopped") == 0 || strcmp(op, "release") == 0;
+    bool request = (strcmp(op, "restore") == 0 || strcmp(op, "migrate") == 0) &&
+                   (!subop || strcmp(subop, "begin") == 0);
     char *xml = NULL;
     size_t len = 0;
-    int null_fd, r, ret = 0;
+    int null_fd, out_fd = -1, r, ret = 0;
+    FILE *out = NULL;
 
-    if (!prepare && !reg && !forget)
+    if (!prepare && !reg && !forget && !request)
         return 0;
 
-    /* Nothing may reach stdout, not even from a library. */
+    /* Nothing but the rewritten XML may reach stdout, not even from a library. */
+    if (request && ((out_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)) < 0 ||
+                    !(out = fdopen(out_fd, "w")))) {
+        fprintf(stderr, "vpack: domain '%s': cannot use the standard output: %s\n", argname,
+                strerror(errno));
+        if (out_fd >= 0)
+            close(out_fd);
+        return 1;
+    }
     null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (null_fd >= 0) {
         dup2(null_fd, STDOUT_FILENO);
@@ -232,9 +289,17 @@ static int hook_main(const char *argname, const char *op)
     openlog("vpack-hook", LOG_PID, LOG_DAEMON);
 
     r = read_stdin(&xml, &len);
+    /* A domain larger than that never started with this hook (prepare refuses it), so
+     * vpack never placed it: restore and migrate let it through unchanged. */
     if (r == -EFBIG && prepare) {
         fprintf(stderr, "vpack: domain '%s': the domain XML is larger than %u MiB\n", argname,
                 VPACK_DOMXML_MAX_SIZE >> 20);
+        ret = 1;
+        goto cleanup;
+    }
+    if (r < 0 && r != -EFBIG && request) {
+        fprintf(stderr, "vpack: domain '%s': cannot read the domain XML: %s\n", argname,
+                strerror(-r));
         ret = 1;
         goto cleanup;
     }
@@ -245,12 +310,19 @@ static int hook_main(const char *argname, const char *op)
     }
     if (prepare)
         ret = hook_prepare(argname, xml, len);
+    else if (request)
+        ret = hook_request(argname, xml, len, out);
     else if (reg)
         hook_register(argname, op, xml, len);
     else
         hook_forget(argname, xml, len);
 
 cleanup:
+    if (out && fclose(out) != 0 && ret == 0) {
+        fprintf(stderr, "vpack: domain '%s': cannot write the domain XML: %s\n", argname,
+                strerror(errno));
+        ret = 1;
+    }
     free(xml);
     closelog();
     return ret;
@@ -316,5 +388,5 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    return hook_main(argv[1], argv[2]);
+    return hook_main(argv[1], argv[2], argc > 3 ? argv[3] : NULL);
 }

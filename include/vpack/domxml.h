@@ -30,6 +30,18 @@
 #define VPACK_XML_POLICY_ELEMENT "powerpolicy"
 #define VPACK_XML_POLICY_LEVEL "level"
 
+/*
+ * vpack's record of what a guest asked for, kept by vpackd in the running
+ * domain's live metadata while it narrows the guest (a namespace of its
+ * own: libvirt keeps one element per namespace, and the policy's holds the
+ * user's level). It travels with the live XML into a save image, a managed
+ * save and a migration, so that vpack's pins there are told from the
+ * guest's own.
+ */
+#define VPACK_XML_REQUEST_NS "urn:vpack:request:1"
+#define VPACK_XML_REQUEST_NS_PREFIX "vpackreq"
+#define VPACK_XML_REQUEST_ELEMENT "request"
+
 /* Largest document the reader accepts (the hook's stdin cap as well). */
 #define VPACK_DOMXML_MAX_SIZE (16u * 1024u * 1024u)
 /*
@@ -210,6 +222,36 @@ int vpack_domxml_request_check(const struct vpack_domxml *req, const struct vpac
                                char **errmsg);
 
 const char *vpack_numa_mode_name(enum vpack_numa_mode mode);
+
+/*
+ * The request element vpackd writes (virDomainSetMetadata with
+ * VPACK_XML_REQUEST_NS): req's pins, e.g.
+ *
+ *   <request><vcpupin vcpu='1' cpuset='1'/><emulatorpin cpuset='0'/>
+ *            <iothreadpin iothread='1' cpuset='0-1'/></request>
+ *
+ * and <request></request> for a guest that pins nothing. Returns a string
+ * the caller frees, or NULL when out of memory.
+ */
+char *vpack_domxml_request_format(const struct vpack_domxml *req);
+
+/*
+ * Puts a domain XML's cputune back to the guest's own request: when
+ * <metadata> holds vpack's request element (the first element in
+ * VPACK_XML_REQUEST_NS, as libvirt keeps it), every <vcpupin>,
+ * <emulatorpin> and <iothreadpin> of the XML is replaced by the request's
+ * and the request element is removed. The rest of the document is left as
+ * it is. The request is read strictly (only those three elements, each
+ * thread once, a vCPU or iothread the domain has, valid CPU sets): anything
+ * else is an error and nothing is rewritten, so that no pin is ever taken
+ * from metadata vpackd did not write.
+ *
+ * Returns 1 with *out_xml (caller frees), 0 when there is no request
+ * element (*out_xml NULL: the XML is the guest's as it is), -EINVAL with
+ * *errmsg (caller frees; "domain 'NAME': vpack's request in <metadata>
+ * (urn:vpack:request:1): DETAIL") or -ENOMEM.
+ */
+int vpack_domxml_request_restore(const char *buf, size_t len, char **out_xml, char **errmsg);
 
 /*
  * The rewrite behind `vpackctl define FILE`. Finds the power policy in any

@@ -1024,6 +1024,222 @@ static void test_examples(void **state)
     }
 }
 
+
+/* ---- vpack's request in the live metadata ---- */
+
+#define RQNS "xmlns:vpackreq='urn:vpack:request:1'"
+#define RQDOM(meta, rest)                                                          \
+    DOM("<metadata>" meta "</metadata><vcpu>2</vcpu><iothreads>1</iothreads>"      \
+        "<cputune><vcpupin vcpu='0' cpuset='0'/><vcpupin vcpu='1' cpuset='0'/>"     \
+        "<emulatorpin cpuset='0'/></cputune>" rest)
+
+/* The rewrite of xml, which must succeed (1); the caller frees it. */
+static char *restore_ok(const char *xml)
+{
+    char *out = NULL, *msg = NULL;
+    int r = vpack_domxml_request_restore(xml, strlen(xml), &out, &msg);
+    if (r != 1)
+        fail_msg("request restore returned %d: %s\nXML: %s", r, msg ? msg : "-", xml);
+    assert_null(msg);
+    assert_non_null(out);
+    return out;
+}
+
+/* The rewrite of xml fails with a one-line message holding needle; nothing is written. */
+static void restore_err(const char *xml, const char *needle)
+{
+    char *out = NULL, *msg = NULL;
+    int r = vpack_domxml_request_restore(xml, strlen(xml), &out, &msg);
+    if (r != -EINVAL)
+        fail_msg("request restore returned %d, expected -EINVAL\nXML: %s\nout: %s", r, xml,
+                 out ? out : "-");
+    assert_null(out);
+    assert_non_null(msg);
+    if (strchr(msg, '\n') || !strstr(msg, "domain 't': vpack's request in <metadata> "
+                                          "(urn:vpack:request:1): ") || !strstr(msg, needle))
+        fail_msg("message '%s' does not say '%s' about vpack's request", msg, needle);
+    free(msg);
+}
+
+/* Each fixture in $VPACK_TESTDATA/request, rewritten, is its .expected.xml byte for byte. */
+static void test_request_restore_fixtures(void **state)
+{
+    char dir[4096], path[4096 + 512], expected[4096 + 512];
+    struct dirent *e;
+    DIR *dp;
+    int checked = 0;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/request", env_dir("VPACK_TESTDATA"));
+    if (!(dp = opendir(dir)))
+        fail_msg("cannot open %s: %s", dir, strerror(errno));
+    while ((e = readdir(dp))) {
+        size_t n = strlen(e->d_name), xlen, elen;
+        char *xml, *want, *out = NULL, *msg = NULL;
+        if (n < 5 || strcmp(e->d_name + n - 4, ".xml") || strstr(e->d_name, ".expected."))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        snprintf(expected, sizeof(expected), "%s/%.*s.expected.xml", dir, (int)(n - 4),
+                 e->d_name);
+        xml = read_file(path, &xlen);
+        want = read_file(expected, &elen);
+        int r = vpack_domxml_request_restore(xml, xlen, &out, &msg);
+        if (r != 1)
+            fail_msg("%s: %d: %s", e->d_name, r, msg ? msg : "-");
+        if (strcmp(out, want))
+            fail_msg("%s: rewritten differs from %s\n got:\n%s", e->d_name, expected, out);
+        /* What the rewrite gives is what the guest asked for, and no request is left. */
+        struct vpack_domxml *d = parse_ok(out);
+        char *again = NULL;
+        assert_int_equal(vpack_domxml_request_restore(out, strlen(out), &again, &msg), 0);
+        assert_null(again);
+        vpack_domxml_free(d);
+        free(out);
+        free(want);
+        free(xml);
+        checked++;
+    }
+    closedir(dp);
+    assert_true(checked >= 4);
+}
+
+/* The request vpackd writes, read back by the rewrite: the same pins, vpack's gone. */
+static void test_request_round_trip(void **state)
+{
+    static const char *const requests[] = {
+        "", /* the guest pins nothing */
+        "<vcpupin vcpu='1' cpuset='1'/>",
+        "<vcpupin vcpu='0' cpuset='0-1,3'/><vcpupin vcpu='1' cpuset='2'/><emulatorpin "
+        "cpuset='1'/><iothreadpin iothread='1' cpuset='0,2'/>",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+        char own[1024], packed[4096], *req_xml, *out;
+        /* The domain as started: the guest's own pins. */
+        snprintf(own, sizeof(own),
+                 DOM("<vcpu>2</vcpu><iothreads>1</iothreads><cputune>%s</cputune>"), requests[i]);
+        struct vpack_domxml *asked = parse_ok(own);
+        assert_non_null(req_xml = vpack_domxml_request_format(asked));
+        /* The live XML after vpack packed it onto CPU 3: its pins, and the request with
+         * the prefix libvirt gives it. */
+        size_t inner = strlen(req_xml) - strlen("<request>") - strlen("</request>");
+        assert_int_equal(strncmp(req_xml, "<request>", 9), 0);
+        snprintf(packed, sizeof(packed),
+                 DOM("<metadata><vpackreq:request " RQNS ">%.*s</vpackreq:request></metadata>"
+                     "<vcpu>2</vcpu><iothreads>1</iothreads><cputune><vcpupin vcpu='0' "
+                     "cpuset='3'/><vcpupin vcpu='1' cpuset='3'/><emulatorpin cpuset='3'/>"
+                     "<iothreadpin iothread='1' cpuset='3'/></cputune>"),
+                 (int)inner, req_xml + strlen("<request>"));
+        out = restore_ok(packed);
+        struct vpack_domxml *got = parse_ok(out);
+        char *a = vpack_domxml_to_json(asked), *b = vpack_domxml_to_json(got);
+        if (strcmp(a, b))
+            fail_msg("request %zu: asked %s\n got %s\n from %s", i, a, b, out);
+        free(a);
+        free(b);
+        vpack_domxml_free(got);
+        vpack_domxml_free(asked);
+        free(out);
+        free(req_xml);
+    }
+}
+
+static void test_request_format(void **state)
+{
+    struct vpack_domxml *d = parse_ok(
+        DOM("<vcpu>4</vcpu><iothreads>2</iothreads><cputune><vcpupin vcpu='3' cpuset='1-2'/>"
+            "<vcpupin vcpu='0' cpuset='0,1,2'/><emulatorpin cpuset='0'/>"
+            "<iothreadpin iothread='2' cpuset='3'/></cputune>"));
+    char *x = vpack_domxml_request_format(d);
+    (void)state;
+    assert_string_equal(x, "<request><vcpupin vcpu='0' cpuset='0-2'/><vcpupin vcpu='3' "
+                           "cpuset='1-2'/><emulatorpin cpuset='0'/><iothreadpin iothread='2' "
+                           "cpuset='3'/></request>");
+    free(x);
+    vpack_domxml_free(d);
+    d = parse_ok(DOM("<vcpu>2</vcpu>"));
+    x = vpack_domxml_request_format(d);
+    assert_string_equal(x, "<request></request>");
+    free(x);
+    vpack_domxml_free(d);
+}
+
+/* No request: nothing to do, whatever else the metadata holds. */
+static void test_request_absent(void **state)
+{
+    static const char *const none[] = {
+        DOM("<vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0'/></cputune>"),
+        META("<vpack:powerpolicy " NS " level='2'/>"),
+        /* Outside <metadata> libvirt drops it: not a request. */
+        DOM("<vpackreq:request " RQNS "/><vcpu>2</vcpu>"),
+        /* In no namespace, or in the policy's: not vpack's request. */
+        META("<request/>"),
+        META("<vpack:request " NS "/>"),
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        char *out = NULL, *msg = NULL;
+        assert_int_equal(vpack_domxml_request_restore(none[i], strlen(none[i]), &out, &msg), 0);
+        assert_null(out);
+        assert_null(msg);
+    }
+}
+
+/* Only the first request counts, as libvirt keeps it; every one is removed. */
+static void test_request_first_wins(void **state)
+{
+    char *out = restore_ok(RQDOM("<vpackreq:request " RQNS "><vcpupin vcpu='1' cpuset='1'/>"
+                                 "</vpackreq:request><x:request xmlns:x='urn:vpack:request:1'>"
+                                 "<vcpupin vcpu='0' cpuset='0'/></x:request>", ""));
+    struct vpack_domxml *d = parse_ok(out);
+    (void)state;
+    assert_int_equal(d->nvcpupin, 1);
+    assert_int_equal(d->vcpupin[0].vcpu, 1);
+    assert_false(d->has_emulatorpin);
+    assert_null(strstr(out, "urn:vpack:request:1"));
+    vpack_domxml_free(d);
+    free(out);
+}
+
+/* Metadata vpackd did not write: a clear error, and no pin taken from it. */
+static void test_request_hostile(void **state)
+{
+#define RQ(body) RQDOM("<vpackreq:request " RQNS ">" body "</vpackreq:request>", "")
+    (void)state;
+    restore_err(RQDOM("<vpackreq:pins " RQNS "/>", ""), "<vpackreq:pins>: unknown element");
+    restore_err(RQ("<shares>10</shares>"), "<shares>: unknown element");
+    restore_err(RQ("<x:vcpupin xmlns:x='urn:other' vcpu='0' cpuset='0'/>"),
+                "<x:vcpupin>: unknown element");
+    restore_err(RQ("0-1"), "unexpected text");
+    restore_err(RQ("<![CDATA[x]]>"), "unexpected text");
+    restore_err(RQ("<vcpupin vcpu='2' cpuset='0'/>"), "<vcpupin vcpu='2'>: the domain has 2 vCPUs");
+    restore_err(RQ("<vcpupin vcpu='99999999999' cpuset='0'/>"), "expected a non-negative integer");
+    restore_err(RQ("<vcpupin vcpu='-1' cpuset='0'/>"), "expected a non-negative integer");
+    restore_err(RQ("<vcpupin vcpu='x' cpuset='0'/>"), "expected a non-negative integer");
+    restore_err(RQ("<vcpupin cpuset='0'/>"), "missing required attribute 'vcpu'");
+    restore_err(RQ("<vcpupin vcpu='0'/>"), "<vcpupin vcpu='0'>: missing cpuset");
+    restore_err(RQ("<vcpupin vcpu='0' cpuset='aaa'/>"), "cpuset='aaa'>: invalid cpuset");
+    restore_err(RQ("<vcpupin vcpu='0' cpuset=''/>"), "cpuset=''>");
+    restore_err(RQ("<vcpupin vcpu='0' cpuset='99999'/>"), "cpuset='99999'>");
+    restore_err(RQ("<vcpupin vcpu='1' cpuset='0'/><vcpupin vcpu='1' cpuset='1'/>"),
+                "vCPU 1 is pinned twice");
+    restore_err(RQ("<emulatorpin cpuset='0'/><emulatorpin cpuset='1'/>"),
+                "<emulatorpin>: more than one");
+    restore_err(RQ("<emulatorpin/>"), "<emulatorpin>: missing cpuset");
+    restore_err(RQ("<iothreadpin iothread='2' cpuset='0'/>"), "the domain has no iothread 2");
+    restore_err(RQ("<iothreadpin iothread='0' cpuset='0'/>"), "zero is not permitted");
+    restore_err(RQ("<iothreadpin iothread='1' cpuset='0'/><iothreadpin iothread='1' cpuset='0'/>"),
+                "iothread 1 is pinned twice");
+    restore_err(RQ("<vcpupin vcpu='0' cpuset='1\n2'/>"), "invalid cpuset");
+#undef RQ
+    /* A document that is no domain is refused as the reader refuses it. */
+    char *out = NULL, *msg = NULL;
+    assert_int_equal(vpack_domxml_request_restore("<domain>", 8, &out, &msg), -EINVAL);
+    assert_null(out);
+    assert_non_null(strstr(msg, "not well-formed"));
+    free(msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1045,6 +1261,12 @@ int main(void)
         cmocka_unit_test(test_define_rewrite_errors),
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_request_format),
+        cmocka_unit_test(test_request_restore_fixtures),
+        cmocka_unit_test(test_request_round_trip),
+        cmocka_unit_test(test_request_absent),
+        cmocka_unit_test(test_request_first_wins),
+        cmocka_unit_test(test_request_hostile),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     xmlCleanupParser();
