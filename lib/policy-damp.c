@@ -34,11 +34,12 @@ static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double
     pl->ndemand = pl->nlow > nprev + 1 ? pl->nlow : nprev + 1;
     pl->spreading = true;
     pl->why = VPACK_WHY_SPREAD;
-    pl->delay_spreading = !over_load && pl->demand <= cap_prev + EPS;
+    pl->delay_spreading = !over_load && pl->spread_demand <= cap_prev + EPS;
     pl->delay_spread = pl->delay_spreading;
     pl->over_count = 0;
     pl->under_ms = 0;
-    if (!pl->delay_spreading && pl->demand <= cap_prev + EPS && pl->wanted_now > cap_prev + EPS)
+    if (!pl->delay_spreading && pl->spread_demand <= cap_prev + EPS &&
+        pl->wanted_now > cap_prev + EPS)
         snprintf(pl->reason, sizeof(pl->reason),
                  "spread to %u of %u packages: the last interval asked for %.2f CPUs "
                  "(run time and run-queue delay), over all of %.0f cores",
@@ -46,7 +47,7 @@ static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double
     else if (!pl->delay_spreading)
         snprintf(pl->reason, sizeof(pl->reason),
                  "spread to %u of %u packages: load %.2f CPUs over %.0f%% of %.0f cores",
-                 pl->ndemand, pl->P, pl->demand, par->spread_watermark * 100, cap_prev);
+                 pl->ndemand, pl->P, pl->spread_demand, par->spread_watermark * 100, cap_prev);
     else
         snprintf(pl->reason, sizeof(pl->reason),
                  "spread to %u of %u packages: run-queue delay %.0f%% over %.0f%%", pl->ndemand,
@@ -100,6 +101,27 @@ static void hold(struct planner *pl)
                  pl->demand);
 }
 
+/*
+ * The busy time of the first n packages in preference order (the active
+ * ones), smoothed and over the last interval alone (0 without it).
+ */
+static void active_load(const struct planner *pl, unsigned n, double *busy, double *busy_now)
+{
+    const struct vpack_snapshot *snap = pl->snap;
+    for (unsigned i = 0; i < n; i++)
+        *busy += pl->load[pl->order[i]];
+    if (!pl->have_now)
+        return;
+    for (unsigned c = 0; c < snap->ncpus; c++) {
+        int p = vpack_topology_package_of(pl->topo, (int)c);
+        if (p < 0 || snap->cpu_busy_now[c] < 0)
+            continue;
+        for (unsigned i = 0; i < n; i++)
+            if (pl->order[i] == p)
+                *busy_now += snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
+    }
+}
+
 /* How many packages the demand needs (rule 4): spread fast, pack slowly. */
 void vpack__plan_choose_count(struct planner *pl)
 {
@@ -128,7 +150,21 @@ void vpack__plan_choose_count(struct planner *pl)
     double cap_prev = 0;
     for (unsigned i = 0; i < nprev; i++)
         cap_prev += pl->cap[pl->order[i]];
-    bool over_load = vpack__plan_packages_for(pl, pl->demand, par->spread_watermark) > nprev;
+    /*
+     * What spreads is load on the active packages: their busy time, or the
+     * guests' own run time wherever it is, whichever is more. Load vpack
+     * cannot move that runs on a parked package (another process, a burst)
+     * takes no room from the guests, and spreading them would not move it;
+     * it still counts in the demand that sizes a pack, so that no pack is
+     * made into it (this demand is never above that one: no flapping).
+     */
+    double active_busy = 0, active_busy_now = 0;
+    active_load(pl, nprev, &active_busy, &active_busy_now);
+    double spread_demand = active_busy > pl->threads_total ? active_busy : pl->threads_total;
+    pl->spread_demand = spread_demand;
+    double spread_demand_now =
+        active_busy_now > pl->threads_now ? active_busy_now : pl->threads_now;
+    bool over_load = vpack__plan_packages_for(pl, spread_demand, par->spread_watermark) > nprev;
     /*
      * Where the snapshot carries the last interval alone, a sample counts only
      * when that interval was over too: smoothing falls slowly, so one busy
@@ -137,7 +173,8 @@ void vpack__plan_choose_count(struct planner *pl)
      * would spread every guest. A load that stays spreads spread_samples later.
      */
     bool over_load_now = !pl->have_now ||
-                         vpack__plan_packages_for(pl, pl->demand_now, par->spread_watermark) > nprev;
+                         vpack__plan_packages_for(pl, spread_demand_now, par->spread_watermark) >
+                             nprev;
     /* At once when the guests' own threads asked for more than all the active cores in the
      * last interval alone (run time, and the run-queue delay of those vpack may move) and
      * their run time alone filled the active cores to the spread watermark: a step that
@@ -149,7 +186,7 @@ void vpack__plan_choose_count(struct planner *pl)
      * cores is the only evidence, and it is used. */
     bool over_now = pl->wanted_now > cap_prev + EPS &&
                     pl->threads_now + EPS >= par->spread_watermark * cap_prev;
-    bool over_all = over_now || (!pl->have_now && pl->demand > cap_prev + EPS);
+    bool over_all = over_now || (!pl->have_now && spread_demand > cap_prev + EPS);
     /* A delay spread that moved no waiting vCPU is no evidence: do not grow on it. */
     if (pl->max_delay <= par->delay_threshold / 2)
         pl->delay_fruitless = false;

@@ -131,6 +131,7 @@ struct planner {
     double total_busy_now; /* with it: the usable CPUs' busy over the last interval */
     double threads_now;    /* every thread's util_now */
     double demand_now;     /* the larger of those two */
+    double spread_demand;  /* what spreads: the active packages' busy or the threads' util */
     double max_delay_now;  /* worst delay_now of a vCPU vpack may move */
     unsigned nforced;      /* packages that pins and bounds keep awake */
     unsigned nlow;         /* fewest packages that hold the demand */

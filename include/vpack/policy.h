@@ -32,8 +32,11 @@
  *     packages runs on (its last CPU, else the busiest package of its pin),
  *     and the one package a busy domain's cpuset allows. With no previous
  *     state the planner uses the lower bound at once. Afterwards it spreads
- *     fast: when the demand exceeds spread_watermark of the active cores for
- *     spread_samples snapshots in a row, or a vCPU vpack may move (not
+ *     fast: when the load on the active packages (their CPUs' busy time, or
+ *     every domain's thread util, whichever is more: load vpack cannot move
+ *     that runs on a parked package takes no room from the guests, and
+ *     spreading them would not move it) exceeds spread_watermark of the
+ *     active cores for spread_samples snapshots in a row, or a vCPU vpack may move (not
  *     guest-pinned) of a managed domain has a delay over delay_threshold as
  *     long, it grows to max(lower bound, active + 1). Where the snapshot
  *     carries the last interval alone (cpu_busy_now), a snapshot counts only
@@ -48,7 +51,9 @@
  *     beside a light run time is load outside the guests queueing them: it
  *     counts as a sample, no more); load outside the guests never spreads at
  *     once, except in a snapshot without cpu_busy_now, where the smoothed
- *     demand over all the active cores is the only evidence and does. While
+ *     load on the active packages over all their cores is the only evidence
+ *     and does (the guests' threads can show that; the cores' busy time
+ *     cannot pass them). While
  *     a trigger is being counted and not reached, the load over it is one
  *     interval old: domains that stay keep their packages (rule 7), level 2
  *     light vCPUs beside the others stay there (rule 8) and domains kept in
