@@ -1109,8 +1109,8 @@ static void test_request_round_trip(void **state)
     static const char *const requests[] = {
         "", /* the guest pins nothing */
         "<vcpupin vcpu='1' cpuset='1'/>",
-        "<vcpupin vcpu='0' cpuset='0-1,3'/><vcpupin vcpu='1' cpuset='2'/><emulatorpin "
-        "cpuset='1'/><iothreadpin iothread='1' cpuset='0,2'/>",
+        ("<vcpupin vcpu='0' cpuset='0-1,3'/><vcpupin vcpu='1' cpuset='2'/>"
+         "<emulatorpin cpuset='1'/><iothreadpin iothread='1' cpuset='0,2'/>"),
     };
     (void)state;
     for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
