@@ -2,7 +2,7 @@
 /*
  * vpackctl simulate: replays a trace (a file, or one built from PlanetLab VM
  * traces) through the host model (lib/model.c) at levels 0, 1 and 2, next to
- * the oracle (lib/oracle.c), and prints what vpack would save.
+ * the oracles (lib/oracle.c), and prints what vpack would save.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -43,9 +43,12 @@ static void usage(FILE *f)
             "Replay a trace through the host model with the policy at levels 0, 1 and 2\n"
             "and print, side by side: each package's whole-idle share, the modelled\n"
             "energy and the saving against level 0, the share of the demanded work\n"
-            "served, the p99 vCPU run-queue delay, moves per hour, and the active\n"
-            "package-seconds against the oracle (the fewest packages that hold the\n"
-            "demand with every pin and bound kept). See vpackctl(1), SIMULATE.\n"
+            "served, the p99 vCPU run-queue delay, moves per hour, awake package-\n"
+            "seconds, and the package-seconds with work against two oracles: the\n"
+            "capacity bound (the fewest packages whose full capacity holds the demand\n"
+            "with every pin and bound kept: no level that serves its demand goes\n"
+            "below it) and the policy target (the same at the pack watermark). See\n"
+            "vpackctl(1), SIMULATE.\n"
             "\n"
             "Options:\n"
             "  --trace FILE        a trace: JSON lines, one interval each ('-': stdin)\n"
@@ -74,7 +77,7 @@ static void usage(FILE *f)
             "                      outside the guests, spread over every usable CPU\n"
             "  --json              print the figures as one JSON object\n"
             "  --svg FILE          draw the level 2 timeline: demand, active packages,\n"
-            "                      oracle, wake-up package\n"
+            "                      capacity bound, wake-up package\n"
             "  -h, --help          show this help\n");
 }
 
@@ -127,16 +130,25 @@ struct source {
 /* One point of the timeline (level 2). */
 struct point {
     float demand;
-    unsigned short active, oracle;
+    unsigned short active, bound; /* packages with work (level 2); the capacity bound */
     short wakeup;
+};
+
+/* One oracle (include/vpack/oracle.h) over the whole trace. */
+struct oracle {
+    double *cap;            /* per package */
+    double package_s;       /* its count times each interval's length, summed */
+    bool exact;             /* every interval's count was the minimum */
 };
 
 struct sim {
     const struct vpack_topology *topo;
     struct vpack_model *model[NLEVELS];
-    double oracle_s, seconds;
-    bool oracle_exact;
-    double pack_watermark;  /* the policy's, for the oracle */
+    struct oracle bound, target; /* the capacity bound, the policy target */
+    double seconds;
+    /* Per level: intervals with fewer packages with work than the bound, and
+     * of those, intervals where the level served all its demand (a bug). */
+    unsigned long under_bound[NLEVELS], under_bound_served[NLEVELS];
     unsigned long ndomains; /* most domains in one interval */
     double host_burst;      /* --host-burst: CPUs, every host_every intervals */
     unsigned host_every;
@@ -459,19 +471,36 @@ static int write_interval(struct sim *sim, const char *path, const struct vpack_
     return 0;
 }
 
-/* One interval through the three models and the oracle. Returns 0 or -1 (reported). */
-static int step(struct sim *sim, const struct vpack_snapshot *snap, double pack_watermark,
-                const char *where, unsigned long at)
+/* Adds snap's count of oracle o; *k gets it. Returns 0 or -1 (reported). */
+static int oracle_add(struct sim *sim, struct oracle *o, const struct vpack_snapshot *snap, int *k)
+{
+    bool exact;
+
+    *k = vpack_oracle_packages(sim->topo, o->cap, snap, &exact);
+    if (*k < 0) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
+    o->package_s += *k * (snap->interval_ms / 1000.0);
+    o->exact = o->exact && exact;
+    return 0;
+}
+
+/* One interval through the three models and the oracles. Returns 0 or -1 (reported). */
+static int step(struct sim *sim, const struct vpack_snapshot *snap, const char *where,
+                unsigned long at)
 {
     struct vpack_model_interval iv;
     struct point p = {0};
-    bool exact;
-    int k;
+    int bound, target;
 
     /* The burst ends each period of host_every intervals. */
     bool burst = sim->host_every && sim->host_burst > 0 &&
                  ++sim->nsteps % sim->host_every == 0;
 
+    if (oracle_add(sim, &sim->bound, snap, &bound) < 0 ||
+        oracle_add(sim, &sim->target, snap, &target) < 0)
+        return -1;
     for (int l = 0; l < NLEVELS; l++) {
         char *err = NULL;
         int r = burst ? vpack_model_add_foreign(sim->model[l], -1, sim->host_burst) : 0;
@@ -485,21 +514,19 @@ static int step(struct sim *sim, const struct vpack_snapshot *snap, double pack_
             free(err);
             return -1;
         }
+        if (iv.nworking < (unsigned)bound) {
+            sim->under_bound[l]++;
+            if (iv.served >= iv.demand - 1e-9)
+                sim->under_bound_served[l]++;
+        }
         if (l == NLEVELS - 1) {
             p.demand = (float)iv.demand;
             p.active = (unsigned short)iv.nworking;
             p.wakeup = (short)(iv.wakeup_package < SHRT_MAX ? iv.wakeup_package : -1);
         }
     }
-    k = vpack_oracle_packages(sim->topo, pack_watermark, snap, &exact);
-    if (k < 0) {
-        vpackctl_err("simulate: out of memory");
-        return -1;
-    }
-    sim->oracle_s += k * (snap->interval_ms / 1000.0);
     sim->seconds += snap->interval_ms / 1000.0;
-    sim->oracle_exact = sim->oracle_exact && exact;
-    p.oracle = (unsigned short)k;
+    p.bound = (unsigned short)bound;
     if (snap->ndomains > sim->ndomains)
         sim->ndomains = snap->ndomains;
     if (timeline_add(sim, &p) < 0) {
@@ -514,7 +541,7 @@ static int run(struct sim *sim, struct source *src, double max_s, const char *wr
 {
     double seconds = 0;
 
-    sim->oracle_exact = true;
+    sim->bound.exact = sim->target.exact = true;
     for (;;) {
         struct vpack_snapshot *snap = NULL;
         int r;
@@ -526,7 +553,7 @@ static int run(struct sim *sim, struct source *src, double max_s, const char *wr
             return r;
         seconds += snap->interval_ms / 1000.0;
         if ((sim->write && write_interval(sim, write_path, snap) < 0) ||
-            step(sim, snap, sim->pack_watermark, src->name,
+            step(sim, snap, src->name,
                  src->f ? src->lineno : src->k) < 0) {
             vpack_snapshot_free(snap);
             return -1;
@@ -539,7 +566,9 @@ static int run(struct sim *sim, struct source *src, double max_s, const char *wr
 /* The figures of one level. */
 struct figures {
     struct vpack_model_totals t;
-    double kwh, saving, served_ratio, moves_per_hour, vs_oracle;
+    double kwh, saving, served_ratio, moves_per_hour;
+    double awake_pkg_s;          /* sum over packages of the time not whole-idle */
+    double vs_bound, vs_target;  /* package-seconds with work against each oracle */
 };
 
 static void figures_of(const struct sim *sim, struct figures *f)
@@ -552,7 +581,12 @@ static void figures_of(const struct sim *sim, struct figures *f)
         x->saving = f[0].t.energy_j > 0 ? 1 - x->t.energy_j / f[0].t.energy_j : 0;
         x->served_ratio = x->t.demand > 0 ? x->t.served / x->t.demand : 1;
         x->moves_per_hour = x->t.seconds > 0 ? x->t.moves / (x->t.seconds / 3600) : 0;
-        x->vs_oracle = sim->oracle_s > 0 ? x->t.active_pkg_s / sim->oracle_s - 1 : 0;
+        x->awake_pkg_s = 0;
+        for (unsigned p = 0; p < x->t.npackages; p++)
+            x->awake_pkg_s += x->t.seconds - x->t.pkg_idle_s[p];
+        x->vs_bound = sim->bound.package_s > 0 ? x->t.active_pkg_s / sim->bound.package_s - 1 : 0;
+        x->vs_target =
+            sim->target.package_s > 0 ? x->t.active_pkg_s / sim->target.package_s - 1 : 0;
     }
 }
 
@@ -566,7 +600,9 @@ enum row {
     ROW_PINS,
     ROW_PIN_CPU,
     ROW_ACTIVE,
-    ROW_ORACLE
+    ROW_AWAKE,
+    ROW_BOUND,
+    ROW_TARGET,
 };
 
 static void print_row(const char *label, const struct figures *f, enum row what)
@@ -601,8 +637,14 @@ static void print_row(const char *label, const struct figures *f, enum row what)
         case ROW_ACTIVE:
             snprintf(cell, sizeof(cell), "%.0f", x->t.active_pkg_s);
             break;
+        case ROW_AWAKE:
+            snprintf(cell, sizeof(cell), "%.0f", x->awake_pkg_s);
+            break;
+        case ROW_BOUND:
+            snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_bound * 100);
+            break;
         default:
-            snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_oracle * 100);
+            snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_target * 100);
             break;
         }
         printf(" %12s", cell);
@@ -674,10 +716,18 @@ static int print_text(const struct sim *sim, const struct figures *f)
     print_row("moves per hour", f, ROW_MOVES);
     print_row("pin operations", f, ROW_PINS);
     print_row("pin CPU-seconds", f, ROW_PIN_CPU);
-    print_row("active package-seconds", f, ROW_ACTIVE);
-    print_row("vs oracle", f, ROW_ORACLE);
-    printf("%-26s %12.0f (%s)\n", "oracle package-seconds", sim->oracle_s,
-           sim->oracle_exact ? "exact" : "lower bound");
+    print_row("awake package-seconds", f, ROW_AWAKE);
+    print_row("package-seconds with work", f, ROW_ACTIVE);
+    print_row("vs capacity bound", f, ROW_BOUND);
+    print_row("vs policy target", f, ROW_TARGET);
+    printf("%-26s", "intervals under the bound");
+    for (int l = 0; l < NLEVELS; l++)
+        printf(" %12lu", sim->under_bound[l]);
+    putchar('\n');
+    printf("%-26s %12.0f (%s)\n", "capacity bound pkg-s", sim->bound.package_s,
+           sim->bound.exact ? "exact" : "lower bound");
+    printf("%-26s %12.0f (%s)\n", "policy target pkg-s", sim->target.package_s,
+           sim->target.exact ? "exact" : "lower bound");
     if (f[0].t.foreign_s > 0)
         printf("%-26s %12.1f (--host-burst)\n", "CPU-seconds outside guests", f[0].t.foreign_s);
     /* Where each thread ended up, for a trace small enough to read. */
@@ -725,9 +775,18 @@ static struct json_object *placement_json(const struct vpack_model *m, bool *ok)
     return doms;
 }
 
+static struct json_object *oracle_json(const struct oracle *x, bool *ok)
+{
+    struct json_object *o = json_object_new_object();
+
+    vpack_json_set_double(o, "package_seconds", x->package_s, ok);
+    vpack_json_set_bool(o, "exact", x->exact, ok);
+    return vpack_json_finish(o, *ok);
+}
+
 static int print_json(const struct sim *sim, const struct figures *f)
 {
-    struct json_object *o = json_object_new_object(), *levels = json_object_new_array(), *orc;
+    struct json_object *o = json_object_new_object(), *levels = json_object_new_array();
     bool ok = true;
     int ret;
 
@@ -735,10 +794,8 @@ static int print_json(const struct sim *sim, const struct figures *f)
     vpack_json_set_double(o, "seconds", f[0].t.seconds, &ok);
     vpack_json_set_int(o, "domains", (int64_t)sim->ndomains, &ok);
     vpack_json_set_str(o, "topology", sim->topo->source ? sim->topo->source : "host", &ok);
-    orc = json_object_new_object();
-    vpack_json_set_double(orc, "package_seconds", sim->oracle_s, &ok);
-    vpack_json_set_bool(orc, "exact", sim->oracle_exact, &ok);
-    vpack_json_set(o, "oracle", orc, &ok);
+    vpack_json_set(o, "capacity_bound", oracle_json(&sim->bound, &ok), &ok);
+    vpack_json_set(o, "policy_target", oracle_json(&sim->target, &ok), &ok);
     for (int l = 0; l < NLEVELS; l++) {
         const struct figures *x = &f[l];
         struct json_object *lv = json_object_new_object(), *idle = json_object_new_array(),
@@ -763,9 +820,12 @@ static int print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_int(lv, "pin_ops", (int64_t)x->t.pin_ops, &ok);
         vpack_json_set_double(lv, "pin_cpu_s", x->t.pin_cpu_s, &ok);
         vpack_json_set_double(lv, "foreign_cpu_s", x->t.foreign_s, &ok);
+        vpack_json_set_double(lv, "awake_package_seconds", x->awake_pkg_s, &ok);
         vpack_json_set_double(lv, "active_package_seconds", x->t.active_pkg_s, &ok);
         vpack_json_set_double(lv, "planned_package_seconds", x->t.planned_pkg_s, &ok);
-        vpack_json_set_double(lv, "vs_oracle", x->vs_oracle, &ok);
+        vpack_json_set_double(lv, "vs_capacity_bound", x->vs_bound, &ok);
+        vpack_json_set_double(lv, "vs_policy_target", x->vs_target, &ok);
+        vpack_json_set_int(lv, "intervals_under_bound", (int64_t)sim->under_bound[l], &ok);
         vpack_json_set(lv, "placement", placement_json(sim->model[l], &ok), &ok);
         vpack_json_append(levels, vpack_json_finish(lv, ok), &ok);
     }
@@ -786,7 +846,8 @@ static void pkg_colour(unsigned p, char *buf, size_t len)
     snprintf(buf, len, "hsl(%u,65%%,55%%)", (p * 360 / 7 + 30) % 360);
 }
 
-/* The mean of timeline series `series` (0 demand in packages' worth, 1 active, 2 oracle) over points a..b-1. */
+/* The mean of timeline series `series` (0 demand in packages' worth, 1 active, 2 the capacity
+ * bound) over points a..b-1. */
 static double tl_mean(const struct sim *sim, int series, unsigned long a, unsigned long b,
                       double cores_per_pkg)
 {
@@ -795,7 +856,7 @@ static double tl_mean(const struct sim *sim, int series, unsigned long a, unsign
     for (unsigned long i = a; i < b; i++)
         sum += series == 0   ? sim->tl[i].demand / cores_per_pkg
                : series == 1 ? sim->tl[i].active
-                             : sim->tl[i].oracle;
+                             : sim->tl[i].bound;
     return b > a ? sum / (double)(b - a) : 0;
 }
 
@@ -830,7 +891,7 @@ static double tick_hours(double hours)
 
 /*
  * The level 2 timeline as SVG: the demand in packages' worth of cores, the
- * packages with work on them and the oracle's count, on one package scale;
+ * packages with work on them and the capacity bound, on one package scale;
  * a strip coloured by the wake-up package; the day's figures underneath.
  */
 static int write_svg(const struct sim *sim, const struct figures *fg, const char *path)
@@ -874,7 +935,7 @@ static int write_svg(const struct sim *sim, const struct figures *fg, const char
                "<line x1=\"%.0f\" y1=\"36\" x2=\"%.0f\" y2=\"36\" stroke=\"#d62728\" stroke-width=\"2.5\"/>"
                "<text x=\"%.0f\" y=\"40\">packages with work (vpack)</text>"
                "<line x1=\"%.0f\" y1=\"36\" x2=\"%.0f\" y2=\"36\" stroke=\"#444\" stroke-width=\"1.5\" "
-               "stroke-dasharray=\"5,3\"/><text x=\"%.0f\" y=\"40\">oracle (fewest packages)</text></g>\n",
+               "stroke-dasharray=\"5,3\"/><text x=\"%.0f\" y=\"40\">capacity bound (fewest packages)</text></g>\n",
             left, left + 24, left + 30, left + 270, left + 294, left + 300, left + 490, left + 514,
             left + 520);
     /* Package grid and labels. */
@@ -956,9 +1017,9 @@ static int write_svg(const struct sim *sim, const struct figures *fg, const char
                "work %.4f of level 0, %.1f moves per hour</text>\n",
             left, H - 28, -100 * fg[2].saving,
             fg[0].t.served > 0 ? fg[2].t.served / fg[0].t.served : 1, fg[2].moves_per_hour);
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">active package-seconds: level 2 %.0f, oracle %.0f "
-               "(level 2 %+.1f%%), level 0 %.0f</text>\n",
-            left, H - 10, fg[2].t.active_pkg_s, sim->oracle_s, 100 * fg[2].vs_oracle,
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">package-seconds with work: level 2 %.0f, capacity "
+               "bound %.0f (level 2 %+.1f%%), level 0 %.0f</text>\n",
+            left, H - 10, fg[2].t.active_pkg_s, sim->bound.package_s, 100 * fg[2].vs_bound,
             fg[0].t.active_pkg_s);
     fprintf(f, "</svg>\n");
     free(v);
@@ -1009,6 +1070,25 @@ static int load_config(const struct sim_args *a, struct vpack_config *c)
         return a->nsets ? VPACKCTL_EXIT_USAGE : VPACKCTL_EXIT_FAIL;
     }
     return VPACKCTL_PROCEED;
+}
+
+/*
+ * A level with fewer packages with work than the capacity bound while it
+ * served all its demand breaks the bound's proof (oracle.h): a bug in the
+ * model or the oracle, never a result. Returns 0, or -1 (reported).
+ */
+static int bound_broken(const struct sim *sim)
+{
+    int ret = 0;
+
+    for (int l = 0; l < NLEVELS; l++)
+        if (sim->under_bound_served[l]) {
+            vpackctl_err("simulate: bug: level %d had fewer packages with work than the capacity "
+                         "bound in %lu intervals where it served all its demand",
+                         l, sim->under_bound_served[l]);
+            ret = -1;
+        }
+    return ret;
 }
 
 /* The power model of --power, or the defaults. Returns 0 or -1 (reported). */
@@ -1062,7 +1142,14 @@ int simulate_main(int argc, char **argv)
     if (load_power(a.power, &pw) < 0)
         goto cleanup;
     sim.topo = topo;
-    sim.pack_watermark = conf.policy.pack_watermark;
+    sim.bound.cap = calloc(topo->npackages ? topo->npackages : 1, sizeof(double));
+    sim.target.cap = calloc(topo->npackages ? topo->npackages : 1, sizeof(double));
+    if (!sim.bound.cap || !sim.target.cap) {
+        vpackctl_err("simulate: out of memory");
+        goto cleanup;
+    }
+    vpack_oracle_capacity_real(topo, pw.smt_gain, sim.bound.cap);
+    vpack_oracle_capacity_target(topo, conf.policy.pack_watermark, sim.target.cap);
     vpack_model_host_default(&host);
     /* The model observes as the configured agent would. */
     host.smoothing_rise = conf.smoothing_rise;
@@ -1112,6 +1199,8 @@ int simulate_main(int argc, char **argv)
         goto cleanup;
     }
     figures_of(&sim, f);
+    if (bound_broken(&sim) < 0)
+        goto cleanup;
     if (a.svg && write_svg(&sim, f, a.svg) < 0)
         goto cleanup;
     ret = a.json ? print_json(&sim, f) : print_text(&sim, f);
@@ -1126,6 +1215,8 @@ cleanup:
     for (int l = 0; l < NLEVELS; l++)
         vpack_model_free(sim.model[l]);
     free(sim.tl);
+    free(sim.bound.cap);
+    free(sim.target.cap);
     vpack_topology_free(topo);
     vpack_config_clear(&conf);
     free(reserved);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The oracle: see include/vpack/oracle.h for the definition and the proof sketch. */
+/* The oracles: see include/vpack/oracle.h for the definitions and the proofs. */
 #include "vpack/oracle.h"
 
 #include <errno.h>
@@ -40,14 +40,14 @@ static void add_constraint(uint64_t *list, unsigned *n, uint64_t bits)
     *n = k;
 }
 
-static bool holds(const struct vpack_topology *t, uint64_t set, double need, const uint64_t *cons,
-                  unsigned ncons)
+static bool holds(const struct vpack_topology *t, const double *capacity, uint64_t set,
+                  double need, const uint64_t *cons, unsigned ncons)
 {
     double cap = 0;
 
     for (unsigned p = 0; p < t->npackages; p++)
         if (set >> p & 1)
-            cap += t->packages[p].ncores;
+            cap += capacity[p];
     if (cap < need - 1e-9)
         return false;
     for (unsigned i = 0; i < ncons; i++)
@@ -63,9 +63,9 @@ static uint64_t next_combination(uint64_t x)
     return (((r ^ x) >> 2) / c) | r;
 }
 
-static int cmp_cores_desc(const void *a, const void *b)
+static int cmp_desc(const void *a, const void *b)
 {
-    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    double x = *(const double *)a, y = *(const double *)b;
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
@@ -76,22 +76,22 @@ static int popcount_cmp(const void *a, const void *b)
 }
 
 /* The two lower bounds of the header comment. */
-static int lower_bound(const struct vpack_topology *t, double need, uint64_t *cons,
-                       unsigned ncons)
+static int lower_bound(const struct vpack_topology *t, const double *capacity, double need,
+                       uint64_t *cons, unsigned ncons)
 {
-    unsigned *cores = malloc(t->npackages * sizeof(*cores));
+    double *sorted = malloc(t->npackages * sizeof(*sorted));
     unsigned k = 0, disjoint = 0;
     double cap = 0;
     uint64_t taken = 0;
 
-    if (!cores)
+    if (!sorted)
         return -ENOMEM;
     for (unsigned p = 0; p < t->npackages; p++)
-        cores[p] = t->packages[p].ncores;
-    qsort(cores, t->npackages, sizeof(*cores), cmp_cores_desc);
+        sorted[p] = capacity[p];
+    qsort(sorted, t->npackages, sizeof(*sorted), cmp_desc);
     while (k < t->npackages && cap < need - 1e-9)
-        cap += cores[k++];
-    free(cores);
+        cap += sorted[k++];
+    free(sorted);
     qsort(cons, ncons, sizeof(*cons), popcount_cmp);
     for (unsigned i = 0; i < ncons; i++) {
         if (cons[i] & taken)
@@ -103,12 +103,30 @@ static int lower_bound(const struct vpack_topology *t, double need, uint64_t *co
     return (int)(k ? k : 1);
 }
 
-int vpack_oracle_packages(const struct vpack_topology *t, double pack_watermark,
+void vpack_oracle_capacity_real(const struct vpack_topology *t, double smt_gain, double *cap)
+{
+    for (unsigned p = 0; p < t->npackages; p++) {
+        const struct vpack_package *pk = &t->packages[p];
+        unsigned cpus = vpack_cpuset_count(&pk->cpus), cores = pk->ncores ? pk->ncores : 1;
+
+        /* The model's cores: CPU i of the package is on core i mod ncores (model.h, step 4). */
+        cap[p] = cpus > cores ? cores + smt_gain * (cpus - cores) : cpus;
+    }
+}
+
+void vpack_oracle_capacity_target(const struct vpack_topology *t, double pack_watermark,
+                                  double *cap)
+{
+    for (unsigned p = 0; p < t->npackages; p++)
+        cap[p] = t->packages[p].ncores * pack_watermark;
+}
+
+int vpack_oracle_packages(const struct vpack_topology *t, const double *capacity,
                           const struct vpack_snapshot *snap, bool *exact)
 {
     unsigned n = t->npackages, ncons = 0, cap = 0;
     uint64_t *cons = NULL;
-    double demand = 0, need;
+    double need = 0;
     int ret;
 
     if (exact)
@@ -133,7 +151,7 @@ int vpack_oracle_packages(const struct vpack_topology *t, double pack_watermark,
 
             if (th->util <= 0)
                 continue;
-            demand += cut(th->util);
+            need += cut(th->util);
             if (!allowed || n > MAX_BITS)
                 continue;
             bits = packages_of(t, allowed);
@@ -142,11 +160,10 @@ int vpack_oracle_packages(const struct vpack_topology *t, double pack_watermark,
                 add_constraint(cons, &ncons, bits);
         }
     }
-    need = demand / pack_watermark;
     if (n > VPACK_ORACLE_EXACT_MAX) {
         if (exact)
             *exact = false;
-        ret = lower_bound(t, need, cons, ncons);
+        ret = lower_bound(t, capacity, need, cons, ncons);
         free(cons);
         return ret;
     }
@@ -155,7 +172,7 @@ int vpack_oracle_packages(const struct vpack_topology *t, double pack_watermark,
         uint64_t limit = UINT64_C(1) << n;
 
         for (uint64_t s = (UINT64_C(1) << k) - 1; s < limit; s = next_combination(s))
-            if (holds(t, s, need, cons, ncons)) {
+            if (holds(t, capacity, s, need, cons, ncons)) {
                 ret = (int)k;
                 break;
             }

@@ -1,21 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The oracle: the fewest packages that could carry one interval of a trace,
- * the yardstick for the policy's active package count. Pure.
+ * Oracles: the fewest packages that could carry one interval of a trace, the
+ * yardsticks for a policy's package count. Pure.
  *
- * A set S of packages holds the interval when
- *  (a) capacity: the sum over S of cores * pack_watermark is at least the
- *      demand (every thread's util, each cut to 1), and
+ * Each package p is given a capacity cap[p], in CPUs' worth of work. A set S
+ * of packages holds the interval when
+ *  (a) capacity: the sum over S of cap[p] is at least the demand (every
+ *      thread's util, each cut to 1), and
  *  (b) bounds: every thread with demand > 0 can run in S: its guest pin, else
  *      its domain's cpuset bound, else any usable CPU, meets a CPU of S.
  * The oracle is the size of the smallest such S (all packages when none is).
  *
+ * Two capacities, two oracles (vpackctl simulate reports both):
+ *
+ *  - The capacity bound (vpack_oracle_capacity_real()): cap[p] is the most
+ *    work the package can serve at 100 %: ncores + smt_gain * (ncpus -
+ *    ncores), the host model's per-core capacity 1 + smt_gain * (k - 1)
+ *    (include/vpack/model.h, step 4) summed over its cores, every CPU busy.
+ *    It is a true lower bound of the packages with work of any placement
+ *    that serves the whole demand and keeps every pin and bound: such a
+ *    placement's working set W serves the demand within W's capacity, so W
+ *    satisfies (a), and every thread with demand runs inside its allowed
+ *    CPUs in W, so W satisfies (b); hence |W| >= the smallest such set. A
+ *    policy whose working set is smaller in an interval has left demand
+ *    unserved in that interval; one that is smaller with every demand served
+ *    has a bug (vpackctl simulate counts such intervals and fails on one).
+ *  - The policy target (vpack_oracle_capacity_target()): cap[p] is ncores *
+ *    pack_watermark, the load the policy aims to leave on a package. Not a
+ *    bound: a policy that fills packages past the pack watermark (up to its
+ *    spread watermark) or counts SMT siblings legitimately uses fewer.
+ *
  * Exact for hosts of at most VPACK_ORACLE_EXACT_MAX packages: the sets are
  * enumerated by size, smallest first. For larger hosts it is a lower bound,
  * the larger of two:
- *  - capacity: the fewest packages, largest first, whose cores *
- *    pack_watermark reach the demand. Proof: any k packages have at most the
- *    cores of the k largest, so a smaller S fails (a).
+ *  - capacity: the fewest packages, largest capacity first, whose capacities
+ *    reach the demand. Proof: any k packages hold at most the capacity of
+ *    the k largest, so a smaller S fails (a).
  *  - disjoint bounds: threads whose allowed package sets are pairwise
  *    disjoint (picked greedily, smallest set first) each need a package of S
  *    of their own, so |S| is at least their number by (b).
@@ -31,12 +51,20 @@
 
 #define VPACK_ORACLE_EXACT_MAX 16
 
+/* cap[p] = ncores + smt_gain * (usable CPUs - ncores) for every package of topo. */
+void vpack_oracle_capacity_real(const struct vpack_topology *topo, double smt_gain, double *cap);
+
+/* cap[p] = ncores * pack_watermark for every package of topo. */
+void vpack_oracle_capacity_target(const struct vpack_topology *topo, double pack_watermark,
+                                  double *cap);
+
 /*
- * The oracle's package count for snap (util = demand) on topo; *exact (may
- * be NULL) says whether it is the minimum or a lower bound. Returns the
- * count (>= 1 when topo has a package), or -ENOMEM.
+ * The oracle's package count for snap (util = demand) on topo, with cap[]
+ * (one per package, > 0) as above; *exact (may be NULL) says whether it is
+ * the minimum or a lower bound of it. Returns the count (>= 1 when topo has
+ * a package), or -ENOMEM.
  */
-int vpack_oracle_packages(const struct vpack_topology *topo, double pack_watermark,
+int vpack_oracle_packages(const struct vpack_topology *topo, const double *cap,
                           const struct vpack_snapshot *snap, bool *exact);
 
 #endif

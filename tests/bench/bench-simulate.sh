@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The host model's speed: `vpackctl simulate` of 24 h at 1 s intervals of the
 # 100 PlanetLab VMs in tests/data/planetlab on a 2 x 16-core SMT host, the
-# three levels and the oracle. Prints the wall time and fails above LIMIT_S
+# three levels and the two oracles. Prints the wall time and fails above LIMIT_S
 # (default 60). Usage: bench-simulate.sh VPACKCTL
 set -euo pipefail
 vpackctl=${1:?usage: bench-simulate.sh VPACKCTL}
@@ -15,7 +15,7 @@ out=$("$vpackctl" simulate --planetlab "$data" --vms 100 --seed 1 --topology "$t
 end=$EPOCHREALTIME
 secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 echo "$out"
-echo "simulate: 24 h at 1 s, 100 VMs, $topo, levels 0/1/2 + oracle: ${secs} s (limit ${limit} s)"
+echo "simulate: 24 h at 1 s, 100 VMs, $topo, levels 0/1/2 + oracles: ${secs} s (limit ${limit} s)"
 if awk -v s="$secs" -v l="$limit" 'BEGIN { exit !(s > l) }'; then
     echo "FAIL: over ${limit} s"
     exit 1

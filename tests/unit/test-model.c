@@ -390,12 +390,18 @@ static void test_power_params(void **state)
     free(err);
 }
 
+/* The policy target's count at pack watermark 0.6. */
 static int oracle(const struct vpack_topology *t, const char *text, bool *exact)
 {
     struct vpack_snapshot *s = line(text);
-    int k = vpack_oracle_packages(t, 0.6, s, exact);
+    double *cap = calloc(t->npackages, sizeof(*cap));
+    int k;
 
+    assert_non_null(cap);
+    vpack_oracle_capacity_target(t, 0.6, cap);
+    k = vpack_oracle_packages(t, cap, s, exact);
     vpack_snapshot_free(s);
+    free(cap);
     return k;
 }
 
@@ -477,6 +483,63 @@ static void test_oracle_large_bound(void **state)
     vpack_topology_free(t);
 }
 
+/* n busy vCPUs of one level-0 domain, free to run anywhere. */
+static char *busy_domain(unsigned n)
+{
+    char *text = malloc(64 + 32 * n);
+    size_t len;
+
+    assert_non_null(text);
+    len = (size_t)sprintf(text, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                                "\"level\":0,\"vcpus\":[");
+    for (unsigned i = 0; i < n; i++)
+        len += (size_t)sprintf(text + len, "%s{\"id\":%u,\"util\":1}", i ? "," : "", i);
+    strcpy(text + len, "]}]}");
+    return text;
+}
+
+/*
+ * The capacity bound: each package serves ncores + smt_gain * (CPUs -
+ * ncores) at most, which is what the model serves when every CPU is busy
+ * (the bound's proof rests on it), and the bound never exceeds the policy
+ * target.
+ */
+static void test_oracle_capacity_bound(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 core:4 pu:2\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_interval iv;
+    double real[2], target[2];
+    bool exact = false;
+
+    (void)state;
+    vpack_oracle_capacity_real(t, power.smt_gain, real);
+    vpack_oracle_capacity_target(t, 0.6, target);
+    assert_float_equal(real[0], 4 + power.smt_gain * 4, EPS);
+    assert_float_equal(target[1], 2.4, EPS);
+    for (unsigned n = 1; n <= 16; n++) {
+        char *text = busy_domain(n);
+        struct vpack_snapshot *s = line(text);
+        int bound = vpack_oracle_packages(t, real, s, &exact);
+        int tgt = vpack_oracle_packages(t, target, s, NULL);
+
+        assert_true(exact);
+        /* 5 CPUs' worth per package: 1 package up to 5 busy vCPUs, then 2. */
+        assert_int_equal(bound, n <= 5 ? 1 : 2);
+        assert_int_equal(tgt, n <= 2 ? 1 : 2);
+        assert_true(bound <= tgt);
+        /* The model serves no more than the bound's capacity of every package. */
+        step(m, text, &iv);
+        assert_true(iv.served <= real[0] + real[1] + EPS);
+        if (n == 16)
+            assert_float_equal(iv.served, real[0] + real[1], EPS);
+        vpack_snapshot_free(s);
+        free(text);
+    }
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_oracle_small_exact),
         cmocka_unit_test(test_oracle_pins),
         cmocka_unit_test(test_oracle_large_bound),
+        cmocka_unit_test(test_oracle_capacity_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

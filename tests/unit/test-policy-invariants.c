@@ -403,16 +403,31 @@ static void check_not_split(const struct world *w, const vpack_cpuset *prev_emu,
              load, n);
 }
 
-/* Steady state: as many active packages as the oracle's fewest (a lower bound on big hosts). */
+/*
+ * Steady state: as many active packages as the policy target's fewest (a
+ * lower bound on big hosts), and never fewer than the capacity bound.
+ */
 static void check_oracle(const struct world *w)
 {
+    double *cap = calloc(w->t->npackages, sizeof(*cap));
+    struct vpack_power_params pw;
     bool exact = false;
-    int o = vpack_oracle_packages(w->t, w->par.pack_watermark, w->snap, &exact);
     unsigned n = w->plan->lifted ? w->t->npackages : w->plan->nactive;
+    int o, bound;
 
-    assert_true(o > 0);
+    assert_non_null(cap);
+    vpack_oracle_capacity_target(w->t, w->par.pack_watermark, cap);
+    o = vpack_oracle_packages(w->t, cap, w->snap, &exact);
+    vpack_power_params_default(&pw);
+    vpack_oracle_capacity_real(w->t, pw.smt_gain, cap);
+    bound = vpack_oracle_packages(w->t, cap, w->snap, NULL);
+    free(cap);
+    assert_true(o > 0 && bound > 0 && bound <= o);
     if (exact ? n != (unsigned)o : n < (unsigned)o)
-        FAIL(w, "%u active packages, the oracle's %s is %d", n, exact ? "fewest" : "bound", o);
+        FAIL(w, "%u active packages, the policy target's %s is %d", n,
+             exact ? "fewest" : "bound", o);
+    if (n < (unsigned)bound)
+        FAIL(w, "%u active packages, below the capacity bound %d", n, bound);
 }
 
 /*
