@@ -311,7 +311,7 @@ sleep 2   # the boots' tail
 vp_domain_costs 5 vpf-a vpf-b vpf-p | sed 's/^/guest cost (CPUs): /'
 # Packed, this load sits on one 1-core package under the 0.9 pack and 0.95
 # spread watermarks below: it must stay well clear of them.
-vp_fit_watermarks 0.9 0.95 0.3 "the packed load must stay clear of the pack watermark"
+vp_fit_watermarks 0.9 0.95 0.3 "the packed load must stay clear of the pack watermark" 0.95
 agent_args+=("${VP_WATERMARKS[@]}")   # later --set wins
 untouched=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
 
