@@ -150,6 +150,8 @@ struct sim {
      * of those, intervals where the level served all its demand (a bug). */
     unsigned long under_bound[NLEVELS], under_bound_served[NLEVELS];
     unsigned long ndomains; /* most domains in one interval */
+    enum vpack_pc6_scope pc6_scope; /* the power model's */
+    double idle_w, deep_w;          /* ... for the idle_w sensitivity */
     double host_burst;      /* --host-burst: CPUs, every host_every intervals */
     unsigned host_every;
     unsigned long nsteps;
@@ -568,8 +570,17 @@ struct figures {
     struct vpack_model_totals t;
     double kwh, saving, served_ratio, moves_per_hour;
     double awake_pkg_s;          /* sum over packages of the time not whole-idle */
+    double saving_scope[VPACK_PC6_SCOPES]; /* against level 0, under each deep-state scope */
+    double saving_idle_deep;     /* ... under the power model's scope, with idle_w = deep_w */
     double vs_bound, vs_target;  /* package-seconds with work against each oracle */
 };
+
+/* Energy under the power model's scope had a whole-idle package outside the deep state drawn deep_w. */
+static double energy_idle_deep(const struct sim *sim, const struct vpack_model_totals *t)
+{
+    return t->energy_scope_j[sim->pc6_scope] -
+           (sim->idle_w - sim->deep_w) * t->shallow_pkg_s[sim->pc6_scope];
+}
 
 static void figures_of(const struct sim *sim, struct figures *f)
 {
@@ -579,6 +590,13 @@ static void figures_of(const struct sim *sim, struct figures *f)
         vpack_model_totals(sim->model[l], &x->t);
         x->kwh = x->t.energy_j / 3.6e6;
         x->saving = f[0].t.energy_j > 0 ? 1 - x->t.energy_j / f[0].t.energy_j : 0;
+        for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++)
+            x->saving_scope[s] = f[0].t.energy_scope_j[s] > 0
+                                     ? 1 - x->t.energy_scope_j[s] / f[0].t.energy_scope_j[s]
+                                     : 0;
+        x->saving_idle_deep = energy_idle_deep(sim, &f[0].t) > 0
+                                  ? 1 - energy_idle_deep(sim, &x->t) / energy_idle_deep(sim, &f[0].t)
+                                  : 0;
         x->served_ratio = x->t.demand > 0 ? x->t.served / x->t.demand : 1;
         x->moves_per_hour = x->t.seconds > 0 ? x->t.moves / (x->t.seconds / 3600) : 0;
         x->awake_pkg_s = 0;
@@ -711,6 +729,27 @@ static int print_text(const struct sim *sim, const struct figures *f)
     }
     print_row("energy (kWh)", f, ROW_KWH);
     print_row("saving vs level 0", f, ROW_SAVING);
+    /* The same run with the deep package C-state held elsewhere (sensitivity). */
+    for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++) {
+        char label[64];
+
+        snprintf(label, sizeof(label), "  ... PC6 scope %s%s", vpack_pc6_scope_name(s),
+                 s == sim->pc6_scope ? "*" : "");
+        printf("%-26s", label);
+        for (int l = 0; l < NLEVELS; l++) {
+            char cell[32];
+            snprintf(cell, sizeof(cell), "%.1f%%", f[l].saving_scope[s] * 100);
+            printf(" %12s", cell);
+        }
+        putchar('\n');
+    }
+    printf("%-26s", "  ... idle_w as deep_w");
+    for (int l = 0; l < NLEVELS; l++) {
+        char cell[32];
+        snprintf(cell, sizeof(cell), "%.1f%%", f[l].saving_idle_deep * 100);
+        printf(" %12s", cell);
+    }
+    putchar('\n');
     print_row("served work ratio", f, ROW_SERVED);
     print_row("p99 vCPU delay", f, ROW_DELAY);
     print_row("moves per hour", f, ROW_MOVES);
@@ -775,6 +814,21 @@ static struct json_object *placement_json(const struct vpack_model *m, bool *ok)
     return doms;
 }
 
+/* {"package": {"energy_j", "saving"}, "system": ..., "none": ...} of one level. */
+static struct json_object *scope_json(const struct figures *x, bool *ok)
+{
+    struct json_object *o = json_object_new_object();
+
+    for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++) {
+        struct json_object *e = json_object_new_object();
+
+        vpack_json_set_double(e, "energy_j", x->t.energy_scope_j[s], ok);
+        vpack_json_set_double(e, "saving", x->saving_scope[s], ok);
+        vpack_json_set(o, vpack_pc6_scope_name(s), vpack_json_finish(e, *ok), ok);
+    }
+    return vpack_json_finish(o, *ok);
+}
+
 static struct json_object *oracle_json(const struct oracle *x, bool *ok)
 {
     struct json_object *o = json_object_new_object();
@@ -794,6 +848,7 @@ static int print_json(const struct sim *sim, const struct figures *f)
     vpack_json_set_double(o, "seconds", f[0].t.seconds, &ok);
     vpack_json_set_int(o, "domains", (int64_t)sim->ndomains, &ok);
     vpack_json_set_str(o, "topology", sim->topo->source ? sim->topo->source : "host", &ok);
+    vpack_json_set_str(o, "pc6_scope", vpack_pc6_scope_name(sim->pc6_scope), &ok);
     vpack_json_set(o, "capacity_bound", oracle_json(&sim->bound, &ok), &ok);
     vpack_json_set(o, "policy_target", oracle_json(&sim->target, &ok), &ok);
     for (int l = 0; l < NLEVELS; l++) {
@@ -811,6 +866,8 @@ static int print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set(lv, "package_busy", busy, &ok);
         vpack_json_set_double(lv, "energy_j", x->t.energy_j, &ok);
         vpack_json_set_double(lv, "saving", x->saving, &ok);
+        vpack_json_set(lv, "by_pc6_scope", scope_json(x, &ok), &ok);
+        vpack_json_set_double(lv, "saving_idle_w_as_deep_w", x->saving_idle_deep, &ok);
         vpack_json_set_double(lv, "demand_cpu_s", x->t.demand, &ok);
         vpack_json_set_double(lv, "served_cpu_s", x->t.served, &ok);
         vpack_json_set_double(lv, "served_ratio", x->served_ratio, &ok);
@@ -1142,6 +1199,9 @@ int simulate_main(int argc, char **argv)
     if (load_power(a.power, &pw) < 0)
         goto cleanup;
     sim.topo = topo;
+    sim.pc6_scope = pw.pc6_scope;
+    sim.idle_w = pw.idle_w;
+    sim.deep_w = pw.deep_w;
     sim.bound.cap = calloc(topo->npackages ? topo->npackages : 1, sizeof(double));
     sim.target.cap = calloc(topo->npackages ? topo->npackages : 1, sizeof(double));
     if (!sim.bound.cap || !sim.target.cap) {

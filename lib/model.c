@@ -17,19 +17,42 @@
 /* The p99 delay comes from a histogram of this many bins over 0..1. */
 #define HIST_BINS 10000
 
+static const char *const scope_names[VPACK_PC6_SCOPES] = {"package", "system", "none"};
+
+const char *vpack_pc6_scope_name(enum vpack_pc6_scope s)
+{
+    return (unsigned)s < VPACK_PC6_SCOPES ? scope_names[s] : "?";
+}
+
 void vpack_power_params_default(struct vpack_power_params *p)
 {
     /* The values of data/power-model.ini; keep the two alike. */
     p->awake_w = 30.0;
     p->core_w = 5.0;
     p->deep_w = 8.0;
+    p->idle_w = 30.0;
     p->smt_gain = 0.25;
+    p->pc6_scope = VPACK_PC6_SYSTEM;
 }
 
 struct power_ctx {
     struct vpack_power_params *p;
+    bool have_idle;
     char msg[256];
 };
+
+/* [package] pc6_scope. Returns 1, or 0 with c->msg. */
+static int power_scope(struct power_ctx *c, const char *value)
+{
+    for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++)
+        if (!strcmp(value, scope_names[s])) {
+            c->p->pc6_scope = (enum vpack_pc6_scope)s;
+            return 1;
+        }
+    snprintf(c->msg, sizeof(c->msg),
+             "[package] pc6_scope = '%s': expected package, system or none", value);
+    return 0;
+}
 
 static int power_key(void *user, const char *section, const char *name, const char *value)
 {
@@ -44,6 +67,11 @@ static int power_key(void *user, const char *section, const char *name, const ch
         dst = &c->p->core_w;
     else if (!strcmp(section, "package") && !strcmp(name, "deep_w"))
         dst = &c->p->deep_w;
+    else if (!strcmp(section, "package") && !strcmp(name, "idle_w")) {
+        dst = &c->p->idle_w;
+        c->have_idle = true;
+    } else if (!c->msg[0] && !strcmp(section, "package") && !strcmp(name, "pc6_scope"))
+        return power_scope(c, value);
     else if (!strcmp(section, "smt") && !strcmp(name, "gain")) {
         dst = &c->p->smt_gain;
         max = 1;
@@ -91,11 +119,13 @@ int vpack_power_params_parse(const char *text, size_t len, struct vpack_power_pa
     if (line != 0)
         return vpack_errmsg_set(-EINVAL, errmsg, "line %d: %s", line,
                                 c.msg[0] ? c.msg : "not an INI line");
-    if (p.deep_w > p.awake_w)
+    if (!c.have_idle)
+        p.idle_w = p.awake_w;
+    if (p.deep_w > p.idle_w || p.idle_w > p.awake_w)
         return vpack_errmsg_set(-EINVAL, errmsg,
-                                "deep_w (%g) must not be above awake_w (%g): the deep state "
-                                "saves power",
-                                p.deep_w, p.awake_w);
+                                "expected deep_w <= idle_w <= awake_w, got %g, %g and %g: an idler "
+                                "state draws no more",
+                                p.deep_w, p.idle_w, p.awake_w);
     *out = p;
     return 0;
 }
@@ -276,6 +306,9 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
         return vpack_errmsg_set(-EINVAL, errmsg, "level %d: expected -1, 0, 1 or 2", level);
     if (!topo || topo->npackages == 0 || topo->max_cpu < 0)
         return vpack_errmsg_set(-EINVAL, errmsg, "the topology has no usable CPU");
+    if ((unsigned)power->pc6_scope >= VPACK_PC6_SCOPES)
+        return vpack_errmsg_set(-EINVAL, errmsg, "pc6_scope %d: expected 0 to %d",
+                                (int)power->pc6_scope, VPACK_PC6_SCOPES - 1);
     m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
@@ -817,13 +850,25 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
 static void account_packages(struct vpack_model *m, struct vpack_model_interval *iv, double dt)
 {
     const struct vpack_power_params *pw = &m->power;
+    double all_idle = 1; /* every package whole-idle at once (independent packages) */
 
+    for (unsigned p = 0; p < m->topo->npackages; p++)
+        all_idle *= m->pkg_idle[p];
     for (unsigned p = 0; p < m->topo->npackages; p++) {
         double idle = m->pkg_idle[p];
-        double watts = idle * pw->deep_w + (1 - idle) * pw->awake_w + pw->core_w * m->pkg_busy[p];
+        /* The share of the interval in the deep state, under each scope. */
+        double deep[VPACK_PC6_SCOPES] = {idle, all_idle, 0};
         unsigned nc = m->topo->packages[p].ncores ? m->topo->packages[p].ncores : 1;
 
-        iv->energy_j += watts * dt;
+        for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++) {
+            double watts = deep[s] * pw->deep_w + (idle - deep[s]) * pw->idle_w +
+                           (1 - idle) * pw->awake_w + pw->core_w * m->pkg_busy[p];
+
+            m->tot.energy_scope_j[s] += watts * dt;
+            m->tot.shallow_pkg_s[s] += (idle - deep[s]) * dt;
+            if (s == pw->pc6_scope)
+                iv->energy_j += watts * dt;
+        }
         if (m->pkg_busy[p] > 1e-9)
             iv->nworking++;
         m->pkg_busy[p] /= nc;

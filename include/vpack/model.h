@@ -60,9 +60,17 @@
  *     siblings); a package is whole-idle prod(1 - busy of its cores) of the
  *     time (independent cores: exact when no core has work, pessimistic for
  *     correlated idle).
- *  7. Power, per package: awake_w while not whole-idle, deep_w while
- *     whole-idle (the deep package C-state), plus core_w per busy core.
- *     energy = power * interval.
+ *  7. Power, per package: awake_w while not whole-idle, plus core_w per
+ *     busy core; while whole-idle, deep_w for the share of the interval the
+ *     deep package C-state can be held and idle_w (every core in core C6,
+ *     the uncore up) for the rest. Where the deep state can be held is the
+ *     platform's pc6_scope: per package, the package's whole-idle share;
+ *     system-wide (Intel Xeon: package C6 is entered only when every CPU of
+ *     every socket is in core C6), the share of the interval every package
+ *     is whole-idle at once, prod(whole-idle share) over the packages
+ *     (independent packages, as for cores); none, never. energy = power *
+ *     interval. The totals also keep the energy under each scope, so one run
+ *     shows what the platform's scope does to the result.
  *
  * What the model cannot see: wake-up latency and transition energy of
  * C-states, turbo and frequency, cache and memory locality (remote memory
@@ -87,12 +95,25 @@
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
 
+/* Where a package can hold its deep C-state (package C6). */
+enum vpack_pc6_scope {
+    VPACK_PC6_PACKAGE, /* whenever all of its own cores are idle */
+    VPACK_PC6_SYSTEM,  /* only while every core of every package is idle */
+    VPACK_PC6_NONE,    /* never (disabled, or no such state) */
+    VPACK_PC6_SCOPES
+};
+
+/* "package", "system" or "none". */
+const char *vpack_pc6_scope_name(enum vpack_pc6_scope s);
+
 /* The per-package power model; data/power-model.ini cites the sources. */
 struct vpack_power_params {
     double awake_w;   /* package awake, no core busy (uncore, LLC, links) */
     double core_w;    /* added per busy physical core */
     double deep_w;    /* whole package in its deep C-state */
+    double idle_w;    /* whole package idle (cores in core C6) outside the deep state */
     double smt_gain;  /* work a second busy hardware thread adds to a core, 0..1 */
+    enum vpack_pc6_scope pc6_scope;
 };
 
 /* The defaults, the values of data/power-model.ini. */
@@ -125,8 +146,9 @@ struct vpack_model_host {
 void vpack_model_host_default(struct vpack_model_host *h);
 /*
  * Reads an INI text of len bytes: section [package] with keys awake_w,
- * core_w, deep_w (watts, >= 0, deep_w <= awake_w) and [smt] with gain
- * (0..1); missing keys keep their defaults. Returns 0, or -EINVAL with
+ * core_w, deep_w, idle_w (watts, >= 0, deep_w <= idle_w <= awake_w; idle_w
+ * missing is awake_w) and pc6_scope (package, system or none), and [smt]
+ * with gain (0..1); other missing keys keep their defaults. Returns 0, or -EINVAL with
  * *errmsg ("line N: ...") for an unknown key or a bad value.
  */
 int vpack_power_params_parse(const char *text, size_t len, struct vpack_power_params *out,
@@ -208,7 +230,11 @@ struct vpack_model_totals {
     unsigned long intervals;
     double seconds;
     double demand, served;        /* CPU-seconds */
-    double energy_j;
+    double energy_j;              /* with the power model's pc6_scope */
+    double energy_scope_j[VPACK_PC6_SCOPES]; /* the same run under each scope */
+    /* Package-seconds whole-idle outside the deep state, under each scope: the
+     * energy at another idle_w is energy_scope_j + (that - idle_w) * this. */
+    double shallow_pkg_s[VPACK_PC6_SCOPES];
     unsigned long pin_ops, moves;
     double foreign_s;             /* CPU-seconds of foreign load given */
     double pin_cpu_s;             /* CPU-seconds the pin operations cost */

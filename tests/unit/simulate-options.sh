@@ -133,6 +133,23 @@ sim --topology "$topo" --json --host-burst 2:10
     [ "$(field "$out" 'o["levels"][0]["served_cpu_s"] <= '"$(field "$default" 'o["levels"][0]["served_cpu_s"]')")" = True ] ||
     fail "--host-burst: not charged to energy, or counted as served work"
 
+# ---- the power model: the deep state's scope --------------------------------
+printf '[package]\npc6_scope = socket\n' >"$tmp/badscope.ini"
+sim --topology "$topo" --power "$tmp/badscope.ini"
+refused "bad pc6_scope" 1 "$tmp/badscope.ini" "line 2" "pc6_scope" "expected package, system or none"
+[ "$(field "$default" 'o["pc6_scope"]')" = system ] || fail "built-in pc6_scope is not system"
+[ "$(field "$default" 'all(abs(l["saving"] - l["by_pc6_scope"]["system"]["saving"]) < 1e-9 for l in o["levels"])')" = True ] ||
+    fail "default: saving is not the system scope's"
+printf '[package]\npc6_scope = package\n' >"$tmp/package.ini"
+sim --topology "$topo" --json --power "$tmp/package.ini"
+[ "$rc" -eq 0 ] || fail "--power pc6_scope = package: exit $rc ($err)"
+[ "$(field "$out" 'o["pc6_scope"]')" = package ] || fail "--power: pc6_scope not taken"
+# The same run: every scope's figures equal; the headline saving follows the file.
+[ "$(field "$out" 'o["levels"][2]["by_pc6_scope"] == '"$(field "$default" 'o["levels"][2]["by_pc6_scope"]')")" = True ] ||
+    fail "--power pc6_scope changed the per-scope figures, which do not depend on it"
+[ "$(field "$out" 'abs(o["levels"][2]["saving"] - o["levels"][2]["by_pc6_scope"]["package"]["saving"]) < 1e-9 and o["levels"][2]["saving"] > o["levels"][2]["by_pc6_scope"]["system"]["saving"]')" = True ] ||
+    fail "pc6_scope = package: level 2 saving $(field "$out" 'o["levels"][2]["by_pc6_scope"]') not the package scope's, or not above system's"
+
 if [ "$failures" -ne 0 ]; then
     echo "simulate-options: $failures failure(s)" >&2
     exit 1

@@ -388,6 +388,102 @@ static void test_power_params(void **state)
     assert_int_equal(vpack_power_params_parse("[package]\ndeep_w=50\n", 20, &p, &err), -EINVAL);
     assert_non_null(strstr(err, "deep_w"));
     free(err);
+    /* idle_w: awake_w when missing, between deep_w and awake_w; the scope by name. */
+    assert_float_equal(p.idle_w, p.awake_w, EPS);
+    assert_int_equal(p.pc6_scope, VPACK_PC6_SYSTEM);
+    assert_int_equal(vpack_power_params_parse(good, strlen(good), &p, &err), 0);
+    assert_float_equal(p.idle_w, 40, EPS);
+    {
+        const char *t = "[package]\nidle_w = 20\npc6_scope = package\n";
+        assert_int_equal(vpack_power_params_parse(t, strlen(t), &p, &err), 0);
+        assert_float_equal(p.idle_w, 20, EPS);
+        assert_int_equal(p.pc6_scope, VPACK_PC6_PACKAGE);
+        assert_string_equal(vpack_pc6_scope_name(p.pc6_scope), "package");
+        t = "[package]\npc6_scope = socket\n";
+        assert_int_equal(vpack_power_params_parse(t, strlen(t), &p, &err), -EINVAL);
+        assert_non_null(strstr(err, "line 2"));
+        assert_non_null(strstr(err, "expected package, system or none"));
+        free(err);
+        t = "[package]\nidle_w = 5\n"; /* below deep_w 8 */
+        assert_int_equal(vpack_power_params_parse(t, strlen(t), &p, &err), -EINVAL);
+        assert_non_null(strstr(err, "deep_w <= idle_w <= awake_w"));
+        free(err);
+    }
+}
+
+/* data/power-model.ini (VPACK_TESTDATA/../../data) holds the built-in defaults. */
+static void test_power_file_is_default(void **state)
+{
+    const char *dir = getenv("VPACK_TESTDATA");
+    struct vpack_power_params file, def;
+    char path[4096], *buf = NULL, *err = NULL;
+    size_t cap = 0, len;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(dir);
+    snprintf(path, sizeof(path), "%s/../../data/power-model.ini", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    len = (size_t)getdelim(&buf, &cap, '\0', f);
+    fclose(f);
+    assert_int_equal(vpack_power_params_parse(buf, len, &file, &err), 0);
+    free(buf);
+    vpack_power_params_default(&def);
+    assert_float_equal(file.awake_w, def.awake_w, EPS);
+    assert_float_equal(file.core_w, def.core_w, EPS);
+    assert_float_equal(file.deep_w, def.deep_w, EPS);
+    assert_float_equal(file.idle_w, def.idle_w, EPS);
+    assert_float_equal(file.smt_gain, def.smt_gain, EPS);
+    assert_int_equal(file.pc6_scope, def.pc6_scope);
+}
+
+/*
+ * The deep state's scope: one package half busy, the other idle. Per
+ * package, the idle one is deep all the time; system-wide, only while the
+ * busy one is idle too (half the time; idle_w the other half); with none,
+ * whole-idle time draws idle_w.
+ */
+static void test_pc6_scope(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 core:1 pu:1\"");
+    struct vpack_power_params pw = power;
+    struct vpack_model_totals tot;
+    struct vpack_model_interval iv;
+    struct vpack_policy_params pp;
+    struct vpack_model *m = NULL;
+    char *err = NULL;
+    /* Package 0: busy half the time: 0.5 * 20 (awake) + 0.5 * 5 (core) + its idle half. */
+    double p0 = 0.5 * 20 + 0.5 * 5, want[VPACK_PC6_SCOPES] = {
+        p0 + 0.5 * 2 + 2,                         /* idle half deep; package 1 deep */
+        p0 + 0.5 * 2 + 0.5 * 2 + 0.5 * 15,        /* package 1 deep while package 0 idles */
+        p0 + 0.5 * 15 + 15,                       /* never deep */
+    };
+
+    (void)state;
+    pw.idle_w = 15;
+    vpack_policy_params_default(&pp);
+    for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++) {
+        pw.pc6_scope = (enum vpack_pc6_scope)s;
+        assert_int_equal(vpack_model_new(t, &pp, &pw, 0, &m, &err), 0);
+        step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+                "\"vcpus\":[{\"id\":0,\"util\":0.5,\"pin\":\"0\"}]}]}", &iv);
+        vpack_model_totals(m, &tot);
+        assert_float_equal(iv.energy_j, want[s], EPS);
+        assert_float_equal(tot.energy_j, want[s], EPS);
+        for (unsigned k = 0; k < VPACK_PC6_SCOPES; k++)
+            assert_float_equal(tot.energy_scope_j[k], want[k], EPS);
+        /* Whole-idle outside the deep state: 0 per package, 0.5 s system-wide, 1.5 s never. */
+        assert_float_equal(tot.shallow_pkg_s[VPACK_PC6_PACKAGE], 0, EPS);
+        assert_float_equal(tot.shallow_pkg_s[VPACK_PC6_SYSTEM], 0.5, EPS);
+        assert_float_equal(tot.shallow_pkg_s[VPACK_PC6_NONE], 1.5, EPS);
+        vpack_model_free(m);
+    }
+    pw.pc6_scope = VPACK_PC6_SCOPES;
+    assert_int_equal(vpack_model_new(t, &pp, &pw, 0, &m, &err), -EINVAL);
+    assert_non_null(strstr(err, "pc6_scope"));
+    free(err);
+    vpack_topology_free(t);
 }
 
 /* The policy target's count at pack watermark 0.6. */
@@ -553,6 +649,8 @@ int main(void)
         cmocka_unit_test(test_policy_in_the_loop),
         cmocka_unit_test(test_model_bad_level),
         cmocka_unit_test(test_power_params),
+        cmocka_unit_test(test_pc6_scope),
+        cmocka_unit_test(test_power_file_is_default),
         cmocka_unit_test(test_oracle_small_exact),
         cmocka_unit_test(test_oracle_pins),
         cmocka_unit_test(test_oracle_large_bound),
