@@ -878,72 +878,211 @@ static int cmp_iothreadpin(const void *a, const void *b)
     return x->iothread < y->iothread ? -1 : x->iothread > y->iothread;
 }
 
-/* libvirt's virDomainVcpuPinDefParseXML() for every <cputune><vcpupin>. */
-static int read_vcpupins(struct ctx *c, xmlNode *root, struct vpack_domxml *d)
+/*
+ * The pin readers below serve both the domain's own <cputune> and vpack's
+ * request (read_request()). What they have taken so far: each thread is
+ * pinned once.
+ */
+struct pin_state {
+    vpack_cpuset vcpus;   /* pinned vCPUs */
+    bool *iothreads;      /* pinned iothreads, by index in d->iothreads */
+    size_t vcpupin_cap, iothreadpin_cap; /* allocated in d->vcpupin, d->iothreadpin */
+};
+
+/* Allocated (a vpack_cpuset is 2 KiB), for d's vCPUs and iothreads. */
+static struct pin_state *pin_state_new(const struct vpack_domxml *d)
 {
-    vpack_cpuset *seen = NULL;
-    size_t cap = 0;
-    char *cpuset = NULL;
-    int ret;
+    struct pin_state *s = calloc(1, sizeof(*s));
 
-    seen = calloc(1, sizeof(*seen));
-    if (!seen) {
-        ret = -ENOMEM;
-        goto cleanup;
+    /* One more than needed: calloc(0, ...) may return NULL. */
+    if (s && !(s->iothreads = calloc(d->niothreads + 1, sizeof(*s->iothreads)))) {
+        free(s);
+        return NULL;
     }
-    for (xmlNode *tune = root->children; tune; tune = tune->next) {
-        if (!is_el(tune, "cputune"))
-            continue;
-        for (xmlNode *p = tune->children; p; p = p->next) {
-            unsigned vcpu;
-            char elem[64];
+    return s;
+}
 
-            if (!is_el(p, "vcpupin"))
-                continue;
-            if ((ret = prop_uint(c, p, "vcpu", true, false, &vcpu)) < 0)
-                goto cleanup;
-            /* libvirt 9.0 ignores a pin for a vCPU the domain does not have
-             * (with a warning in its log), whatever its cpuset says. */
-            if (vcpu >= d->vcpus) {
-                add_warning(c, d, "<vcpupin vcpu='%u'>: ignored: the domain has %u vCPUs", vcpu,
-                     d->vcpus);
-                continue;
-            }
-            cpuset = prop(p, "cpuset");
-            if (!cpuset) {
-                ret = fail(c, "<vcpupin vcpu='%u'>: missing cpuset", vcpu);
-                goto cleanup;
-            }
-            if (vpack_cpuset_isset(seen, vcpu)) {
-                ret = fail(c, "<vcpupin vcpu='%u'>: duplicate vcpupin for vCPU %u", vcpu, vcpu);
-                goto cleanup;
-            }
-            if (d->nvcpupin == cap) {
-                size_t ncap = cap ? cap * 2 : 4;
-                struct vpack_vcpupin *grown = realloc(d->vcpupin, ncap * sizeof(*grown));
-                if (!grown) {
-                    ret = -ENOMEM;
-                    goto cleanup;
-                }
-                d->vcpupin = grown;
-                cap = ncap;
-            }
-            snprintf(elem, sizeof(elem), "<vcpupin vcpu='%u'", vcpu);
-            if ((ret = parse_set(c, cpuset, elem, "cpuset", &d->vcpupin[d->nvcpupin].cpus)) < 0)
-                goto cleanup;
-            d->vcpupin[d->nvcpupin++].vcpu = vcpu;
-            vpack_cpuset_set(seen, vcpu);
-            xmlFree(cpuset);
-            cpuset = NULL;
-        }
-    }
+static void pin_state_free(struct pin_state *s)
+{
+    if (s)
+        free(s->iothreads);
+    free(s);
+}
+
+/*
+ * Room for one more in arr, which holds n elements of size bytes and has
+ * room for *cap: arr itself, or arr grown (*cap updated), or NULL when out
+ * of memory (arr left as it was).
+ */
+static void *grow_pins(void *arr, size_t n, size_t *cap, size_t size)
+{
+    size_t ncap;
+    void *grown;
+
+    if (n < *cap)
+        return arr;
+    ncap = *cap ? *cap * 2 : 4;
+    if (!(grown = realloc(arr, ncap * size)))
+        return NULL;
+    *cap = ncap;
+    return grown;
+}
+
+/* d's pin arrays sorted by thread, as struct vpack_domxml promises (no id twice). */
+static void sort_pins(struct vpack_domxml *d)
+{
     if (d->nvcpupin > 1)
         qsort(d->vcpupin, d->nvcpupin, sizeof(*d->vcpupin), cmp_vcpupin);
-    ret = 0;
+    if (d->niothreadpin > 1)
+        qsort(d->iothreadpin, d->niothreadpin, sizeof(*d->iothreadpin), cmp_iothreadpin);
+}
 
-cleanup:
+/*
+ * The cpuset attribute of pin element p, which elem names in messages
+ * ("<iothreadpin iothread='1'"). Returns 0 or -EINVAL.
+ */
+static int read_pin_cpuset(struct ctx *c, xmlNode *p, const char *elem, vpack_cpuset *out)
+{
+    char *cpuset = prop(p, "cpuset");
+    int ret;
+
+    if (!cpuset)
+        return fail(c, "%s>: missing cpuset", elem);
+    ret = parse_set(c, cpuset, elem, "cpuset", out);
     xmlFree(cpuset);
-    free(seen);
+    return ret;
+}
+
+/*
+ * One <vcpupin vcpu cpuset> into d->vcpupin (unsorted). The domain's own is
+ * read as libvirt 9.0's virDomainVcpuPinDefParseXML() reads it: a pin for
+ * a vCPU the domain does not have is ignored (with a warning in its log),
+ * whatever its cpuset says, and a duplicate is found before the cpuset is
+ * parsed. vpack's request (request) is its own format: the cpuset comes
+ * first, and a vCPU the domain does not have is an error, since the record
+ * is then not this domain's.
+ */
+static int read_vcpupin_el(struct ctx *c, xmlNode *p, struct vpack_domxml *d,
+                           struct pin_state *s, bool request)
+{
+    unsigned vcpu;
+    bool exists;
+    vpack_cpuset cpus;
+    struct vpack_vcpupin *pins;
+    char elem[64];
+    int ret;
+
+    if ((ret = prop_uint(c, p, "vcpu", true, false, &vcpu)) < 0)
+        return ret;
+    snprintf(elem, sizeof(elem), "<vcpupin vcpu='%u'", vcpu);
+    /* read_vcpus() keeps d->vcpus within VPACK_CPUSET_MAX; s->vcpus relies on it. */
+    exists = vcpu < d->vcpus && vcpu < VPACK_CPUSET_MAX;
+    if (!exists && !request) {
+        add_warning(c, d, "%s>: ignored: the domain has %u vCPUs", elem, d->vcpus);
+        return 0;
+    }
+    /* libvirt refuses a missing cpuset, then a duplicate, then an invalid
+     * cpuset (xmlHasProp() is the lookup of prop(), without the copy). */
+    if (!request && vpack_cpuset_isset(&s->vcpus, vcpu) && xmlHasProp(p, BAD_CAST "cpuset"))
+        return fail(c, "%s>: duplicate vcpupin for vCPU %u", elem, vcpu);
+    if ((ret = read_pin_cpuset(c, p, elem, &cpus)) < 0)
+        return ret;
+    /* Only vpack's request gets here with a vCPU the domain lacks or a duplicate. */
+    if (!exists)
+        return fail(c, "%s>: the domain has %u vCPUs", elem, d->vcpus);
+    if (vpack_cpuset_isset(&s->vcpus, vcpu))
+        return fail(c, "%s>: vCPU %u is pinned twice", elem, vcpu);
+    if (!(pins = grow_pins(d->vcpupin, d->nvcpupin, &s->vcpupin_cap, sizeof(*pins))))
+        return -ENOMEM;
+    d->vcpupin = pins;
+    d->vcpupin[d->nvcpupin++] = (struct vpack_vcpupin){vcpu, cpus};
+    vpack_cpuset_set(&s->vcpus, vcpu);
+    return 0;
+}
+
+/*
+ * One <emulatorpin cpuset> into d. The domain's own has been checked to be
+ * the only one (libvirt counts them before it reads one); vpack's request
+ * finds a second one here, after its cpuset.
+ */
+static int read_emulatorpin_el(struct ctx *c, xmlNode *p, struct vpack_domxml *d)
+{
+    vpack_cpuset cpus;
+    int ret;
+
+    if ((ret = read_pin_cpuset(c, p, "<emulatorpin", &cpus)) < 0)
+        return ret;
+    if (d->has_emulatorpin)
+        return fail(c, "<emulatorpin>: more than one");
+    d->has_emulatorpin = true;
+    d->emulatorpin = cpus;
+    return 0;
+}
+
+/*
+ * One <iothreadpin iothread cpuset> into d->iothreadpin (unsorted). The
+ * domain's own is read as libvirt's virDomainIOThreadPinDefParseXML() reads
+ * it: an iothread the domain does not have is refused before the cpuset is
+ * read. vpack's request (request) reads the cpuset first, and words a
+ * duplicate its own way.
+ */
+static int read_iothreadpin_el(struct ctx *c, xmlNode *p, struct vpack_domxml *d,
+                               struct pin_state *s, bool request)
+{
+    unsigned id;
+    const unsigned *found = NULL;
+    size_t idx;
+    vpack_cpuset cpus;
+    struct vpack_iothreadpin *pins;
+    char elem[64];
+    int ret;
+
+    if ((ret = prop_uint(c, p, "iothread", true, true, &id)) < 0)
+        return ret;
+    snprintf(elem, sizeof(elem), "<iothreadpin iothread='%u'", id);
+    if (d->niothreads)
+        found = bsearch(&id, d->iothreads, d->niothreads, sizeof(*d->iothreads), cmp_uint);
+    if ((found || request) && (ret = read_pin_cpuset(c, p, elem, &cpus)) < 0)
+        return ret;
+    if (!found)
+        return fail(c, "%s>: the domain has no iothread %u", elem, id);
+    idx = (size_t)(found - d->iothreads);
+    if (s->iothreads[idx])
+        return request ? fail(c, "%s>: iothread %u is pinned twice", elem, id)
+                       : fail(c, "%s>: duplicate iothreadpin for iothread %u", elem, id);
+    if (!(pins = grow_pins(d->iothreadpin, d->niothreadpin, &s->iothreadpin_cap, sizeof(*pins))))
+        return -ENOMEM;
+    d->iothreadpin = pins;
+    d->iothreadpin[d->niothreadpin++] = (struct vpack_iothreadpin){id, cpus};
+    s->iothreads[idx] = true;
+    return 0;
+}
+
+typedef int pin_el_reader(struct ctx *c, xmlNode *p, struct vpack_domxml *d, struct pin_state *s,
+                          bool request);
+
+/*
+ * Every <cputune><NAME> of the domain, as libvirt's "./cputune/NAME" finds
+ * them (under every <cputune>, in document order), through read_el. Each
+ * kind is read in a pass of its own, as libvirt reads them (<vcpupin>s,
+ * <emulatorpin>, <iothreadpin>s): that decides which fault is reported.
+ */
+static int read_cputune_pins(struct ctx *c, xmlNode *root, struct vpack_domxml *d,
+                             const char *name, pin_el_reader *read_el)
+{
+    struct pin_state *s = pin_state_new(d);
+    int ret = s ? 0 : -ENOMEM;
+
+    for (xmlNode *tune = root->children; tune && ret == 0; tune = tune->next) {
+        if (!is_el(tune, "cputune"))
+            continue;
+        for (xmlNode *p = tune->children; p && ret == 0; p = p->next)
+            if (is_el(p, name))
+                ret = read_el(c, p, d, s, false);
+    }
+    if (ret == 0)
+        sort_pins(d);
+    pin_state_free(s);
     return ret;
 }
 
@@ -951,8 +1090,6 @@ cleanup:
 static int read_emulatorpin(struct ctx *c, xmlNode *root, struct vpack_domxml *d)
 {
     xmlNode *pin = NULL;
-    char *cpuset = NULL;
-    int ret;
 
     for (xmlNode *tune = root->children; tune; tune = tune->next) {
         if (!is_el(tune, "cputune"))
@@ -960,108 +1097,12 @@ static int read_emulatorpin(struct ctx *c, xmlNode *root, struct vpack_domxml *d
         for (xmlNode *p = tune->children; p; p = p->next) {
             if (!is_el(p, "emulatorpin"))
                 continue;
-            if (pin) {
-                ret = fail(c, "<cputune>: only one <emulatorpin> is supported");
-                goto cleanup;
-            }
+            if (pin)
+                return fail(c, "<cputune>: only one <emulatorpin> is supported");
             pin = p;
         }
     }
-    if (!pin) {
-        ret = 0;
-        goto cleanup;
-    }
-    cpuset = prop(pin, "cpuset");
-    if (!cpuset) {
-        ret = fail(c, "<emulatorpin>: missing cpuset");
-        goto cleanup;
-    }
-    if ((ret = parse_set(c, cpuset, "<emulatorpin", "cpuset", &d->emulatorpin)) < 0)
-        goto cleanup;
-    d->has_emulatorpin = true;
-    ret = 0;
-
-cleanup:
-    xmlFree(cpuset);
-    return ret;
-}
-
-/* virDomainIOThreadPinDefParseXML() for every <cputune><iothreadpin>. */
-static int read_iothreadpins(struct ctx *c, xmlNode *root, struct vpack_domxml *d)
-{
-    bool *pinned = NULL;
-    size_t cap = 0;
-    char *cpuset = NULL;
-    int ret;
-
-    if (d->niothreads) {
-        pinned = calloc(d->niothreads, sizeof(*pinned));
-        if (!pinned) {
-            ret = -ENOMEM;
-            goto cleanup;
-        }
-    }
-    for (xmlNode *tune = root->children; tune; tune = tune->next) {
-        if (!is_el(tune, "cputune"))
-            continue;
-        for (xmlNode *p = tune->children; p; p = p->next) {
-            unsigned id;
-            unsigned *found;
-            size_t idx;
-            vpack_cpuset cpus;
-            char elem[64];
-
-            if (!is_el(p, "iothreadpin"))
-                continue;
-            if ((ret = prop_uint(c, p, "iothread", true, true, &id)) < 0)
-                goto cleanup;
-            found = d->niothreads ? bsearch(&id, d->iothreads, d->niothreads,
-                                            sizeof(*d->iothreads), cmp_uint)
-                                  : NULL;
-            if (!found) {
-                ret = fail(c, "<iothreadpin iothread='%u'>: the domain has no iothread %u", id, id);
-                goto cleanup;
-            }
-            idx = (size_t)(found - d->iothreads);
-            cpuset = prop(p, "cpuset");
-            if (!cpuset) {
-                ret = fail(c, "<iothreadpin iothread='%u'>: missing cpuset", id);
-                goto cleanup;
-            }
-            snprintf(elem, sizeof(elem), "<iothreadpin iothread='%u'", id);
-            if ((ret = parse_set(c, cpuset, elem, "cpuset", &cpus)) < 0)
-                goto cleanup;
-            if (pinned[idx]) {
-                ret = fail(c, "<iothreadpin iothread='%u'>: duplicate iothreadpin for iothread %u",
-                           id, id);
-                goto cleanup;
-            }
-            if (d->niothreadpin == cap) {
-                size_t ncap = cap ? cap * 2 : 4;
-                struct vpack_iothreadpin *grown = realloc(d->iothreadpin, ncap * sizeof(*grown));
-                if (!grown) {
-                    ret = -ENOMEM;
-                    goto cleanup;
-                }
-                d->iothreadpin = grown;
-                cap = ncap;
-            }
-            d->iothreadpin[d->niothreadpin].iothread = id;
-            d->iothreadpin[d->niothreadpin].cpus = cpus;
-            d->niothreadpin++;
-            pinned[idx] = true;
-            xmlFree(cpuset);
-            cpuset = NULL;
-        }
-    }
-    if (d->niothreadpin > 1)
-        qsort(d->iothreadpin, d->niothreadpin, sizeof(*d->iothreadpin), cmp_iothreadpin);
-    ret = 0;
-
-cleanup:
-    xmlFree(cpuset);
-    free(pinned);
-    return ret;
+    return pin ? read_emulatorpin_el(c, pin, d) : 0;
 }
 
 /* ---- numatune ---- */
@@ -1336,11 +1377,11 @@ int vpack_domxml_parse(const char *buf, size_t len, struct vpack_domxml **out, c
         goto cleanup;
     if ((ret = read_iothreads(&c, root, d)) < 0)
         goto cleanup;
-    if ((ret = read_vcpupins(&c, root, d)) < 0)
+    if ((ret = read_cputune_pins(&c, root, d, "vcpupin", read_vcpupin_el)) < 0)
         goto cleanup;
     if ((ret = read_emulatorpin(&c, root, d)) < 0)
         goto cleanup;
-    if ((ret = read_iothreadpins(&c, root, d)) < 0)
+    if ((ret = read_cputune_pins(&c, root, d, "iothreadpin", read_iothreadpin_el)) < 0)
         goto cleanup;
     if ((ret = read_numatune(&c, root, d)) < 0)
         goto cleanup;
@@ -2265,105 +2306,32 @@ static bool is_request_el(const xmlNode *n, const char *name)
  */
 static int read_request(struct ctx *c, xmlNode *el, struct vpack_domxml *d)
 {
-    vpack_cpuset *seen = calloc(1, sizeof(*seen));
-    bool *iot_seen = calloc(d->niothreads + 1, sizeof(*iot_seen));
-    char *cpuset = NULL, elem[64];
-    int ret = -ENOMEM;
+    struct pin_state *s = pin_state_new(d);
+    int ret = s ? 0 : -ENOMEM;
 
-    if (!seen || !iot_seen)
-        goto cleanup;
-    for (xmlNode *p = el->children; p; p = p->next) {
-        unsigned id = 0;
-        vpack_cpuset cpus;
-        bool vcpu = is_request_el(p, "vcpupin"), iot = is_request_el(p, "iothreadpin");
-
+    /* In document order, unlike the domain's <cputune>: the first fault is reported. */
+    for (xmlNode *p = el->children; p && ret == 0; p = p->next) {
         if (p->type == XML_COMMENT_NODE || is_blank_text(p))
             continue;
         if (p->type != XML_ELEMENT_NODE) {
             ret = fail(c, "unexpected text or markup (only <vcpupin>, <emulatorpin> and "
                        "<iothreadpin> elements belong there)");
-            goto cleanup;
-        }
-        if (!vcpu && !iot && !is_request_el(p, "emulatorpin")) {
+        } else if (is_request_el(p, "vcpupin")) {
+            ret = read_vcpupin_el(c, p, d, s, true);
+        } else if (is_request_el(p, "emulatorpin")) {
+            ret = read_emulatorpin_el(c, p, d);
+        } else if (is_request_el(p, "iothreadpin")) {
+            ret = read_iothreadpin_el(c, p, d, s, true);
+        } else {
             char q[128];
             qualified(p, q, sizeof(q));
             ret = fail(c, "<%s>: unknown element (expected <vcpupin>, <emulatorpin> or "
                        "<iothreadpin>)", q);
-            goto cleanup;
-        }
-        if ((vcpu || iot) && (ret = prop_uint(c, p, vcpu ? "vcpu" : "iothread", true, iot, &id)) < 0)
-            goto cleanup;
-        if (vcpu)
-            snprintf(elem, sizeof(elem), "<vcpupin vcpu='%u'", id);
-        else if (iot)
-            snprintf(elem, sizeof(elem), "<iothreadpin iothread='%u'", id);
-        else
-            snprintf(elem, sizeof(elem), "<emulatorpin");
-        if (!(cpuset = prop(p, "cpuset"))) {
-            ret = fail(c, "%s>: missing cpuset", elem);
-            goto cleanup;
-        }
-        if ((ret = parse_set(c, cpuset, elem, "cpuset", &cpus)) < 0)
-            goto cleanup;
-        xmlFree(cpuset);
-        cpuset = NULL;
-        if (vcpu) {
-            if (id >= d->vcpus || id >= VPACK_CPUSET_MAX) {
-                ret = fail(c, "%s>: the domain has %u vCPUs", elem, d->vcpus);
-                goto cleanup;
-            }
-            if (vpack_cpuset_isset(seen, id)) {
-                ret = fail(c, "%s>: vCPU %u is pinned twice", elem, id);
-                goto cleanup;
-            }
-            vpack_cpuset_set(seen, id);
-            struct vpack_vcpupin *g = realloc(d->vcpupin, (d->nvcpupin + 1) * sizeof(*g));
-            if (!g) {
-                ret = -ENOMEM;
-                goto cleanup;
-            }
-            d->vcpupin = g;
-            d->vcpupin[d->nvcpupin++] = (struct vpack_vcpupin){id, cpus};
-        } else if (iot) {
-            unsigned *found = d->niothreads ? bsearch(&id, d->iothreads, d->niothreads,
-                                                      sizeof(*d->iothreads), cmp_uint)
-                                            : NULL;
-            if (!found) {
-                ret = fail(c, "%s>: the domain has no iothread %u", elem, id);
-                goto cleanup;
-            }
-            if (iot_seen[found - d->iothreads]) {
-                ret = fail(c, "%s>: iothread %u is pinned twice", elem, id);
-                goto cleanup;
-            }
-            iot_seen[found - d->iothreads] = true;
-            struct vpack_iothreadpin *g =
-                realloc(d->iothreadpin, (d->niothreadpin + 1) * sizeof(*g));
-            if (!g) {
-                ret = -ENOMEM;
-                goto cleanup;
-            }
-            d->iothreadpin = g;
-            d->iothreadpin[d->niothreadpin++] = (struct vpack_iothreadpin){id, cpus};
-        } else {
-            if (d->has_emulatorpin) {
-                ret = fail(c, "<emulatorpin>: more than one");
-                goto cleanup;
-            }
-            d->has_emulatorpin = true;
-            d->emulatorpin = cpus;
         }
     }
-    if (d->nvcpupin > 1)
-        qsort(d->vcpupin, d->nvcpupin, sizeof(*d->vcpupin), cmp_vcpupin);
-    if (d->niothreadpin > 1)
-        qsort(d->iothreadpin, d->niothreadpin, sizeof(*d->iothreadpin), cmp_iothreadpin);
-    ret = 0;
-
-cleanup:
-    xmlFree(cpuset);
-    free(iot_seen);
-    free(seen);
+    if (ret == 0)
+        sort_pins(d);
+    pin_state_free(s);
     return ret;
 }
 

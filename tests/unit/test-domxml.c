@@ -1240,6 +1240,89 @@ static void test_request_hostile(void **state)
     free(msg);
 }
 
+/*
+ * The pin readers share their per-element code, yet the domain's <cputune>
+ * is read as libvirt 9.0 reads it and vpack's request in its own stricter
+ * way: which check comes first, and what a missing vCPU is, differ. Each
+ * case holds two faults, so the message says which check ran first.
+ */
+static void test_pin_check_order(void **state)
+{
+    struct vpack_domxml *d;
+    char *out;
+
+    (void)state;
+    /* The domain: every <vcpupin> first, then <emulatorpin>, then
+     * <iothreadpin>, whatever the document order. */
+    parse_err(DOM("<vcpu>2</vcpu><iothreads>1</iothreads><cputune><iothreadpin iothread='1' "
+                  "cpuset='x'/><emulatorpin cpuset='y'/><vcpupin vcpu='0' cpuset='z'/></cputune>"),
+              "domain 't': <vcpupin vcpu='0' cpuset='z'>: invalid cpuset", NULL);
+    parse_err(DOM("<vcpu>2</vcpu><iothreads>1</iothreads><cputune><iothreadpin iothread='1' "
+                  "cpuset='x'/><emulatorpin cpuset='y'/></cputune>"),
+              "domain 't': <emulatorpin cpuset='y'>: invalid cpuset", NULL);
+    /* A missing vCPU is ignored before its cpuset is looked at, twice over. */
+    d = parse_ok(DOM("<vcpu>2</vcpu><cputune><vcpupin vcpu='5'/><vcpupin vcpu='5' cpuset='x'/>"
+                     "</cputune>"));
+    assert_int_equal(d->nvcpupin, 0);
+    assert_int_equal(d->nwarnings, 2);
+    assert_string_equal(d->warnings[1], "domain 't': <vcpupin vcpu='5'>: ignored: the domain "
+                                        "has 2 vCPUs");
+    vpack_domxml_free(d);
+    /* A duplicate vCPU: a missing cpuset is found first, an invalid one after. */
+    parse_err(DOM("<vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/><vcpupin vcpu='0'/>"
+                  "</cputune>"), "domain 't': <vcpupin vcpu='0'>: missing cpuset", NULL);
+    parse_err(DOM("<vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/>"
+                  "<vcpupin vcpu='0' cpuset='x'/></cputune>"),
+              "domain 't': <vcpupin vcpu='0'>: duplicate vcpupin for vCPU 0", NULL);
+    /* A missing iothread before its cpuset; a duplicate after it. */
+    parse_err(DOM("<iothreads>1</iothreads><cputune><iothreadpin iothread='2' cpuset='x'/>"
+                  "</cputune>"), "domain 't': <iothreadpin iothread='2'>: the domain has no "
+              "iothread 2", NULL);
+    parse_err(DOM("<iothreads>1</iothreads><cputune><iothreadpin iothread='1' cpuset='1'/>"
+                  "<iothreadpin iothread='1' cpuset='x'/></cputune>"),
+              "domain 't': <iothreadpin iothread='1' cpuset='x'>: invalid cpuset", NULL);
+    parse_err(DOM("<iothreads>1</iothreads><cputune><iothreadpin iothread='1' cpuset='1'/>"
+                  "<iothreadpin iothread='1' cpuset='2'/></cputune>"),
+              "domain 't': <iothreadpin iothread='1'>: duplicate iothreadpin for iothread 1",
+              NULL);
+    /* A second <emulatorpin> before the first's cpuset. */
+    parse_err(DOM("<vcpu>2</vcpu><cputune><emulatorpin/><emulatorpin cpuset='1'/></cputune>"),
+              "domain 't': <cputune>: only one <emulatorpin> is supported", NULL);
+
+#define RQ(body) RQDOM("<vpackreq:request " RQNS ">" body "</vpackreq:request>", "")
+    /* The request: document order, and every cpuset before the thread's checks. */
+    restore_err(RQ("<iothreadpin iothread='2' cpuset='0'/><vcpupin vcpu='5' cpuset='0'/>"),
+                "<iothreadpin iothread='2'>: the domain has no iothread 2");
+    restore_err(RQ("<vcpupin vcpu='5' cpuset='x'/>"), "<vcpupin vcpu='5' cpuset='x'>: invalid");
+    restore_err(RQ("<vcpupin vcpu='5'/>"), "<vcpupin vcpu='5'>: missing cpuset");
+    restore_err(RQ("<vcpupin vcpu='1' cpuset='0'/><vcpupin vcpu='1' cpuset='x'/>"),
+                "<vcpupin vcpu='1' cpuset='x'>: invalid");
+    restore_err(RQ("<vcpupin vcpu='1' cpuset='0'/><vcpupin vcpu='1'/>"),
+                "<vcpupin vcpu='1'>: missing cpuset");
+    restore_err(RQ("<vcpupin vcpu='1' cpuset='0'/><vcpupin vcpu='1' cpuset='1'/>"),
+                "<vcpupin vcpu='1'>: vCPU 1 is pinned twice");
+    restore_err(RQ("<iothreadpin iothread='2' cpuset='x'/>"),
+                "<iothreadpin iothread='2' cpuset='x'>: invalid");
+    restore_err(RQ("<iothreadpin iothread='2'/>"), "<iothreadpin iothread='2'>: missing cpuset");
+    restore_err(RQ("<iothreadpin iothread='1' cpuset='0'/><iothreadpin iothread='1' cpuset='x'/>"),
+                "<iothreadpin iothread='1' cpuset='x'>: invalid");
+    restore_err(RQ("<iothreadpin iothread='1' cpuset='0'/><iothreadpin iothread='1' cpuset='1'/>"),
+                "<iothreadpin iothread='1'>: iothread 1 is pinned twice");
+    restore_err(RQ("<emulatorpin cpuset='0'/><emulatorpin cpuset='x'/>"),
+                "<emulatorpin cpuset='x'>: invalid");
+    restore_err(RQ("<emulatorpin cpuset='0'/><emulatorpin/>"), "<emulatorpin>: missing cpuset");
+    restore_err(RQ("<emulatorpin cpuset='0'/><emulatorpin cpuset='1'/>"),
+                "<emulatorpin>: more than one");
+    /* What it reads comes out sorted, vCPU 0 allowed. */
+    out = restore_ok(RQ("<vcpupin vcpu='1' cpuset='1'/><emulatorpin cpuset='2'/>"
+                        "<vcpupin vcpu='0' cpuset='0'/>"));
+    assert_non_null(strstr(out, "<vcpupin vcpu=\"0\" cpuset=\"0\"/>"));
+    assert_true(strstr(out, "<vcpupin vcpu=\"0\" cpuset=\"0\"/>") <
+                strstr(out, "<vcpupin vcpu=\"1\" cpuset=\"1\"/>"));
+    free(out);
+#undef RQ
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1267,6 +1350,7 @@ int main(void)
         cmocka_unit_test(test_request_absent),
         cmocka_unit_test(test_request_first_wins),
         cmocka_unit_test(test_request_hostile),
+        cmocka_unit_test(test_pin_check_order),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     xmlCleanupParser();
