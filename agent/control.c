@@ -82,7 +82,7 @@ struct vpack_control {
         char *text;        /* the whole answer line, with its newline */
         size_t len;
         uint64_t at;       /* uv_now() when rendered */
-    } views[VPACK_CTL_FORGET + 1];
+    } views[VPACK_CTL_NOPS];
 };
 
 static void unblock(struct vpack_control *ctl);
@@ -361,6 +361,7 @@ static const struct {
     [VPACK_CTL_REGISTER] = {op_register, NULL, NULL, true},
     [VPACK_CTL_FORGET] = {op_forget, NULL, NULL, true},
 };
+_Static_assert(sizeof(ops) / sizeof(ops[0]) == VPACK_CTL_NOPS, "an op without an entry in ops[]");
 
 /* Runs op on the agent into ans. Returns 0 or -errno with *err as for op_fn. */
 static int run_op(struct vpack_agent *a, const struct vpack_ctl_request *req,
@@ -546,6 +547,10 @@ static void on_turn(uv_idle_t *h)
         else if (!cl->closing && !cl->draining)
             uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
     }
+    /* A client closed during its drain may have unblocked one the walk had
+     * already passed (unblock() from client_close()): it still needs a turn. */
+    for (struct client *cl = ctl->clients; cl && !left; cl = cl->next)
+        left = cl->deferred && !cl->closing;
     if (!left)
         uv_idle_stop(h);
 }
@@ -557,7 +562,8 @@ static void on_turn(uv_idle_t *h)
 static void on_idle(uv_timer_t *t)
 {
     struct client *cl = t->data;
-    if (cl->blocked)
+    /* Blocked only by the shared pool, it did read its own answers. */
+    if (cl->blocked && pending(cl) > OUTPUT_HIGH)
         log_warn("control: dropping a client that does not read its answers (uid %u, %zu "
                  "bytes unread)", (unsigned)cl->uid, pending(cl));
     client_close(cl);

@@ -14,6 +14,7 @@ static const char *const op_names[] = {
     [VPACK_CTL_REBALANCE] = "rebalance", [VPACK_CTL_REGISTER] = "register",
     [VPACK_CTL_FORGET] = "forget",
 };
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == VPACK_CTL_NOPS, "an op without a name");
 
 /* For quoting what the peer sent: at most this many bytes. */
 #define QUOTE_MAX 64

@@ -30,6 +30,7 @@ enum vpack_ctl_op {
     VPACK_CTL_REBALANCE,
     VPACK_CTL_REGISTER,
     VPACK_CTL_FORGET,
+    VPACK_CTL_NOPS /* the number of ops, not one */
 };
 
 struct vpack_ctl_request {
