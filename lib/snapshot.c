@@ -190,8 +190,13 @@ double vpack_snapshot_bound_now(struct vpack_snapshot *s)
         return 0;
     for (unsigned c = 0; c < s->ncpus; c++) {
         double x = s->cpu_busy_now[c];
-        if (!(x >= 0))
+        /* A CPU in use without a reading of its own (just online, the first
+         * interval) may have run any of it: nothing to bound by. */
+        if (!(x >= 0)) {
+            if (s->cpu_busy[c] >= 0)
+                return 0;
             continue;
+        }
         busy += x > 1 ? 1 : x;
         if (x > b.max_busy)
             b.max_busy = x > 1 ? 1 : x;

@@ -114,8 +114,10 @@ int vpack_snapshot_want_now(struct vpack_snapshot *s);
  * sum is at most the sum of cpu_busy_now, and each delay_now is cut to the
  * busiest CPU's cpu_busy_now. An agent that reads threads after a few
  * unread intervals puts what it cannot date into the last one; this keeps
- * such a reading from showing a step the CPUs did not show. Returns how
- * much util_now it took away (CPUs), 0 when nothing was cut.
+ * such a reading from showing a step the CPUs did not show. Nothing is
+ * bounded when a CPU with a cpu_busy reading has no cpu_busy_now (a CPU
+ * just online: what it ran is unknown). Returns how much util_now it took
+ * away (CPUs), 0 when nothing was cut.
  */
 double vpack_snapshot_bound_now(struct vpack_snapshot *s);
 

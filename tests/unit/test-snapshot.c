@@ -758,6 +758,11 @@ static void test_cpus_now(void **state)
     assert_float_equal(b->cpu_busy_now[1], 0.02, 1e-12);
     assert_true(b->cpu_busy_now[3] < 0);
 
+    /* CPU 3 has a reading but none of the last interval alone: it may have run
+     * anything, so nothing is bounded. */
+    assert_float_equal(vpack_snapshot_bound_now(s), 0, 0);
+    assert_float_equal(s->domains[0].vcpus[0].util_now, 0.3, 1e-12);
+    s->cpu_busy_now[3] = 0;
     /* The threads asked for 0.4 CPUs in an interval the CPUs were 0.12 busy: cut to it,
      * in proportion; a delay no longer than the busiest CPU was busy. */
     assert_float_equal(vpack_snapshot_bound_now(s), 0.4 - 0.12, 1e-9);
