@@ -19,10 +19,10 @@
 #include "cgroup.h"
 #include "log.h"
 
-/* Moving average: rises followed fast, falls slowly. */
+/* Moving average: rises followed fast, falls slowly (vpack_smooth()). */
 static void smooth(const struct vpack_agent *a, double *avg, double sample)
 {
-    *avg += (sample > *avg ? a->cfg.smoothing_rise : a->cfg.smoothing_fall) * (sample - *avg);
+    vpack_smooth(avg, sample, a->cfg.smoothing_rise, a->cfg.smoothing_fall);
 }
 
 /* Grows cpu_busy and cpu_busy_now to n CPUs (new ones not reported). Returns 0 or -ENOMEM. */
@@ -374,7 +374,8 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns)
 /*
  * True when something asks for a plan whatever the load: a replan, a
  * listing, a hotplug, no plan yet, a band of 0, the policy counting down, a
- * domain to refresh, a pin that failed or a mask not known since a hotplug.
+ * domain to refresh or whose request is due to be written again, a pin that
+ * failed or a mask not known since a hotplug.
  */
 static bool plan_pending(const struct vpack_agent *a)
 {
@@ -384,7 +385,7 @@ static bool plan_pending(const struct vpack_agent *a)
     /* A pin that failed, or a mask not known since a hotplug: act again. */
     for (unsigned i = 0; i < a->ndoms; i++) {
         const struct agent_dom *d = &a->doms[i];
-        if (d->refresh)
+        if (d->refresh || (d->mark_failed && d->level >= 1 && a->ctr.samples >= d->mark_next))
             return true;
         if (!d->managed)
             continue;

@@ -474,7 +474,7 @@ static double demand_of(const struct vpack_thread_sample *t)
 /* The agent's moving average (agent/sample.c): rises followed fast, falls slowly. */
 static void smooth(const struct vpack_model *m, double *avg, double sample)
 {
-    *avg += (sample > *avg ? m->host.smoothing_rise : m->host.smoothing_fall) * (sample - *avg);
+    vpack_smooth(avg, sample, m->host.smoothing_rise, m->host.smoothing_fall);
 }
 
 /* (Re)starts what the model knows of d in slot md: every thread on its free mask. */

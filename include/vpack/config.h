@@ -21,6 +21,16 @@
 #define VPACK_DEFAULT_SMOOTHING_RISE 0.8
 #define VPACK_DEFAULT_SMOOTHING_FALL 0.3
 
+/*
+ * The agent's moving average, one step: a rise followed with weight rise,
+ * a fall with weight fall. The agent and the host model both use it, so
+ * that the model observes as the agent does.
+ */
+static inline void vpack_smooth(double *avg, double sample, double rise, double fall)
+{
+    *avg += (sample > *avg ? rise : fall) * (sample - *avg);
+}
+
 struct vpack_config {
     /* [agent] */
     unsigned interval_ms;       /* sampling interval; 1000 */
