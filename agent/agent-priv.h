@@ -99,6 +99,8 @@ struct agent_dom {
     bool managed;          /* vpack restricted it at some point of this run (kept in its record) */
     bool marked;           /* its live metadata holds its request (urn:vpack:request:1), by this vpackd */
     bool mark_failed;      /* the last try to write that failed (logged once) */
+    unsigned mark_tries;   /* failed tries in a row */
+    uint64_t mark_next;    /* ... the next try is due at this sample (backing off) */
     char *reason;          /* the policy's last word on it */
     unsigned npackages;
     int *packages;         /* the packages the last plan placed it on */

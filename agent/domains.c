@@ -684,8 +684,14 @@ int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d)
     free(err);
     d->mark_failed = r < 0;
     d->marked = r == 0;
-    if (r < 0)
-        a->replan = true; /* retried at the next interval, steady or not */
+    /* Retried after 1, 2, 4 ... 64 intervals (plan_pending() plans for it, steady or
+     * not): a libvirtd that refuses does not get a call and a plan every interval. */
+    if (r < 0) {
+        d->mark_next = a->ctr.samples + (UINT64_C(1) << (d->mark_tries < 6 ? d->mark_tries : 6));
+        d->mark_tries++;
+    } else {
+        d->mark_tries = 0;
+    }
     return r;
 }
 

@@ -14,6 +14,12 @@
  * pinned that thread instead (the test kills vpackd there: a pin done, what
  * follows it not). Without the variable, or with no arm file, the call goes
  * straight to libvirt.
+ *
+ * It also interposes virDomainSetMetadata: while DIR/refuse-metadata exists
+ * and names the domain (or is empty), a write of vpack's request
+ * (urn:vpack:request:1) fails without reaching libvirt, as a libvirtd that
+ * refuses it would, and "DOMAIN" is appended to DIR/metadata-refused, one
+ * line per refused call, for the test to count.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -112,6 +118,43 @@ int virDomainPinEmulator(virDomainPtr dom, unsigned char *cpumap, int maplen, un
     int r = fn(dom, cpumap, maplen, flags);
     gate(name, "emulator", true);
     return r;
+}
+
+/* Whether DIR/refuse-metadata names domain name (or is empty); logs the refusal. */
+static bool refuse_metadata(const char *name)
+{
+    const char *dir = getenv("VPACK_TEST_PIN_GATE");
+    char path[4200], only[256] = "";
+    FILE *f;
+
+    if (!dir || !*dir || !name)
+        return false;
+    snprintf(path, sizeof(path), "%s/refuse-metadata", dir);
+    if (!(f = fopen(path, "r")))
+        return false;
+    if (!fgets(only, sizeof(only), f))
+        only[0] = '\0';
+    fclose(f);
+    only[strcspn(only, "\n")] = '\0';
+    if (only[0] && strcmp(only, name))
+        return false;
+    snprintf(path, sizeof(path), "%s/metadata-refused", dir);
+    if ((f = fopen(path, "a"))) {
+        fprintf(f, "%s\n", name);
+        fclose(f);
+    }
+    return true;
+}
+
+int virDomainSetMetadata(virDomainPtr dom, int type, const char *metadata, const char *key,
+                         const char *uri, unsigned int flags)
+{
+    static int (*fn)(virDomainPtr, int, const char *, const char *, const char *, unsigned int);
+    if (!fn)
+        *(void **)&fn = real("virDomainSetMetadata");
+    if (metadata && uri && !strcmp(uri, "urn:vpack:request:1") && refuse_metadata(gate_name(dom)))
+        return -1;
+    return fn(dom, type, metadata, key, uri, flags);
 }
 
 int virDomainPinIOThread(virDomainPtr dom, unsigned int iothread_id, unsigned char *cpumap,

@@ -523,6 +523,41 @@ else
 fi
 vp_virsh destroy vpf-w >/dev/null 2>&1 || true
 
+echo "== libvirtd refuses the guest's request in its live metadata"
+# vpackd writes a guest's request into its live metadata before any pin of
+# its own (issue 28). While libvirtd refuses that write (pin-gate.c fails
+# it), the guest is not placed, and the write is retried after 1, 2, 4 ...
+# 64 intervals, not at every one with a plan each time.
+refused=$gate/metadata-refused
+rm -f "$refused"
+printf 'vpf-m\n' > "$gate/refuse-metadata"
+log0=$(log_lines)
+vp_define_start vpf-m 1 idle "" "$META2"
+if wait_for 30 test -s "$refused" >/dev/null; then
+    sleep 14
+    n=$(wc -l < "$refused")
+    # Tries 1, 2, 4, 8 intervals apart: 4 or 5 in 14 s (15 without the back-off).
+    if [ "$n" -ge 2 ] && [ "$n" -le 6 ]; then pass "metadata write refused: $n tries in 14 s, backing off"
+    else fail "metadata write refused: $n tries in 14 s, expected 2 to 6"; fi
+    vp_all_on 0-1 vpf-m && pass "vpf-m not placed while its request cannot be written" ||
+        fail "vpf-m placed without its request in its metadata: $(vp_pins vpf-m)"
+    warned=$(log_since "$log0" | grep -c 'domain vpf-m: cannot write its request' || true)
+    [ "$warned" -eq 1 ] && pass "the refusal logged once" || fail "the refusal logged $warned times"
+    rm -f "$gate/refuse-metadata"
+    if t=$(wait_for 40 logged_since "$log0" "domain vpf-m: its request is in its live metadata now"); then
+        pass "request written ${t}s after libvirtd took it again"
+    else
+        fail "vpf-m's request not written within 40 s of libvirtd taking it again"
+    fi
+    vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>/dev/null | grep -q 'vcpupin\|request' &&
+        pass "vpf-m's live metadata holds its request" ||
+        fail "vpf-m's live metadata has no request: $(vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>&1)"
+else
+    fail "vpackd never tried to write vpf-m's request"
+fi
+rm -f "$gate/refuse-metadata"
+vp_virsh destroy vpf-m >/dev/null 2>&1 || true
+
 echo "== stop"
 kill -TERM "$agent_pid"
 rc=0; wait "$agent_pid" || rc=$?
