@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -44,10 +45,12 @@ enum {
 };
 
 /*
- * The agent's snapshot as a trace line (caller frees), or NULL with *none
- * when it has none yet. Returns an exit code.
+ * The agent's snapshot, asked on fd (one connection for the whole record:
+ * vpackd's cost of an accept per poll is saved), as a trace line (caller
+ * frees), or NULL with *none when it has none yet. Returns an exit code.
  */
-static int fetch(const struct vpackctl_args *a, char **line, unsigned *interval_ms, bool *none)
+static int fetch(const struct vpackctl_args *a, int fd, char **line, unsigned *interval_ms,
+                 bool *none)
 {
     struct json_object *body = NULL, *snap;
     struct vpack_snapshot *s = NULL;
@@ -57,7 +60,7 @@ static int fetch(const struct vpackctl_args *a, char **line, unsigned *interval_
 
     *line = NULL;
     *none = false;
-    if ((ret = vpackctl_ask(a, VPACKCTL_TIMEOUT_MS, NULL, &body, "snapshot", NULL)))
+    if ((ret = vpackctl_ask_on(a, fd, VPACKCTL_TIMEOUT_MS, NULL, &body, "snapshot", NULL)))
         return ret;
     if (!json_object_object_get_ex(body, "snapshot", &snap) ||
         !json_object_is_type(snap, json_type_object)) {
@@ -102,7 +105,7 @@ int record_main(int argc, char **argv)
     unsigned long written = 0;
     char *last = NULL;
     FILE *out = NULL;
-    int c, ret;
+    int c, ret, fd = -1;
 
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         if (c == OPT_DURATION) {
@@ -127,9 +130,12 @@ int record_main(int argc, char **argv)
         return VPACKCTL_EXIT_USAGE;
     }
     a.socket = vpack_client_socket_path(socket);
+    if ((ret = vpackctl_connect(a.socket, VPACKCTL_TIMEOUT_MS, &fd)))
+        return ret;
     out = strcmp(output, "-") ? fopen(output, "w") : stdout;
     if (!out) {
         vpackctl_err("record: %s: %s", output, strerror(errno));
+        close(fd);
         return VPACKCTL_EXIT_FAIL;
     }
     end = vpackctl_now() + duration;
@@ -138,7 +144,7 @@ int record_main(int argc, char **argv)
         char *line;
         bool none;
 
-        if ((ret = fetch(&a, &line, &interval_ms, &none)))
+        if ((ret = fetch(&a, fd, &line, &interval_ms, &none)))
             break;
         if (line && (!last || strcmp(line, last))) {
             if (fputs(line, out) < 0 || fputc('\n', out) < 0 || fflush(out) != 0) {
@@ -165,6 +171,7 @@ int record_main(int argc, char **argv)
     }
     if (ret == VPACKCTL_EXIT_OK)
         fprintf(stderr, "vpackctl: record: %lu intervals written to %s\n", written, output);
+    close(fd);
     free(last);
     return ret;
 }
