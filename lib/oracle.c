@@ -149,7 +149,8 @@ int vpack_oracle_packages(const struct vpack_topology *t, const double *capacity
             const vpack_cpuset *allowed = th->pin ? th->pin : d->cpuset;
             uint64_t bits;
 
-            if (th->util <= 0)
+            /* The host model counts a package with less work than this idle. */
+            if (th->util <= VPACK_ORACLE_EPS)
                 continue;
             need += cut(th->util);
             if (!allowed || n > MAX_BITS)
@@ -159,6 +160,11 @@ int vpack_oracle_packages(const struct vpack_topology *t, const double *capacity
             if (bits)
                 add_constraint(cons, &ncons, bits);
         }
+    }
+    /* Nothing demanded: no package need hold anything. */
+    if (need <= 0) {
+        free(cons);
+        return 0;
     }
     if (n > VPACK_ORACLE_EXACT_MAX) {
         if (exact)

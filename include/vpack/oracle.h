@@ -50,6 +50,13 @@
 #include "vpack/topology.h"
 
 #define VPACK_ORACLE_EXACT_MAX 16
+/*
+ * A thread demanding at most this much (CPUs: 10 us a second) demands
+ * nothing here. The host model counts a package with at most 1e-9 CPUs of
+ * work as idle: a larger share, even spread over a thousand CPUs of several
+ * packages, still leaves one of them working.
+ */
+#define VPACK_ORACLE_EPS 1e-5
 
 /* cap[p] = ncores + smt_gain * (usable CPUs - ncores) for every package of topo. */
 void vpack_oracle_capacity_real(const struct vpack_topology *topo, double smt_gain, double *cap);
@@ -61,8 +68,9 @@ void vpack_oracle_capacity_target(const struct vpack_topology *topo, double pack
 /*
  * The oracle's package count for snap (util = demand) on topo, with cap[]
  * (one per package, > 0) as above; *exact (may be NULL) says whether it is
- * the minimum or a lower bound of it. Returns the count (>= 1 when topo has
- * a package), or -ENOMEM.
+ * the minimum or a lower bound of it. Returns the count: 0 when no thread
+ * demands anything (a policy still keeps one package awake), else >= 1
+ * when topo has a package; or -ENOMEM.
  */
 int vpack_oracle_packages(const struct vpack_topology *topo, const double *cap,
                           const struct vpack_snapshot *snap, bool *exact);

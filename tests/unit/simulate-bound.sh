@@ -104,6 +104,14 @@ for topo in "${topos[@]}"; do
     done
 done
 [ "$runs" -ge 120 ] || fail "only $runs runs: the days of tests/data/planetlab are missing"
+# Edges a recording has (test-record found them): intervals where nothing or
+# next to nothing (1e-10, 1e-6 CPUs) is demanded, a guest pin, a domain bound,
+# levels 0 to 2 mixed. tests/data/snapshots/bound-edges.jsonl: 120 generated
+# intervals (seeded), 2 domains on a 2 x 1-core host.
+if ! "$ctl" simulate --trace "$here/../data/snapshots/bound-edges.jsonl" \
+        --topology 'synthetic:"package:2 core:1 pu:1"' >"$tmp/out" 2>"$tmp/err"; then
+    fail "bound-edges.jsonl: $(cat "$tmp/err")"
+fi
 # The bound is exact up to 16 packages and a lower bound beyond.
 "$ctl" simulate --planetlab "$data" --vms 10 --hours 1 --topology 'synthetic:"package:2 core:2 pu:2"' >"$tmp/out"
 grep -q '^capacity bound pkg-s .*(exact)' "$tmp/out" || fail "2 packages: the bound is not exact"
