@@ -754,6 +754,31 @@ SERVED_VS_L0 = 0.99
 SIMULATE_LIMIT_S = 60
 
 
+PC6_NOTE = """**Where the saving comes from.** The model knows where a package's deep C-state
+(PC6) can be held. On Intel Xeon Scalable processors through Emerald Rapids PC6 is
+system-wide: "entered only when all CPUs across all sockets (packages) have transitioned
+to CC6" (Intel's pepc documentation, `docs/misc-c6p-c6sp.md`). The built-in power model
+is that platform's (`data/power-model.ini`, `pc6_scope = system`), with the assumption
+that a whole-idle socket outside PC6 draws what an awake one does (`idle_w = awake_w`:
+no figure was at hand). Under it packing saves close to nothing; the "PC6 per package"
+figures are what a platform whose sockets reach PC6 alone would save, or a Xeon whose
+idle socket's uncore falls as low as PC6 (`idle_w = deep_w`). Not yet modelled (issue
+26): the cost of a wake-up from PC6, SMT siblings slowing each other, remote memory,
+mean-preserving correlated bursts, per-VM slowdown and a saturation share.
+"""
+
+DAYS_NOTE = """- *saving*: level 2 against level 0, modelled energy.
+- *vs capacity bound*: level 2's package-seconds with work above the fewest packages
+  that hold the demand at full capacity, a real lower bound (no run is ever under it
+  with its demand served: `tests/unit/simulate-bound.sh` checks every day x seed x
+  topology). Level 2 packs to the pack watermark (0.6 of a package's cores), not to
+  full capacity, and spreads early.
+- The SMT hosts' small system-wide saving comes from co-running: packed threads share
+  cores and fewer cores are busy (`core_w`), at no modelled delay, because the model
+  does not yet charge SMT siblings for slowing each other.
+"""
+
+
 def host_model(res, out):
     """Section 6 from RESULTS/simulate: the PlanetLab runs and the model-vs-live check."""
     d = os.path.join(res, "simulate")
@@ -776,6 +801,11 @@ def host_model(res, out):
                "(cores x pack watermark: the policy's aim, not a bound). "
                "Run %s, vpack %s; wall times below are this run's (niced, on the "
                "shared 2-CPU machine).\n" % (info.get("date", "?"), info.get("commit", "?")))
+    out.append(PC6_NOTE)
+    days = os.path.join(d, "days.md")
+    if os.path.exists(days):
+        out.append(open(days).read().strip() + "\n")
+        out.append(DAYS_NOTE)
     for meta in runs:
         m = read_kv(meta)
         try:
@@ -800,6 +830,12 @@ def host_model(res, out):
             row("package %d whole-idle %%" % p, lambda x, p=p: "%.1f" % (100 * x["package_idle"][p]))
         row("energy (kWh)", lambda x: "%.3f" % (x["energy_j"] / 3.6e6))
         row("saving vs level 0", lambda x: "%.1f%%" % (100 * x["saving"]))
+        for scope, label in (("package", "PC6 per package"), ("system", "PC6 system-wide"),
+                             ("none", "no PC6")):
+            row("... %s" % label,
+                lambda x, s=scope: "%.1f%%" % (100 * x["by_pc6_scope"][s]["saving"]))
+        row("... system-wide, idle_w = deep_w",
+            lambda x: "%.1f%%" % (100 * x["saving_idle_w_as_deep_w"]))
         row("served work (of demand)", lambda x: "%.4f" % x["served_ratio"])
         row("served work vs level 0", lambda x: "%.4f" % (
             x["served_cpu_s"] / lv[0]["served_cpu_s"] if lv[0]["served_cpu_s"] else 1))

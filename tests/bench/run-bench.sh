@@ -21,7 +21,8 @@
 #   hook        the hook's added latency to `virsh start` (bench-hook.sh)
 #   planner     bench-policy: plan time up to 1,024 CPUs / 8,000 vCPUs
 #   simulate    the host model (no libvirt): vpackctl simulate on the
-#               PlanetLab traces, 2 x 16-core SMT and 4 x 24-core hosts; and
+#               PlanetLab traces, 2 x 16-core SMT and 4 x 24-core hosts, and
+#               every day x 3 seeds on 2- and 4-socket hosts (bench-days.sh); and
 #               model-vs-live.py, the placement scenario through the model
 #               (live figures from this run's placement part, else from
 #               BENCHMARKS.md)
@@ -159,6 +160,9 @@ simulate_part() {
 2x16-smt|package:2 core:16 pu:2|2 x 16 cores, SMT (64 CPUs)|32|1
 4x24|package:4 core:24 pu:1|4 x 24 cores, no SMT (96 CPUs)|96|0
 EOF_TOPOLOGIES
+    # Every day of tests/data/planetlab, three seeds, 2- and 4-socket hosts with
+    # and without SMT, at 60 s intervals (issue 26): a Markdown table.
+    bash tests/bench/bench-days.sh "$vpackctl" 60 "1 2 3" >"$dir/days.md" || return 1
     python3 tests/bench/model-vs-live.py "$vpackctl" "$(dirname "$dir")" "$top/BENCHMARKS.md" \
         >"$dir/model-vs-live.txt" || return 1
     echo "simulate $((SECONDS - t0))" >>"$(dirname "$dir")/durations"

@@ -1,0 +1,64 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The host model over every PlanetLab day of tests/data/planetlab, several
+# seeds, and 2- and 4-socket hosts with and without SMT (issue 26): for each
+# host, level 2 against level 0 as mean, standard deviation and range over
+# day x seed of: the saving with package C6 per package, with package C6
+# system-wide (the built-in Xeon profile, idle_w = awake_w) and with idle_w
+# as low as deep_w; package-seconds with work against the capacity bound;
+# served work; p99 vCPU delay; moves per hour. Prints a Markdown section.
+#
+#   tests/bench/bench-days.sh VPACKCTL [INTERVAL_S] [SEEDS]
+#
+# INTERVAL_S (default 60): the trace's interval; the readings are 5 minutes
+# apart and interpolated in between. SEEDS (default "1 2 3"). One run of
+# 24 h x 100 VMs takes about 1 s at 60 s on a 2-CPU VM, 15 s at 1 s.
+set -euo pipefail
+
+ctl=${1:?usage: bench-days.sh VPACKCTL [INTERVAL_S] [SEEDS]}
+interval=${2:-60}
+seeds=${3:-1 2 3}
+here=$(cd "$(dirname "$0")" && pwd)
+days=("$here"/../data/planetlab/20*)
+hosts=('package:2 core:16 pu:1' 'package:2 core:16 pu:2' 'package:4 core:16 pu:1'
+       'package:4 core:16 pu:2')
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# level2 LABEL: the level 2 cell of the row starting with LABEL, without %.
+level2() { awk -v l="$1" 'index($0, l) == 1 { v = $NF; sub(/%$/, "", v); print v; exit }' "$tmp/out"; }
+
+echo "### Every day, every seed: level 2 against level 0"
+echo
+echo "\`tests/bench/bench-days.sh\`: ${#days[@]} PlanetLab days (\`tests/data/planetlab\`), seeds $seeds," \
+     "100 VMs, ${interval} s intervals, default policy, the built-in power model; mean ± standard" \
+     "deviation [min, max] over day x seed. Run $(date -u '+%Y-%m-%d %H:%M UTC')," \
+     "vpack $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')."
+echo
+echo "| host | saving, PC6 per package | saving, PC6 system-wide | saving, system-wide with idle_w = deep_w | vs capacity bound | served | p99 delay % | moves/h |"
+echo "|---|---|---|---|---|---|---|---|"
+for host in "${hosts[@]}"; do
+    : >"$tmp/rows"
+    for day in "${days[@]}"; do
+        for seed in $seeds; do
+            nice -n 19 "$ctl" simulate --planetlab "$day" --vms 100 --seed "$seed" \
+                --interval-ms "$((interval * 1000))" --topology "synthetic:\"$host\"" >"$tmp/out"
+            echo "$(level2 '  ... PC6 scope package') $(level2 '  ... PC6 scope system') \
+$(level2 '  ... idle_w as deep_w') $(level2 'vs capacity bound') $(level2 'served work ratio') \
+$(level2 'p99 vCPU delay') $(level2 'moves per hour')" >>"$tmp/rows"
+        done
+    done
+    awk -v host="$host" '
+        { for (i = 1; i <= NF; i++) { v = $i + 0; s[i] += v; q[i] += v * v
+              if (NR == 1 || v < lo[i]) lo[i] = v; if (NR == 1 || v > hi[i]) hi[i] = v } }
+        END {
+            printf "| `%s` (%d runs)", host, NR
+            for (i = 1; i <= 7; i++) {
+                m = s[i] / NR; sd = q[i] / NR - m * m; sd = sd > 0 ? sqrt(sd) : 0
+                f = (i == 5) ? "%.4f ± %.4f [%.4f, %.4f]" : (i == 7 ? "%.1f ± %.1f [%.1f, %.1f]" : "%.1f ± %.1f [%.1f, %.1f]")
+                printf " | " f, m, sd, lo[i], hi[i]
+            }
+            print " |"
+        }' "$tmp/rows"
+done
