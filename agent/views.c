@@ -477,6 +477,7 @@ struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
     m->samples = a->ctr.samples;
     m->hotplug_events = a->ctr.hotplug_events;
     m->cgroup_repairs = a->ctr.cgroup_repairs;
+    m->cgroup_stale = a->ctr.cgroup_stale;
     m->plans_skipped = a->ctr.plans_skipped;
     m->reads_skipped = a->ctr.reads_skipped;
     m->libvirt_calls = vpack_virt_calls(a->virt);

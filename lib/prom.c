@@ -469,6 +469,9 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
                "CPU online and offline events seen.");
     scalar_u64(&b, m->cgroup_repairs, "vpack_cgroup_repairs_total", "counter",
                "cpuset cgroups repaired after a CPU came back online.");
+    scalar_u64(&b, m->cgroup_stale, "vpack_cgroup_stale_total", "counter",
+               "cgroup v2 guest groups found without an online CPU they should have "
+               "(vpack does not widen a v2 group; the operator must).");
     scalar_u64(&b, m->plans_skipped, "vpack_plans_skipped_total", "counter",
                "Sampling cycles that planned nothing: no load moved beyond the steady band.");
     scalar_u64(&b, m->reads_skipped, "vpack_reads_skipped_total", "counter",

@@ -102,6 +102,7 @@ struct vpack_prom_metrics {
     size_t npin_ops;
     struct vpack_prom_histogram plan_duration, cycle_duration;
     uint64_t samples, hotplug_events, cgroup_repairs;
+    uint64_t cgroup_stale;   /* v2 guest groups found without an online CPU they should have */
     uint64_t plans_skipped;  /* steady intervals that planned nothing */
     uint64_t reads_skipped;  /* of those, intervals that read no domain (CPUs steady) */
     uint64_t libvirt_calls;  /* calls into libvirt that libvirtd answered */

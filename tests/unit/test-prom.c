@@ -100,6 +100,7 @@ static struct vpack_prom_metrics *fixture(void)
     m->reads_skipped = 31;
     m->libvirt_calls = 9;
     m->hotplug_events = 3;
+    m->cgroup_stale = 2;
     return m;
 }
 
@@ -264,6 +265,8 @@ static void test_render_lines(void **state)
     assert_line(t, "vpack_samples_total 42");
     assert_line(t, "vpack_hotplug_events_total 3");
     assert_line(t, "vpack_cgroup_repairs_total 0");
+    assert_line(t, "# TYPE vpack_cgroup_stale_total counter");
+    assert_line(t, "vpack_cgroup_stale_total 2");
     assert_line(t, "# TYPE vpack_plans_skipped_total counter");
     assert_line(t, "vpack_plans_skipped_total 40");
     assert_line(t, "# TYPE vpack_reads_skipped_total counter");
