@@ -580,18 +580,16 @@ static void test_oracle_large_bound(void **state)
     vpack_topology_free(t);
 }
 
-/* n busy vCPUs of one level-0 domain, free to run anywhere. */
-static char *busy_domain(unsigned n)
+/* n (at most 64) busy vCPUs of one level-0 domain, free to run anywhere, into text. */
+static const char *busy_domain(unsigned n, char *text, size_t size)
 {
-    char *text = malloc(64 + 32 * n);
-    size_t len;
+    size_t len = (size_t)snprintf(text, size, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":"
+                                              "[{\"name\":\"a\",\"level\":0,\"vcpus\":[");
 
-    assert_non_null(text);
-    len = (size_t)sprintf(text, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
-                                "\"level\":0,\"vcpus\":[");
-    for (unsigned i = 0; i < n; i++)
-        len += (size_t)sprintf(text + len, "%s{\"id\":%u,\"util\":1}", i ? "," : "", i);
-    strcpy(text + len, "]}]}");
+    for (unsigned i = 0; i < n && len < size; i++)
+        len += (size_t)snprintf(text + len, size - len, "%s{\"id\":%u,\"util\":1}", i ? "," : "", i);
+    if (len < size)
+        snprintf(text + len, size - len, "]}]}");
     return text;
 }
 
@@ -615,7 +613,8 @@ static void test_oracle_capacity_bound(void **state)
     assert_float_equal(real[0], 4 + power.smt_gain * 4, EPS);
     assert_float_equal(target[1], 2.4, EPS);
     for (unsigned n = 1; n <= 16; n++) {
-        char *text = busy_domain(n);
+        char buf[4096];
+        const char *text = busy_domain(n, buf, sizeof(buf));
         struct vpack_snapshot *s = line(text);
         int bound = vpack_oracle_packages(t, real, s, &exact);
         int tgt = vpack_oracle_packages(t, target, s, NULL);
@@ -631,7 +630,6 @@ static void test_oracle_capacity_bound(void **state)
         if (n == 16)
             assert_float_equal(iv.served, real[0] + real[1], EPS);
         vpack_snapshot_free(s);
-        free(text);
     }
     vpack_model_free(m);
     vpack_topology_free(t);
