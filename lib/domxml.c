@@ -965,7 +965,7 @@ static int read_pin_cpuset(struct ctx *c, xmlNode *p, const char *elem, vpack_cp
 static int read_vcpupin_el(struct ctx *c, xmlNode *p, struct vpack_domxml *d,
                            struct pin_state *s, bool request)
 {
-    unsigned vcpu;
+    unsigned vcpu = 0; /* set by prop_uint() on success; gcc -O3 cannot tell */
     bool exists;
     vpack_cpuset cpus;
     struct vpack_vcpupin *pins;
@@ -1029,7 +1029,7 @@ static int read_emulatorpin_el(struct ctx *c, xmlNode *p, struct vpack_domxml *d
 static int read_iothreadpin_el(struct ctx *c, xmlNode *p, struct vpack_domxml *d,
                                struct pin_state *s, bool request)
 {
-    unsigned id;
+    unsigned id = 0; /* likewise */
     const unsigned *found = NULL;
     size_t idx;
     vpack_cpuset cpus;
