@@ -94,8 +94,9 @@ static void hold(struct planner *pl)
                  n, P, pl->max_delay * 100);
     else if (pl->over_count)
         snprintf(pl->reason, sizeof(pl->reason),
-                 "%u of %u packages: over the spread trigger %u of %u samples", n, P,
-                 pl->over_count, pl->par->spread_samples);
+                 "%u of %u packages: over the spread trigger %u of %u samples%s", n, P,
+                 pl->over_count, pl->over_need,
+                 pl->over_need > pl->par->spread_samples ? " (load outside the guests)" : "");
     else
         snprintf(pl->reason, sizeof(pl->reason), "%u of %u packages: load %.2f CPUs", n, P,
                  pl->demand);
@@ -131,6 +132,7 @@ void vpack__plan_choose_count(struct planner *pl)
 
     pl->why = VPACK_WHY_HOLD;
     pl->over_count = st->over_count;
+    pl->over_need = par->spread_samples;
     pl->under_ms = st->under_ms;
     pl->delay_spread = st->delay_spread;
     pl->delay_fruitless = st->delay_fruitless;
@@ -195,8 +197,22 @@ void vpack__plan_choose_count(struct planner *pl)
     /* With every package active there is nowhere to spread to. */
     pl->over_count =
         ((over_load && over_load_now) || over_delay) && nprev < P ? pl->over_count + 1 : 0;
+    /*
+     * Load outside the guests alone spreads one sample later than theirs: a
+     * burst of another process of at most one interval that straddles two
+     * ticks is over in both of them, never in a third, and spreading the
+     * guests for it only to pack them again is a flap (issue 24). That holds
+     * for the run-queue delay such a burst makes the guests wait too: while
+     * their own run time is under the trigger, their delay is someone else's
+     * load. Only the guests' own load over the trigger counts as before.
+     */
+    bool guests_over =
+        vpack__plan_packages_for(pl, pl->threads_total, par->spread_watermark) > nprev &&
+        (!pl->have_now ||
+         vpack__plan_packages_for(pl, pl->threads_now, par->spread_watermark) > nprev);
+    pl->over_need = par->spread_samples + (pl->have_now && !guests_over ? 1 : 0);
     pl->ndemand = nprev;
-    if (nprev < P && (over_all || pl->over_count >= par->spread_samples))
+    if (nprev < P && (over_all || pl->over_count >= pl->over_need))
         spread_to(pl, nprev, over_load || over_all, cap_prev);
     else if (pl->nlow < nprev && !over_load && pl->max_delay <= par->delay_threshold / 2)
         pack_later(pl);
@@ -206,7 +222,7 @@ void vpack__plan_choose_count(struct planner *pl)
 
 bool vpack__plan_unconfirmed(const struct planner *pl)
 {
-    return !pl->spreading && pl->over_count > 0 && pl->over_count < pl->par->spread_samples;
+    return !pl->spreading && pl->over_count > 0 && pl->over_count < pl->over_need;
 }
 
 /* A domain placed recently keeps its packages awake while packing (rule 4). */

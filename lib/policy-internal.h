@@ -105,6 +105,7 @@ struct planner {
     double *cap;           /* physical cores with a usable CPU */
     double *load;          /* sum of its usable CPUs' busy fractions */
     double *own;           /* of that, load of threads vpack places (it moves with them) */
+    double *load_now;      /* with have_now: its usable CPUs' busy over the last interval */
     double *mem_w;         /* load of managed domains whose memory is there */
     double *room;          /* spread watermark * cores minus what is placed or fixed there */
     double *scratch;       /* P entries */
@@ -143,6 +144,8 @@ struct planner {
     enum vpack_plan_why why;
     char reason[256];
     unsigned over_count;
+    unsigned over_need;    /* samples this trigger needs: spread_samples, one more for load
+                            * outside the guests alone (vpack__plan_choose_count) */
     uint64_t under_ms;
     bool delay_spread, delay_fruitless;
     int wake;              /* wake-up package index, or -1 */

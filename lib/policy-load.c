@@ -32,10 +32,17 @@ static int single_package(const struct planner *pl, const vpack_cpuset *set)
     return pkg;
 }
 
-/* Room a package offers an empty placement: its watermark minus the load vpack does not place. */
+/*
+ * Room a package offers an empty placement: its watermark minus the load
+ * vpack does not place, at the lower of its smoothed and last-interval
+ * values: a burst of another process that ended takes no room while its
+ * smoothed value falls (issue 24; policy-l3.c does the same per cache).
+ */
 double vpack__plan_free_room(const struct planner *pl, int p)
 {
     double other = pl->load[p] - pl->own[p];
+    if (pl->have_now && pl->load_now[p] - pl->own[p] < other)
+        other = pl->load_now[p] - pl->own[p];
     return pl->cap[p] * pl->par->spread_watermark - (other > 0 ? other : 0);
 }
 

@@ -178,6 +178,7 @@ static int planner_alloc(struct planner *pl)
     pl->cap = calloc(P, sizeof(double));
     pl->load = calloc(P, sizeof(double));
     pl->own = calloc(P, sizeof(double));
+    pl->load_now = calloc(P, sizeof(double));
     pl->mem_w = calloc(P, sizeof(double));
     pl->room = calloc(P, sizeof(double));
     pl->scratch = calloc(P, sizeof(double));
@@ -203,7 +204,7 @@ static int planner_alloc(struct planner *pl)
     pl->active_ids = calloc(P, sizeof(int));
     pl->newdoms = calloc(nd, sizeof(*pl->newdoms));
     pl->plan = calloc(1, sizeof(*pl->plan));
-    if (!pl->cap || !pl->load || !pl->own || !pl->mem_w || !pl->room || !pl->scratch ||
+    if (!pl->cap || !pl->load || !pl->own || !pl->load_now || !pl->mem_w || !pl->room || !pl->scratch ||
         !pl->forced || !pl->was_active || !pl->awake || !pl->active || !pl->order ||
         !pl->by_cap || !pl->pkg_mask || !pl->pool || !pl->di || !pl->sorted || !pl->bounds ||
         !pl->cand || !pl->ids || !pl->active_ids || !pl->newdoms || !pl->plan)
@@ -234,6 +235,7 @@ static void planner_free(struct planner *pl, int ret)
     free(pl->cap);
     free(pl->load);
     free(pl->own);
+    free(pl->load_now);
     free(pl->mem_w);
     free(pl->room);
     free(pl->scratch);
@@ -269,8 +271,11 @@ static void observe_packages(struct planner *pl)
         double b = snap->cpu_busy[c] > 1 ? 1 : snap->cpu_busy[c];
         pl->load[p] += b;
         pl->total_busy += b;
-        if (snap->cpu_busy_now && snap->cpu_busy_now[c] >= 0)
-            pl->total_busy_now += snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
+        if (snap->cpu_busy_now && snap->cpu_busy_now[c] >= 0) {
+            double n = snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
+            pl->load_now[p] += n;
+            pl->total_busy_now += n;
+        }
     }
     pl->have_now = snap->cpu_busy_now != NULL;
     for (unsigned i = 0; i < pl->st->nactive; i++) {

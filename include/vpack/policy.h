@@ -42,7 +42,11 @@
  *     carries the last interval alone (cpu_busy_now), a snapshot counts only
  *     when that interval was over the trigger too (its CPUs' busy or its
  *     threads' util_now; the worst delay_now): smoothing falls slowly, and
- *     one busy interval would otherwise count twice. It spreads at once when
+ *     one busy interval would otherwise count twice. When only load outside
+ *     the guests is over (their threads' util, smoothed and util_now, are not,
+ *     and no delay is), it takes spread_samples + 1 snapshots: a burst of at
+ *     most one interval that straddles two ticks is over in two, never three.
+ *     It spreads at once when
  *     the guests' own threads asked for more than all the active cores in the
  *     last interval alone (every thread's util_now plus the delay_now of those
  *     vpack may move: a step that saturates the active packages measures no
@@ -78,7 +82,9 @@
  *  7. Domains. Managed domains are placed whole, largest movable demand first
  *     (first-fit decreasing; ties by name), each on one active package where
  *     it fits (room = cores * spread_watermark minus the fixed load minus
- *     what this plan placed there). First every domain that stays: on its
+ *     what this plan placed there; the fixed load, vpack cannot move, at the
+ *     lower of its smoothed and last-interval values: a burst of another
+ *     process that ended takes no room while its average falls). First every domain that stays: on its
  *     current packages while they still fit (sticky; a domain across several
  *     packages goes to one once it fits one and has stayed min_residency_ms),
  *     and level 2 all-light domains on theirs (rule 8); then the domains whose

@@ -1484,7 +1484,7 @@ static struct vpack_snapshot *view_step(struct agent_view *v, const struct vpack
  * guests' vCPUs (under the core in all): with the last interval alone in the snapshot, neither
  * spreads the packed guests (the smoothed values stay over the watermark for
  * a second sample, the raw ones do not); the same load sustained spreads at
- * its second sample; without the last interval's values an isolated burst
+ * its third sample (the guests' own load at its second); without the last interval's values an isolated burst
  * spreads nothing either (load outside the guests is never a reason to
  * spread at once, and the smoothed active core is over for one sample).
  */
@@ -1502,8 +1502,11 @@ static void test_one_interval_burst_does_not_spread(void **unused)
         /* 0.06 run + 1.35 delay asks for more than the core, but the guests' run time
          * is light: other load queues them, no reason to spread at once. */
         {"isolated delay bursts of three vCPUs, last interval known", true, true, false, 3, -1},
-        {"sustained 1.5 CPUs, last interval known", true, false, true, 0, 2},
-        {"sustained delay of two vCPUs, last interval known", true, true, true, 2, 2},
+        /* Load outside the guests (their own run time under the trigger), or the delay
+         * it makes them wait, spreads one sample later than the guests' own load: a
+         * one-second burst that straddles two ticks is over in two samples, never three. */
+        {"sustained 1.5 CPUs, last interval known", true, false, true, 0, 3},
+        {"sustained delay of two vCPUs, last interval known", true, true, true, 2, 3},
         /* The smoothed active core (0.81) is over the watermark for one sample only, and a
          * core's busy time cannot pass the core: only the guests' own threads spread at once. */
         {"isolated 1.5-CPU bursts, smoothed values only", false, false, false, 0, -1},
