@@ -202,7 +202,7 @@ unsigned vpack__act(struct vpack_agent *a, const struct vpack_plan *plan, const 
         /* Its request goes into its live metadata before any pin of vpack's does: a
          * save or a migration of the live XML must tell them apart (issue 28). */
         if (!out->dry_run && pd->level >= 1 && !d->marked &&
-            ((d->mark_failed && a->ctr.samples < d->mark_next) || vpack__dom_mark(a, d) < 0))
+            (!vpack__dom_mark_due(a, d) || vpack__dom_mark(a, d) < 0))
             continue; /* not placed until its request is written; retried when due */
         if (!out->dry_run && pd->level >= 1 && !d->managed) {
             d->managed = true;

@@ -281,6 +281,8 @@ void vpack__dom_narrowed(struct vpack_agent *a, struct agent_dom *d);
  * next interval; nothing of d may be narrowed then).
  */
 int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d);
+/* Whether writing its request is due: it never failed, or its back-off ran out. */
+bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d);
 /* Removes it, once d's threads have their own masks back (at stop). */
 void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d);
 

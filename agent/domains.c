@@ -695,6 +695,11 @@ int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d)
     return r;
 }
 
+bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d)
+{
+    return !d->mark_failed || a->ctr.samples >= d->mark_next;
+}
+
 void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d)
 {
     char *err = NULL;

@@ -385,7 +385,7 @@ static bool plan_pending(const struct vpack_agent *a)
     /* A pin that failed, or a mask not known since a hotplug: act again. */
     for (unsigned i = 0; i < a->ndoms; i++) {
         const struct agent_dom *d = &a->doms[i];
-        if (d->refresh || (d->mark_failed && d->level >= 1 && a->ctr.samples >= d->mark_next))
+        if (d->refresh || (d->mark_failed && d->level >= 1 && vpack__dom_mark_due(a, d)))
             return true;
         if (!d->managed)
             continue;

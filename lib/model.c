@@ -869,7 +869,7 @@ static void account_packages(struct vpack_model *m, struct vpack_model_interval 
             if (s == pw->pc6_scope)
                 iv->energy_j += watts * dt;
         }
-        if (m->pkg_busy[p] > 1e-9)
+        if (m->pkg_busy[p] > VPACK_MODEL_WORK_EPS)
             iv->nworking++;
         m->pkg_busy[p] /= nc;
         m->pkg_busy_s[p] += m->pkg_busy[p] * dt;

@@ -135,6 +135,10 @@ void vpack_power_params_default(struct vpack_power_params *p);
  */
 #define VPACK_MODEL_PIN_CPU_MS 2.16
 
+/* A package with at most this many CPUs of work in an interval counts as idle
+ * in it (nworking); VPACK_ORACLE_EPS is sized against it (oracle.h). */
+#define VPACK_MODEL_WORK_EPS 1e-9
+
 /* What the host spends and how the agent observes, beside the power model. */
 struct vpack_model_host {
     double pin_cpu_ms;      /* CPU-ms per pin operation, 0..1000; VPACK_MODEL_PIN_CPU_MS */

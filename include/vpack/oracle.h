@@ -52,9 +52,10 @@
 #define VPACK_ORACLE_EXACT_MAX 16
 /*
  * A thread demanding at most this much (CPUs: 10 us a second) demands
- * nothing here. The host model counts a package with at most 1e-9 CPUs of
- * work as idle: a larger share, even spread over a thousand CPUs of several
- * packages, still leaves one of them working.
+ * nothing here. The host model counts a package with at most
+ * VPACK_MODEL_WORK_EPS (model.h, 1e-9) CPUs of work as idle: a larger share,
+ * even spread over a thousand CPUs of several packages, still leaves one of
+ * them working (test-model's test_oracle_eps_above_model_eps keeps it so).
  */
 #define VPACK_ORACLE_EPS 1e-5
 

@@ -635,9 +635,18 @@ static void test_oracle_capacity_bound(void **state)
     vpack_topology_free(t);
 }
 
+/* A thread the oracle counts (over VPACK_ORACLE_EPS) spread over a thousand CPUs
+ * still leaves the model counting a package with work (over VPACK_MODEL_WORK_EPS). */
+static void test_oracle_eps_above_model_eps(void **unused)
+{
+    (void)unused;
+    assert_true(VPACK_ORACLE_EPS / 1000 > VPACK_MODEL_WORK_EPS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oracle_eps_above_model_eps),
         cmocka_unit_test(test_one_busy_vcpu),
         cmocka_unit_test(test_foreign_load),
         cmocka_unit_test(test_pin_charge),
