@@ -161,6 +161,8 @@ struct vpack_agent {
     unsigned nprev_times;
     double *cpu_busy;      /* smoothed, by CPU id */
     double *cpu_busy_now;  /* the last interval alone, by CPU id (ncpu_busy entries) */
+    double *cpu_noise;     /* mean |change of cpu_busy_now| between intervals, by CPU id */
+    double *cpu_band;      /* the band a light interval allows it (vpack_cpu_band_update()) */
     unsigned ncpu_busy;
     uint64_t prev_ns;      /* time the domains were last read */
     uint64_t tick_ns;      /* time the last interval began */

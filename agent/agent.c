@@ -502,6 +502,8 @@ static void agent_free(struct vpack_agent *a)
     free(a->prev_times);
     free(a->cpu_busy);
     free(a->cpu_busy_now);
+    free(a->cpu_noise);
+    free(a->cpu_band);
     if (a->own_task_fd >= 0)
         close(a->own_task_fd);
     vpack_plan_free(a->plan);

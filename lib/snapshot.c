@@ -1276,17 +1276,43 @@ static bool domain_within(const struct vpack_domain_sample *a,
     return true;
 }
 
-bool vpack_snapshot_cpus_within(const struct vpack_snapshot *a, const double *busy,
-                                unsigned ncpus, double band)
+/* CPU c within bands[c], or within band where bands is NULL. */
+static bool cpus_within(const struct vpack_snapshot *a, const double *busy, unsigned ncpus,
+                        const double *bands, double band)
 {
     if (!a || (ncpus && !busy) || a->ncpus != ncpus)
         return false;
     for (unsigned c = 0; c < ncpus; c++) {
         bool ra = a->cpu_busy[c] >= 0, rb = busy[c] >= 0;
-        if (ra != rb || (ra && !near(a->cpu_busy[c], busy[c], band)))
+        if (ra != rb || (ra && !near(a->cpu_busy[c], busy[c], bands ? bands[c] : band)))
             return false;
     }
     return true;
+}
+
+double vpack_cpu_band_update(double *noise, double prev_now, double now, double band,
+                             double cap)
+{
+    if (cap < band)
+        cap = band;
+    if (prev_now >= 0 && now >= 0) {
+        double d = fabs(now - prev_now);
+        *noise += ((d < cap ? d : cap) - *noise) / 8;
+    }
+    double b = 2 * *noise;
+    return b < band ? band : b > cap ? cap : b;
+}
+
+bool vpack_snapshot_cpus_within(const struct vpack_snapshot *a, const double *busy,
+                                unsigned ncpus, double band)
+{
+    return cpus_within(a, busy, ncpus, NULL, band);
+}
+
+bool vpack_snapshot_cpus_within_each(const struct vpack_snapshot *a, const double *busy,
+                                     unsigned ncpus, const double *bands)
+{
+    return bands && cpus_within(a, busy, ncpus, bands, 0);
 }
 
 bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_snapshot *b,

@@ -141,5 +141,18 @@ bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_sn
  */
 bool vpack_snapshot_cpus_within(const struct vpack_snapshot *a, const double *busy,
                                 unsigned ncpus, double band);
+/*
+ * The band a light interval allows one CPU (vpackd reads no domain while
+ * every CPU stays within its band of the last plan's busy share): the steady
+ * band, or twice the CPU's own interval-to-interval noise where that is
+ * wider, at most cap. *noise is the moving average (weight 1/8) of
+ * |now - prev_now|, each difference counted at most cap; prev_now or now
+ * below 0 (not read) leaves it. Returns the band.
+ */
+double vpack_cpu_band_update(double *noise, double prev_now, double now, double band,
+                             double cap);
+/* The same with a band per CPU (bands[0..ncpus)); false where bands is NULL. */
+bool vpack_snapshot_cpus_within_each(const struct vpack_snapshot *a, const double *busy,
+                                     unsigned ncpus, const double *bands);
 
 #endif

@@ -1195,10 +1195,63 @@ static void test_cpus_within(void **state)
     vpack_snapshot_free(a);
 }
 
+/* A CPU's light band: the steady band while quiet, twice its noise, at most cap. */
+static void test_cpu_band(void **state)
+{
+    (void)state;
+    double noise = 0, band = 0;
+    /* Quiet: the steady band. */
+    for (int k = 0; k < 50; k++)
+        band = vpack_cpu_band_update(&noise, 0.30, 0.305, 0.02, 0.1);
+    assert_float_equal(band, 0.02, 1e-9);
+    assert_float_equal(noise, 0.005, 1e-3);
+    /* Busy shares alternating 0.30 / 0.34: the noise tends to 0.04, the band to 0.08. */
+    for (int k = 0; k < 100; k++)
+        band = vpack_cpu_band_update(&noise, k % 2 ? 0.30 : 0.34, k % 2 ? 0.34 : 0.30, 0.02, 0.1);
+    assert_float_equal(noise, 0.04, 1e-3);
+    assert_float_equal(band, 0.08, 2e-3);
+    /* A step of a whole CPU counts at most cap: one step raises the noise by cap / 8 at most,
+     * and the band never passes cap. */
+    double before = noise;
+    band = vpack_cpu_band_update(&noise, 0.30, 1.0, 0.02, 0.1);
+    assert_true(noise <= before + (0.1 - before) / 8 + 1e-12);
+    assert_true(band <= 0.1 + 1e-12);
+    for (int k = 0; k < 100; k++)
+        band = vpack_cpu_band_update(&noise, 0.0, 1.0, 0.02, 0.1);
+    assert_float_equal(band, 0.1, 1e-9);
+    /* Not read (offline, first interval): the noise stays. */
+    before = noise;
+    vpack_cpu_band_update(&noise, -1, 0.5, 0.02, 0.1);
+    vpack_cpu_band_update(&noise, 0.5, -1, 0.02, 0.1);
+    assert_float_equal(noise, before, 0);
+    /* A cap under the steady band is the steady band. */
+    noise = 0.2;
+    assert_float_equal(vpack_cpu_band_update(&noise, -1, -1, 0.05, 0.01), 0.05, 1e-12);
+}
+
+/* Per-CPU bands: each CPU against its own. */
+static void test_cpus_within_each(void **state)
+{
+    (void)state;
+    const char text[] = "{\"interval_ms\": 1000, \"cpus\": {\"0\": 0.50, \"1\": 0.10}, "
+                        "\"domains\": []}";
+    struct vpack_snapshot *a = NULL;
+    char *err = NULL;
+    assert_int_equal(vpack_snapshot_parse(text, strlen(text), &a, &err), 0);
+    const double busy[] = {0.56, 0.13}, wide[] = {0.08, 0.04}, narrow[] = {0.02, 0.08};
+    assert_true(vpack_snapshot_cpus_within_each(a, busy, 2, wide));
+    assert_false(vpack_snapshot_cpus_within_each(a, busy, 2, narrow)); /* CPU 0 moved 0.06 */
+    assert_false(vpack_snapshot_cpus_within_each(a, busy, 2, NULL));
+    assert_false(vpack_snapshot_cpus_within_each(NULL, busy, 2, wide));
+    vpack_snapshot_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_and_init),
+        cmocka_unit_test(test_cpu_band),
+        cmocka_unit_test(test_cpus_within_each),
         cmocka_unit_test(test_parse_spec_example),
         cmocka_unit_test(test_parse_example_file),
         cmocka_unit_test(test_parse_series_file),
