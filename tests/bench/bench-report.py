@@ -434,6 +434,7 @@ def profile_block(d, n, kind):
 def cost(res, out):
     d = os.path.join(res, "cost")
     info = read_kv(os.path.join(d, "info"))
+    host = read_kv(os.path.join(res, "info"))
     windows = {}
     for f in glob.glob(os.path.join(d, "g*-r*-*.a")):
         m = re.search(r'g(\d+)-r(\d+)-(none|old|new)\.a$', f)
@@ -443,6 +444,13 @@ def cost(res, out):
     if not windows and not os.path.exists(hook):
         return None
     out.append("## 4. Cost of the agent\n")
+    # Issue 24: a figure of this section holds for the machine it was measured on.
+    out.append("Measured on: %s CPUs, %s, kernel %s, cpuidle driver %s (governor %s, haltpoll's "
+               "guest_halt_poll_ns %s), vpack %s, %s.\n" % (
+                   host.get("host_cpus", "?"), host.get("cpu_model", "?"), host.get("kernel", "?"),
+                   host.get("cpuidle", "not recorded"), host.get("governor", "not recorded"),
+                   host.get("halt_poll_ns", "not recorded"), host.get("commit", "?"),
+                   host.get("date", "?")))
     verdict = None
     if windows:
         verdict = cost_tables(d, info, windows, out)

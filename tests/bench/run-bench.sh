@@ -132,6 +132,12 @@ export VPB_OUT=$results VPB_ROUNDS=$rounds VPB_MEASURE_S=$measure
     echo "qemu=$(dpkg-query -W -f '${Version}' qemu-system-x86 2>/dev/null || echo '?')"
     echo "commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo '+changes')"
     echo "rapl=$([ -d /sys/class/powercap ] && find /sys/class/powercap -mindepth 1 -maxdepth 1 -printf '%f ' || echo absent)"
+    # Idle is part of what a wake-up costs: which cpuidle driver and governor,
+    # and whether haltpoll polls before it halts (0: it halts at once).
+    cpuidle=/sys/devices/system/cpu/cpuidle
+    echo "cpuidle=$(cat $cpuidle/current_driver 2>/dev/null || echo none)" \
+         "governor=$(cat $cpuidle/current_governor 2>/dev/null || cat $cpuidle/current_governor_ro 2>/dev/null || echo none)" \
+         "halt_poll_ns=$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo -)"
     echo "full=${full:-0} rounds=$rounds measure_s=$measure"
 } >"$results/info"
 
