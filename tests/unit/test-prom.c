@@ -2,10 +2,12 @@
 /*
  * lib/prom.c: the Prometheus text of hand-built metrics, exact
  * lines, escaping, histogram consistency and `promtool check metrics`
- * (/usr/bin/promtool must exist: its absence fails the test). Then
- * adapters/metrics.c with a stub collector: the HTTP endpoint on a libuv loop with
- * a fixture /sys tree (cpuidle states, a RAPL zone that wraps), its
- * answers, its limits, and a clean stop with connections still open.
+ * (/usr/bin/promtool must exist: its absence fails the test); the whole
+ * text and status's counters (lib/counters.c) byte for byte as main made
+ * them (tests/data/prom/), and every line of VPACK_COUNTERS in both. Then
+ * adapters/metrics.c with a stub collector: the HTTP endpoint on a libuv
+ * loop with a fixture /sys tree (cpuidle states, a RAPL zone that wraps),
+ * its answers, its limits, and a clean stop with connections still open.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +32,10 @@
 
 #include <uv.h>
 
+#include <json-c/json.h>
+
 #include "metrics.h"
+#include "vpack/counters.h"
 #include "vpack/prom.h"
 
 #define PROMTOOL "/usr/bin/promtool"
@@ -74,7 +80,7 @@ static struct vpack_prom_metrics *fixture(void)
     assert_non_null(m);
     m->version = "0.1.0";
     m->connected = true;
-    m->connects = 1;
+    m->counters.connects = 1;
     m->demand = 0.75;
     m->packages = xmemdup(pkgs, sizeof(pkgs));
     m->npackages = 2;
@@ -95,12 +101,12 @@ static struct vpack_prom_metrics *fixture(void)
     m->npin_ops = 2;
     fill_hist(&m->plan_duration, plan_at, 0.0125, 5);
     fill_hist(&m->cycle_duration, cycle_at, 0.009, 2);
-    m->samples = 42;
-    m->plans_skipped = 40;
-    m->reads_skipped = 31;
-    m->libvirt_calls = 9;
-    m->hotplug_events = 3;
-    m->cgroup_stale = 2;
+    m->counters.samples = 42;
+    m->counters.plans_skipped = 40;
+    m->counters.reads_skipped = 31;
+    m->counters.libvirt_calls = 9;
+    m->counters.hotplug_events = 3;
+    m->counters.cgroup_stale = 2;
     return m;
 }
 
@@ -376,7 +382,9 @@ static void assert_golden(const char *text, const char *rel)
             fclose(f);
         }
         free(want);
-        fail_msg("not the text of tests/data/%s: see diff -u tests/data/%s %s", rel, rel, path);
+        fail_msg("not the text of tests/data/%s: see diff -u tests/data/%s %s (a change "
+                 "to what vpackd shows: copy it over once it is meant, and document it)",
+                 rel, rel, path);
     }
     free(want);
 }
@@ -385,6 +393,12 @@ static void assert_golden(const char *text, const char *rel)
 static const struct vpack_prom_idle_state golden_idle[] = {
     {1, "C6", 12.5}, {0, "POLL", 0}, {0, "C1", 3.25}};
 static const struct vpack_prom_energy golden_energy[] = {{1, 1500.25}, {0, 3.5e6}};
+
+/* Every counter a value of its own: the values of tests/data/prom/README.md. */
+static const struct vpack_counters golden_counters = {
+    .samples = 5000000001u, .plans = 1002, .pins_ok = 1003, .pins_failed = 1004,
+    .rebalances = 1005, .hotplug_events = 1006, .cgroup_repairs = 1007, .cgroup_stale = 1008,
+    .connects = 1009, .plans_skipped = 1010, .reads_skipped = 1011, .libvirt_calls = 1012};
 
 /*
  * The whole exposition, byte for byte, with every scalar counter a value of
@@ -398,18 +412,111 @@ static void test_render_golden(void **state)
     struct vpack_prom_metrics *m = fixture();
     struct vpack_prom_host host = {golden_idle, 3, golden_energy, 2};
     char *t = NULL;
-    m->samples = 5000000001u;
-    m->hotplug_events = 1006;
-    m->cgroup_repairs = 1007;
-    m->cgroup_stale = 1008;
-    m->connects = 1009;
-    m->plans_skipped = 1010;
-    m->reads_skipped = 1011;
-    m->libvirt_calls = 1012;
+    m->counters = golden_counters;
     assert_int_equal(vpack_prom_render(m, &host, &t, NULL), 0);
     assert_golden(t, "prom/metrics.txt");
     free(t);
     vpack_prom_metrics_free(m);
+}
+
+/* Status's "counters" as the control socket prints it, followed by a newline. */
+static char *status_text(const struct vpack_counters *c)
+{
+    struct json_object *o = vpack_counters_json(c);
+    char *t = NULL;
+    assert_non_null(o);
+    assert_true(asprintf(&t, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) > 0);
+    json_object_put(o);
+    return t;
+}
+
+/*
+ * Status's "counters", byte for byte as main's agent/views.c built them
+ * (tests/data/prom/status-counters.json): the keys, their order, which
+ * counter is under which key.
+ */
+static void test_status_golden(void **state)
+{
+    (void)state;
+    char *t = status_text(&golden_counters);
+    assert_golden(t, "prom/status-counters.json");
+    free(t);
+}
+
+/* How many lines of text are exactly line. */
+static unsigned count_lines(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    unsigned k = 0;
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        k += !strncmp(p, line, n) && (p[n] == '\n' || p[n] == '\0');
+    return k;
+}
+
+/*
+ * Every line of VPACK_COUNTERS reaches both outputs, each with a value of
+ * its own (set through the table's offsets): status's "counters" has
+ * exactly the table's keys, in its order; each line with a Prometheus
+ * family has its # HELP, # TYPE counter and one sample in the metrics. And
+ * the other way: every unlabelled counter family in the metrics is a line
+ * of the table, so a counter cannot be added to one output by hand.
+ */
+static void test_counters_table(void **state)
+{
+    (void)state;
+    struct vpack_prom_metrics m = {0};
+    char line[512], *t = NULL;
+    for (int i = 0; i < VPACK_NCOUNTERS; i++) {
+        uint64_t v = 7000000000u + (uint64_t)i;
+        assert_true(vpack_counter_defs[i].offset + sizeof(v) <= sizeof(m.counters));
+        memcpy((char *)&m.counters + vpack_counter_defs[i].offset, &v, sizeof(v));
+    }
+    struct json_object *o = vpack_counters_json(&m.counters);
+    assert_non_null(o);
+    assert_int_equal(json_object_object_length(o), VPACK_NCOUNTERS);
+    int i = 0;
+    json_object_object_foreach(o, key, val)
+    {
+        assert_string_equal(key, vpack_counter_defs[i].name);
+        assert_int_equal(json_object_get_int64(val), 7000000000 + i);
+        assert_int_equal(vpack_counters_get(&m.counters, i), 7000000000u + (uint64_t)i);
+        i++;
+    }
+    json_object_put(o);
+
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, NULL), 0);
+    for (i = 0; i < VPACK_NCOUNTERS; i++) {
+        const struct vpack_counter_def *d = &vpack_counter_defs[i];
+        assert_true(!d->prom == !d->help);
+        if (!d->prom)
+            continue;
+        for (int k = 0; k < 3; k++) {
+            if (k == 0)
+                snprintf(line, sizeof(line), "# HELP %s %s", d->prom, d->help);
+            else if (k == 1)
+                snprintf(line, sizeof(line), "# TYPE %s counter", d->prom);
+            else
+                snprintf(line, sizeof(line), "%s %" PRIu64, d->prom, 7000000000u + (uint64_t)i);
+            if (count_lines(t, line) != 1)
+                fail_msg("%s: not one line \"%s\" in:\n%s", d->name, line, t);
+        }
+    }
+    for (const char *p = strstr(t, "# TYPE "); p; p = strstr(p + 1, "# TYPE ")) {
+        char name[128], type[32];
+        if (sscanf(p, "# TYPE %127s %31s", name, type) != 2 || strcmp(type, "counter"))
+            continue;
+        snprintf(line, sizeof(line), "\n%s ", name);
+        if (!strstr(t, line))
+            continue; /* labelled */
+        bool known = false;
+        for (i = 0; i < VPACK_NCOUNTERS; i++)
+            known |= vpack_counter_defs[i].prom && !strcmp(vpack_counter_defs[i].prom, name);
+        if (!known)
+            fail_msg("%s is an unlabelled counter but no line of VPACK_COUNTERS", name);
+    }
+    check_families(t);
+    promtool_check(t);
+    free(t);
 }
 
 static void test_histograms(void **state)
@@ -456,7 +563,7 @@ static void test_render_edge(void **state)
     assert_null(t);
 
     /* Nothing known yet: the scalars and empty histograms, no per-package or domain family. */
-    struct vpack_prom_metrics m = {.demand = 1e300, .samples = 3};
+    struct vpack_prom_metrics m = {.demand = 1e300, .counters = {.samples = 3}};
     assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
     assert_int_equal(strlen(t), len);
     assert_null(strstr(t, "vpack_build_info"));
@@ -871,6 +978,8 @@ int main(void)
         cmocka_unit_test(test_render_invalid_utf8),
         cmocka_unit_test(test_render_host),
         cmocka_unit_test(test_render_golden),
+        cmocka_unit_test(test_status_golden),
+        cmocka_unit_test(test_counters_table),
         cmocka_unit_test(test_histograms),
         cmocka_unit_test(test_promtool),
         cmocka_unit_test(test_promtool_rejects),
