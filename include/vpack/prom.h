@@ -3,8 +3,8 @@
  * The Prometheus text exposition (format 0.0.4) of vpackd's metrics. A pure
  * renderer: the agent's metrics (struct vpack_prom_metrics, filled by
  * agent/views.c) and the host readings below go in, the text comes out; no
- * file, socket or clock is touched. adapters/metrics.c reads the host and
- * serves the text. A new counter is one line in
+ * file, socket or clock is touched. adapters/hostpower.c reads the host,
+ * adapters/metrics.c serves the text. A new counter is one line in
  * vpack/counters.h, nothing here. Any other metric (a gauge, a labelled
  * family) is a field here, a line in vpack_prom_render() and a line where
  * the agent fills it.

@@ -5,9 +5,10 @@
  * (/usr/bin/promtool must exist: its absence fails the test); the whole
  * text and status's counters (lib/counters.c) byte for byte as main made
  * them (tests/data/prom/), and every line of VPACK_COUNTERS in both. Then
- * adapters/metrics.c with a stub collector: the HTTP endpoint on a libuv
- * loop with a fixture /sys tree (cpuidle states, a RAPL zone that wraps),
- * its answers, its limits, and a clean stop with connections still open.
+ * adapters/hostpower.c on a fixture /sys tree (cpuidle states, a RAPL zone
+ * that wraps), and adapters/metrics.c with a stub collector: the HTTP
+ * endpoint on a libuv loop with that tree, its answers, its limits, and a
+ * clean stop with connections still open.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +35,7 @@
 
 #include <json-c/json.h>
 
+#include "hostpower.h"
 #include "metrics.h"
 #include "vpack/counters.h"
 #include "vpack/prom.h"
@@ -659,6 +661,71 @@ static void remove_root(char *root)
     free(root);
 }
 
+/* Joules as summed over a package's dies: the same to within rounding. */
+static bool joules_near(double got, double want)
+{
+    return got > want - 1e-12 && got < want + 1e-12;
+}
+
+/* The idle state (cpu, name) of a reading; fails when it is not there exactly once. */
+static double idle_seconds(const struct vpack_hostpower_reading *r, unsigned cpu, const char *name)
+{
+    double v = -1;
+    unsigned found = 0;
+    for (size_t i = 0; i < r->nidle; i++)
+        if (r->idle[i].cpu == cpu && !strcmp(r->idle[i].name, name)) {
+            v = r->idle[i].seconds;
+            found++;
+        }
+    if (found != 1)
+        fail_msg("cpu %u state %s: %u times in the reading", cpu, name, found);
+    return v;
+}
+
+/*
+ * adapters/hostpower.c on the fixture tree: every CPU's named states, and
+ * not cpuidle/ or driver/; package 0's two dies summed, no sub-zone, no
+ * psys; a RAPL counter that wraps grows; a tree without the CPU directory
+ * is an error that still gives the energy.
+ */
+static void test_hostpower(void **state)
+{
+    (void)state;
+    char *root = make_root(), path[4096];
+    struct vpack_hostpower *hp = NULL;
+    struct vpack_hostpower_reading r;
+    assert_int_equal(vpack_hostpower_new(root, &hp), 0);
+    assert_int_equal(vpack_hostpower_read(hp, &r), 0);
+    assert_int_equal(r.nidle, 3);
+    assert_true(idle_seconds(&r, 0, "POLL") == 0);
+    assert_true(idle_seconds(&r, 0, "C1") == 2.5);
+    assert_true(idle_seconds(&r, 1, "haltpoll idle") == 0.0015);
+    assert_int_equal(r.nenergy, 1);
+    assert_int_equal(r.energy[0].package, 0);
+    assert_true(joules_near(r.energy[0].joules, (900 + 1000000) / 1e6));
+    vpack_hostpower_reading_clear(&r);
+    assert_null(r.idle);
+
+    /* 900 -> 100 of a 1000 uJ range: +200 uJ, not a restart. */
+    put_file(root, "sys/class/powercap/intel-rapl:0/energy_uj", "100\n");
+    assert_int_equal(vpack_hostpower_read(hp, &r), 0);
+    assert_int_equal(r.nenergy, 1);
+    assert_true(joules_near(r.energy[0].joules, (1100 + 1000000) / 1e6));
+    vpack_hostpower_reading_clear(&r);
+    vpack_hostpower_free(hp);
+
+    snprintf(path, sizeof(path), "rm -rf '%s/sys/devices'", root);
+    assert_int_equal(system(path), 0);
+    assert_int_equal(vpack_hostpower_new(root, &hp), 0);
+    assert_int_equal(vpack_hostpower_read(hp, &r), -ENOENT);
+    assert_int_equal(r.nidle, 0);
+    assert_int_equal(r.nenergy, 1);
+    vpack_hostpower_reading_clear(&r);
+    vpack_hostpower_free(hp);
+    vpack_hostpower_free(NULL);
+    remove_root(root);
+}
+
 static int connect_to(unsigned port)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -986,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_render_edge),
         cmocka_unit_test(test_observe),
         cmocka_unit_test(test_wrap_delta),
+        cmocka_unit_test(test_hostpower),
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_endpoint_errors),
     };
