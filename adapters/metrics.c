@@ -2,9 +2,7 @@
 #include "metrics.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -14,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <microhttpd.h>
 
+#include "hostpower.h"
 #include "log.h"
 #include "vpack/prom.h"
 
@@ -28,7 +26,6 @@
 #define CONNECTION_MEMORY ((size_t)32 * 1024)
 /* MHD's messages after start are logged at most this often (ms). */
 #define LOG_INTERVAL_MS 10000
-#define CPUIDLE_NAME_MAX 32
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
@@ -44,13 +41,6 @@ struct conn {
     bool evicted;
 };
 
-/* A RAPL zone's energy counter, wraps undone, kept across scrapes. */
-struct rapl_zone {
-    char dir[64];   /* "intel-rapl:0" */
-    uint64_t prev;  /* last raw energy_uj */
-    uint64_t total; /* first reading plus every increase since, in uJ */
-};
-
 struct vpack_metrics {
     uv_poll_t poll;   /* MHD's epoll descriptor */
     uv_timer_t timer; /* MHD's next timeout */
@@ -58,14 +48,13 @@ struct vpack_metrics {
     struct MHD_Daemon *mhd;
     vpack_metrics_collect_fn collect;
     void *collect_ud;
-    char *sysfs_root;
+    char *sysfs_root; /* [agent] sysfs_root, for the log */
     unsigned port;
     struct conn *head, *tail;
     unsigned nconns;  /* open and not evicted */
     uint64_t evictions;
     uint64_t closed;  /* connections closed, ever */
-    struct rapl_zone *zones;
-    size_t nzones;
+    struct vpack_hostpower *power; /* cpuidle and RAPL, read at each render */
     bool starting;    /* MHD's messages go to start_err */
     char *start_err;
     uint64_t last_log_ms;
@@ -84,213 +73,6 @@ struct vpack_metrics {
  * per request). Prometheus scrapes every few seconds: it never sees a copy.
  */
 #define METRICS_TTL_MS 100
-
-/* What one scrape read from the host; the names live in names[]. */
-struct host {
-    struct vpack_prom_idle_state *idle;
-    char (*names)[CPUIDLE_NAME_MAX];
-    size_t nidle, cap;
-    struct vpack_prom_energy *energy;
-    size_t nenergy;
-};
-
-static void host_clear(struct host *h)
-{
-    free(h->idle);
-    free(h->names);
-    free(h->energy);
-    *h = (struct host){0};
-}
-
-/* Reads a small attribute file dir/path into buf without its trailing newline. */
-static int read_attr(int dir, const char *path, char *buf, size_t size)
-{
-    ssize_t n;
-    int fd = openat(dir, path, O_RDONLY | O_CLOEXEC), ret = 0;
-    if (fd < 0)
-        return -errno;
-    do
-        n = read(fd, buf, size - 1);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        ret = -errno;
-    close(fd);
-    if (ret < 0)
-        return ret;
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-        n--;
-    buf[n] = '\0';
-    return 0;
-}
-
-static int read_u64(int dir, const char *path, uint64_t *v)
-{
-    char buf[32], *end;
-    int r = read_attr(dir, path, buf, sizeof(buf));
-    if (r < 0)
-        return r;
-    errno = 0;
-    unsigned long long x = strtoull(buf, &end, 10);
-    if (end == buf || *end || errno || buf[0] == '-')
-        return -EINVAL;
-    *v = x;
-    return 0;
-}
-
-/* True when s is prefix followed by decimal digits only; the number goes to *n. */
-static bool numbered(const char *s, const char *prefix, unsigned *n)
-{
-    size_t k = strlen(prefix);
-    char *end;
-    if (strncmp(s, prefix, k) || s[k] < '0' || s[k] > '9')
-        return false;
-    errno = 0;
-    unsigned long v = strtoul(s + k, &end, 10);
-    if (*end || errno || v > 1u << 30)
-        return false;
-    *n = (unsigned)v;
-    return true;
-}
-
-/* Adds the states of root/sys/devices/system/cpu/cpuN/cpuidle/stateM to h. */
-static int read_cpuidle(const char *root, struct host *h)
-{
-    char path[4096], sub[320], name[CPUIDLE_NAME_MAX];
-    struct dirent *e, *s;
-    unsigned cpu, state;
-    uint64_t us;
-    DIR *cpus;
-    if (snprintf(path, sizeof(path), "%s/sys/devices/system/cpu", root) >= (int)sizeof(path))
-        return -ENAMETOOLONG;
-    cpus = opendir(path);
-    if (!cpus)
-        return -errno;
-    while ((e = readdir(cpus))) {
-        if (!numbered(e->d_name, "cpu", &cpu))
-            continue;
-        snprintf(sub, sizeof(sub), "%s/cpuidle", e->d_name);
-        int fd = openat(dirfd(cpus), sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            continue; /* no cpuidle driver, or the CPU is offline */
-        DIR *states = fdopendir(fd);
-        if (!states) {
-            close(fd);
-            continue;
-        }
-        while ((s = readdir(states))) {
-            if (!numbered(s->d_name, "state", &state))
-                continue;
-            snprintf(sub, sizeof(sub), "%s/name", s->d_name);
-            if (read_attr(fd, sub, name, sizeof(name)) < 0 || !name[0])
-                continue;
-            snprintf(sub, sizeof(sub), "%s/time", s->d_name);
-            if (read_u64(fd, sub, &us) < 0)
-                continue;
-            if (h->nidle == h->cap) {
-                size_t ncap = h->cap ? h->cap * 2 : 64;
-                struct vpack_prom_idle_state *ni = realloc(h->idle, ncap * sizeof(*ni));
-                if (!ni)
-                    break;
-                h->idle = ni;
-                char(*nn)[CPUIDLE_NAME_MAX] = realloc(h->names, ncap * sizeof(*nn));
-                if (!nn)
-                    break;
-                h->names = nn;
-                h->cap = ncap;
-            }
-            memcpy(h->names[h->nidle], name, sizeof(name));
-            h->idle[h->nidle++] = (struct vpack_prom_idle_state){cpu, NULL, (double)us / 1e6};
-        }
-        closedir(states);
-    }
-    closedir(cpus);
-    /* Only now: names[] may have moved while it grew. */
-    for (size_t i = 0; i < h->nidle; i++)
-        h->idle[i].name = h->names[i];
-    return 0;
-}
-
-/* "package-3" or "package-3-die-1" -> 3. */
-static bool rapl_package(const char *name, unsigned *pkg)
-{
-    char *end;
-    if (strncmp(name, "package-", 8) || name[8] < '0' || name[8] > '9')
-        return false;
-    unsigned long v = strtoul(name + 8, &end, 10);
-    unsigned die;
-    if (v > 1u << 20 || (*end && !numbered(end, "-die-", &die)))
-        return false;
-    *pkg = (unsigned)v;
-    return true;
-}
-
-static struct rapl_zone *rapl_zone(struct vpack_metrics *m, const char *dir, bool *fresh)
-{
-    *fresh = false;
-    for (size_t i = 0; i < m->nzones; i++)
-        if (!strcmp(m->zones[i].dir, dir))
-            return &m->zones[i];
-    struct rapl_zone *nz = realloc(m->zones, (m->nzones + 1) * sizeof(*nz));
-    if (!nz)
-        return NULL;
-    m->zones = nz;
-    nz = &m->zones[m->nzones++];
-    *nz = (struct rapl_zone){0};
-    snprintf(nz->dir, sizeof(nz->dir), "%s", dir);
-    *fresh = true;
-    return nz;
-}
-
-/*
- * Adds the package energy of root/sys/class/powercap/intel-rapl:N (the
- * top-level zones; AMD's RAPL uses the same names) to h, summing the dies
- * of one package. No powercap directory or no package zone: nothing.
- */
-static void read_rapl(struct vpack_metrics *m, struct host *h)
-{
-    char path[4096], sub[320], name[64];
-    struct dirent *e;
-    unsigned zone, pkg;
-    uint64_t raw, range;
-    if (snprintf(path, sizeof(path), "%s/sys/class/powercap", m->sysfs_root) >= (int)sizeof(path))
-        return;
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    while ((e = readdir(d))) {
-        bool fresh;
-        if (!numbered(e->d_name, "intel-rapl:", &zone) || strlen(e->d_name) >= sizeof(m->zones->dir))
-            continue;
-        snprintf(sub, sizeof(sub), "%s/name", e->d_name);
-        if (read_attr(dirfd(d), sub, name, sizeof(name)) < 0 || !rapl_package(name, &pkg))
-            continue;
-        snprintf(sub, sizeof(sub), "%s/energy_uj", e->d_name);
-        if (read_u64(dirfd(d), sub, &raw) < 0)
-            continue; /* energy_uj is root-only on recent kernels */
-        snprintf(sub, sizeof(sub), "%s/max_energy_range_uj", e->d_name);
-        if (read_u64(dirfd(d), sub, &range) < 0)
-            range = 0;
-        struct rapl_zone *z = rapl_zone(m, e->d_name, &fresh);
-        if (!z)
-            break;
-        z->total = fresh ? raw : z->total + vpack_prom_wrap_delta(z->prev, raw, range);
-        z->prev = raw;
-        size_t i;
-        for (i = 0; i < h->nenergy && h->energy[i].package != pkg; i++)
-            ;
-        if (i == h->nenergy) {
-            struct vpack_prom_energy *ne = realloc(h->energy, (h->nenergy + 1) * sizeof(*ne));
-            if (!ne)
-                break;
-            h->energy = ne;
-            h->energy[h->nenergy++] = (struct vpack_prom_energy){pkg, 0};
-        }
-        h->energy[i].joules += (double)z->total / 1e6;
-    }
-    closedir(d);
-}
-
-/* ------------------------------------------------------------------ HTTP */
 
 static const char index_page[] =
     "<!DOCTYPE html>\n<html><head><title>vpackd</title></head>\n"
@@ -342,20 +124,19 @@ static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connect
 /* Renders /metrics afresh, keeps a copy and answers c with it. */
 static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
 {
-    struct host h = {0};
+    struct vpack_hostpower_reading h;
     struct vpack_prom_host ph;
     char *text = NULL;
     size_t len = 0;
     int r;
     struct vpack_prom_metrics *pm = m->collect(m->collect_ud);
 
-    if ((r = read_cpuidle(m->sysfs_root, &h)) < 0)
+    if ((r = vpack_hostpower_read(m->power, &h)) < 0)
         log_debug("metrics: no cpuidle states under %s: %s", m->sysfs_root, strerror(-r));
-    read_rapl(m, &h);
     ph = (struct vpack_prom_host){h.idle, h.nidle, h.energy, h.nenergy};
     r = pm ? vpack_prom_render(pm, &ph, &text, &len) : -ENOMEM;
     vpack_prom_metrics_free(pm);
-    host_clear(&h);
+    vpack_hostpower_reading_clear(&h);
     if (r < 0) {
         log_warn("metrics: cannot render: %s", strerror(-r));
         return REPLY_STATIC(c, MHD_HTTP_INTERNAL_SERVER_ERROR, TEXT_PLAIN,
@@ -572,7 +353,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
 static void metrics_free(struct vpack_metrics *m)
 {
-    free(m->zones);
+    vpack_hostpower_free(m->power);
     free(m->sysfs_root);
     free(m->start_err);
     free(m->page);
@@ -669,7 +450,8 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     }
     ret = -ENOMEM;
     m = calloc(1, sizeof(*m));
-    if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/")))
+    if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/")) ||
+        vpack_hostpower_new(m->sysfs_root, &m->power) < 0)
         goto cleanup;
     m->loop = loop;
     m->collect = collect;

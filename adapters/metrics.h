@@ -4,8 +4,9 @@
  * http://[metrics] listen:port/metrics, run from the agent's libuv loop (no
  * thread of its own). GET and HEAD of /metrics and of / (a page linking
  * /metrics) are answered; other paths get 404, other methods 405. Each scrape
- * renders what the collect callback returns plus per-CPU cpuidle residency and RAPL
- * package energy read under [agent] sysfs_root (lib/prom.c does the text).
+ * renders what the collect callback returns plus the host's power readings
+ * under [agent] sysfs_root (hostpower.h: cpuidle residency, RAPL package
+ * energy); lib/prom.c does the text.
  *
  * Limits: 64 connections, 10 s of inactivity, 32 KiB of request per
  * connection (a larger request gets 431 or 414). Above 56 connections a new

@@ -20,6 +20,7 @@
 #include "cgroup.h"
 #include "host.h"
 #include "virt.h"
+#include "vpack/counters.h"
 #include "vpack/cpuset.h"
 #include "vpack/domxml.h"
 #include "vpack/procstat.h"
@@ -132,21 +133,6 @@ enum pin_result { RES_OK, RES_GONE, RES_INVALID, RES_TRANSIENT, RES_ERROR, RES_N
  */
 enum agent_phase { PHASE_CPUS, PHASE_DOMAINS, PHASE_STEADY, PHASE_PLAN, PHASE_OWN, PHASE_N };
 
-struct agent_counters {
-    uint64_t samples;
-    uint64_t plans;
-    uint64_t pins_ok;
-    uint64_t pins_failed;
-    uint64_t rebalances;    /* plans that moved something */
-    uint64_t hotplug_events;
-    uint64_t cgroup_repairs;
-    uint64_t cgroup_stale;  /* v2 groups found without an online CPU they should have */
-    uint64_t reconnects;
-    uint64_t plans_skipped; /* steady intervals: nothing moved beyond the band, nothing planned */
-    uint64_t phase_ns[PHASE_N]; /* wall time spent in each part of the intervals */
-    uint64_t reads_skipped; /* light intervals: the CPUs steady, the domains left unread */
-};
-
 struct vpack_agent {
     uv_loop_t *loop;
     struct vpack_config cfg;
@@ -194,7 +180,10 @@ struct vpack_agent {
         struct vpack_move *moves;
         unsigned nmoves;
     } dry;
-    struct agent_counters ctr;
+    /* What status's "counters" and the metrics show, one line each in vpack/counters.h;
+     * libvirt_calls stays 0 here (views.c takes adapters/virt.c's count). */
+    struct vpack_counters ctr;
+    uint64_t phase_ns[PHASE_N]; /* wall time spent in each part of the intervals */
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];
     struct vpack_prom_histogram plan_hist, cycle_hist;

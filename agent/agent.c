@@ -351,7 +351,7 @@ static bool steady(struct vpack_agent *a)
 static uint64_t phase_end(struct vpack_agent *a, enum agent_phase p, uint64_t since)
 {
     uint64_t now = uv_hrtime();
-    a->ctr.phase_ns[p] += now - since;
+    a->phase_ns[p] += now - since;
     return now;
 }
 
@@ -414,7 +414,7 @@ static void on_tick(uv_timer_t *timer)
 static void on_connected(void *opaque)
 {
     struct vpack_agent *a = opaque;
-    a->ctr.reconnects++;
+    a->ctr.connects++;
     a->need_list = true;
     a->replan = true;
     a->prev_ns = 0;

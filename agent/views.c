@@ -91,22 +91,12 @@ static struct json_object *status_package(const struct vpack_agent *a,
     return o;
 }
 
-static struct json_object *status_counters(const struct vpack_agent *a, bool *ok)
+/* The counters as status and the metrics show them: libvirt_calls is adapters/virt.c's. */
+static struct vpack_counters counters_now(const struct vpack_agent *a)
 {
-    struct json_object *o = json_object_new_object();
-    vpack_json_set_int(o, "samples", (int64_t)a->ctr.samples, ok);
-    vpack_json_set_int(o, "plans", (int64_t)a->ctr.plans, ok);
-    vpack_json_set_int(o, "pins_ok", (int64_t)a->ctr.pins_ok, ok);
-    vpack_json_set_int(o, "pins_failed", (int64_t)a->ctr.pins_failed, ok);
-    vpack_json_set_int(o, "rebalances", (int64_t)a->ctr.rebalances, ok);
-    vpack_json_set_int(o, "hotplug_events", (int64_t)a->ctr.hotplug_events, ok);
-    vpack_json_set_int(o, "cgroup_repairs", (int64_t)a->ctr.cgroup_repairs, ok);
-    vpack_json_set_int(o, "cgroup_stale", (int64_t)a->ctr.cgroup_stale, ok);
-    vpack_json_set_int(o, "connects", (int64_t)a->ctr.reconnects, ok);
-    vpack_json_set_int(o, "plans_skipped", (int64_t)a->ctr.plans_skipped, ok);
-    vpack_json_set_int(o, "reads_skipped", (int64_t)a->ctr.reads_skipped, ok);
-    vpack_json_set_int(o, "libvirt_calls", (int64_t)vpack_virt_calls(a->virt), ok);
-    return o;
+    struct vpack_counters c = a->ctr;
+    c.libvirt_calls = vpack_virt_calls(a->virt);
+    return c;
 }
 
 /* "cycle_ns": wall time spent in each part of the intervals so far (agent-priv.h). */
@@ -115,7 +105,7 @@ static struct json_object *status_phases(const struct vpack_agent *a, bool *ok)
     static const char *const names[PHASE_N] = {"cpus", "domains", "steady", "plan", "own"};
     struct json_object *o = json_object_new_object();
     for (unsigned p = 0; p < PHASE_N; p++)
-        vpack_json_set_int(o, names[p], (int64_t)a->ctr.phase_ns[p], ok);
+        vpack_json_set_int(o, names[p], (int64_t)a->phase_ns[p], ok);
     return o;
 }
 
@@ -237,7 +227,8 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
     }
     vpack_json_set(root, "domains", doms, &ok);
     vpack_json_set(root, "cgroup", status_cgroup(a, &ok), &ok);
-    vpack_json_set(root, "counters", status_counters(a, &ok), &ok);
+    struct vpack_counters ctr = counters_now(a);
+    vpack_json_set(root, "counters", vpack_counters_json(&ctr), &ok);
     vpack_json_set(root, "agent_threads", status_own(a, &ok), &ok);
     vpack_json_set(root, "cycle_ns", status_phases(a, &ok), &ok);
     *out = vpack_json_finish(root, ok);
@@ -469,18 +460,11 @@ struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
         return NULL;
     m->version = VPACK_VERSION;
     m->connected = vpack_virt_connected(a->virt);
-    m->connects = a->ctr.reconnects;
     m->demand = a->plan ? a->plan->demand : 0;
     m->lifted = a->plan && a->plan->lifted;
     m->plan_duration = a->plan_hist;
     m->cycle_duration = a->cycle_hist;
-    m->samples = a->ctr.samples;
-    m->hotplug_events = a->ctr.hotplug_events;
-    m->cgroup_repairs = a->ctr.cgroup_repairs;
-    m->cgroup_stale = a->ctr.cgroup_stale;
-    m->plans_skipped = a->ctr.plans_skipped;
-    m->reads_skipped = a->ctr.reads_skipped;
-    m->libvirt_calls = vpack_virt_calls(a->virt);
+    m->counters = counters_now(a);
     if (!(m->packages = calloc(a->topo->npackages, sizeof(*m->packages))) ||
         (a->ndoms && !(m->domains = calloc(a->ndoms, sizeof(*m->domains)))) ||
         metrics_counts(a, m) < 0)

@@ -194,6 +194,14 @@ static void scalar_u64(struct buf *b, uint64_t v, const char *name, const char *
     scalar(b, fmt_u64(s, sizeof(s), v), name, type, help);
 }
 
+/* Line i of VPACK_COUNTERS (vpack/counters.h) as its unlabelled counter family, if it has one. */
+static void counter(struct buf *b, const struct vpack_counters *c, enum vpack_counter i)
+{
+    const struct vpack_counter_def *d = &vpack_counter_defs[i];
+    if (d->prom)
+        scalar_u64(b, vpack_counters_get(c, i), d->prom, "counter", d->help);
+}
+
 /* Which member of a package one per-package family shows. */
 enum pkg_field { PKG_BUSY, PKG_IDLE, PKG_ACTIVE, PKG_WAKEUP };
 
@@ -445,8 +453,8 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
     }
     scalar(&b, m->connected ? "1" : "0", "vpack_libvirt_connected", "gauge",
            "1 while the agent is connected to libvirt, else 0.");
-    scalar_u64(&b, m->connects, "vpack_libvirt_connects_total", "counter",
-               "Connections to libvirt the agent opened, the first one included.");
+    /* Next to the connection's gauge, where it always was; the other counters come last. */
+    counter(&b, &m->counters, VPACK_COUNTER_connects);
     packages(&b, m);
     scalar_double(&b, m->demand, "vpack_demand_cpus", "gauge",
                   "CPUs' worth of load the planner expects, from the smoothed samples.");
@@ -464,20 +472,9 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
               "Time the policy took to compute one plan.");
     histogram(&b, &m->cycle_duration, "vpack_sample_duration_seconds",
               "Time one sampling cycle took: read, plan and pin.");
-    scalar_u64(&b, m->samples, "vpack_samples_total", "counter", "Sampling cycles run.");
-    scalar_u64(&b, m->hotplug_events, "vpack_hotplug_events_total", "counter",
-               "CPU online and offline events seen.");
-    scalar_u64(&b, m->cgroup_repairs, "vpack_cgroup_repairs_total", "counter",
-               "cpuset cgroups repaired after a CPU came back online.");
-    scalar_u64(&b, m->cgroup_stale, "vpack_cgroup_stale_total", "counter",
-               "cgroup v2 guest groups found without an online CPU they should have "
-               "(vpack does not widen a v2 group; the operator must).");
-    scalar_u64(&b, m->plans_skipped, "vpack_plans_skipped_total", "counter",
-               "Sampling cycles that planned nothing: no load moved beyond the steady band.");
-    scalar_u64(&b, m->reads_skipped, "vpack_reads_skipped_total", "counter",
-               "Steady sampling cycles that read no domain: every CPU's load stayed in the band.");
-    scalar_u64(&b, m->libvirt_calls, "vpack_libvirt_calls_total", "counter",
-               "Calls into libvirt that libvirtd answered (reads and pins).");
+    for (int i = 0; i < VPACK_NCOUNTERS; i++)
+        if (i != VPACK_COUNTER_connects)
+            counter(&b, &m->counters, i);
     buf_add(&b, "", 0);
     if (b.oom) {
         free(b.p);

@@ -3,9 +3,11 @@
  * The Prometheus text exposition (format 0.0.4) of vpackd's metrics. A pure
  * renderer: the agent's metrics (struct vpack_prom_metrics, filled by
  * agent/views.c) and the host readings below go in, the text comes out; no
- * file, socket or clock is touched. adapters/metrics.c reads the host and
- * serves the text. A new metric is a field here, a line in
- * vpack_prom_render() and a line where the agent fills it.
+ * file, socket or clock is touched. adapters/hostpower.c reads the host,
+ * adapters/metrics.c serves the text. A new counter is one line in
+ * vpack/counters.h, nothing here. Any other metric (a gauge, a labelled
+ * family) is a field here, a line in vpack_prom_render() and a line where
+ * the agent fills it.
  */
 #ifndef VPACK_PROM_H
 #define VPACK_PROM_H
@@ -13,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "vpack/counters.h"
 
 #define VPACK_PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -89,7 +93,6 @@ struct vpack_prom_count {
 struct vpack_prom_metrics {
     const char *version; /* static; NULL leaves vpack_build_info out */
     bool connected;
-    uint64_t connects;
     double demand;
     bool lifted;
     struct vpack_prom_package *packages;
@@ -101,11 +104,7 @@ struct vpack_prom_metrics {
     struct vpack_prom_count *pin_ops;    /* labels: reason, result */
     size_t npin_ops;
     struct vpack_prom_histogram plan_duration, cycle_duration;
-    uint64_t samples, hotplug_events, cgroup_repairs;
-    uint64_t cgroup_stale;   /* v2 guest groups found without an online CPU they should have */
-    uint64_t plans_skipped;  /* steady intervals that planned nothing */
-    uint64_t reads_skipped;  /* of those, intervals that read no domain (CPUs steady) */
-    uint64_t libvirt_calls;  /* calls into libvirt that libvirtd answered */
+    struct vpack_counters counters; /* those with a Prometheus family are rendered */
 };
 
 void vpack_prom_metrics_free(struct vpack_prom_metrics *m);

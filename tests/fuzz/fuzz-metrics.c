@@ -54,8 +54,8 @@ static struct vpack_prom_metrics *collect(void *ud)
     (void)ud;
     if (!m)
         return NULL;
-    *m = (struct vpack_prom_metrics){.version = "0.1.0", .connected = true, .connects = 1,
-                                     .demand = 0.75, .samples = 42};
+    *m = (struct vpack_prom_metrics){.version = "0.1.0", .connected = true,
+                                     .demand = 0.75, .counters = {.samples = 42, .connects = 1}};
     m->packages = malloc(sizeof(pkg));
     m->domains = calloc(1, sizeof(*m->domains));
     m->rebalances = malloc(sizeof(reb));

@@ -2,10 +2,13 @@
 /*
  * lib/prom.c: the Prometheus text of hand-built metrics, exact
  * lines, escaping, histogram consistency and `promtool check metrics`
- * (/usr/bin/promtool must exist: its absence fails the test). Then
- * adapters/metrics.c with a stub collector: the HTTP endpoint on a libuv loop with
- * a fixture /sys tree (cpuidle states, a RAPL zone that wraps), its
- * answers, its limits, and a clean stop with connections still open.
+ * (/usr/bin/promtool must exist: its absence fails the test); the whole
+ * text and status's counters (lib/counters.c) byte for byte as main made
+ * them (tests/data/prom/), and every line of VPACK_COUNTERS in both. Then
+ * adapters/hostpower.c on a fixture /sys tree (cpuidle states, a RAPL zone
+ * that wraps), and adapters/metrics.c with a stub collector: the HTTP
+ * endpoint on a libuv loop with that tree, its answers, its limits, and a
+ * clean stop with connections still open.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +33,11 @@
 
 #include <uv.h>
 
+#include <json-c/json.h>
+
+#include "hostpower.h"
 #include "metrics.h"
+#include "vpack/counters.h"
 #include "vpack/prom.h"
 
 #define PROMTOOL "/usr/bin/promtool"
@@ -74,7 +82,7 @@ static struct vpack_prom_metrics *fixture(void)
     assert_non_null(m);
     m->version = "0.1.0";
     m->connected = true;
-    m->connects = 1;
+    m->counters.connects = 1;
     m->demand = 0.75;
     m->packages = xmemdup(pkgs, sizeof(pkgs));
     m->npackages = 2;
@@ -95,12 +103,12 @@ static struct vpack_prom_metrics *fixture(void)
     m->npin_ops = 2;
     fill_hist(&m->plan_duration, plan_at, 0.0125, 5);
     fill_hist(&m->cycle_duration, cycle_at, 0.009, 2);
-    m->samples = 42;
-    m->plans_skipped = 40;
-    m->reads_skipped = 31;
-    m->libvirt_calls = 9;
-    m->hotplug_events = 3;
-    m->cgroup_stale = 2;
+    m->counters.samples = 42;
+    m->counters.plans_skipped = 40;
+    m->counters.reads_skipped = 31;
+    m->counters.libvirt_calls = 9;
+    m->counters.hotplug_events = 3;
+    m->counters.cgroup_stale = 2;
     return m;
 }
 
@@ -334,6 +342,185 @@ static void test_render_host(void **state)
     free(t);
 }
 
+/* The whole of path (under $VPACK_TESTDATA), NUL-terminated; the caller frees it. */
+static char *read_testdata(const char *rel)
+{
+    const char *dir = getenv("VPACK_TESTDATA");
+    char path[4096];
+    assert_non_null(dir);
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    size_t len = 0, cap = 1 << 16, n;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            buf = realloc(buf, cap *= 2);
+            assert_non_null(buf);
+        }
+    }
+    assert_int_equal(fclose(f), 0);
+    buf[len] = '\0';
+    return buf;
+}
+
+/*
+ * text must be the file rel byte for byte; when it is not, it is written to
+ * $VPACK_BUILDDIR/<basename of rel>.actual for diff(1).
+ */
+static void assert_golden(const char *text, const char *rel)
+{
+    char *want = read_testdata(rel);
+    if (strcmp(text, want)) {
+        char path[4096];
+        const char *dir = getenv("VPACK_BUILDDIR"), *base = strrchr(rel, '/');
+        snprintf(path, sizeof(path), "%s/%s.actual", dir ? dir : ".", base ? base + 1 : rel);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(text, f);
+            fclose(f);
+        }
+        free(want);
+        fail_msg("not the text of tests/data/%s: see diff -u tests/data/%s %s (a change "
+                 "to what vpackd shows: copy it over once it is meant, and document it)",
+                 rel, rel, path);
+    }
+    free(want);
+}
+
+/* The host readings of the golden text: two CPUs' idle states, two packages' energy. */
+static const struct vpack_prom_idle_state golden_idle[] = {
+    {1, "C6", 12.5}, {0, "POLL", 0}, {0, "C1", 3.25}};
+static const struct vpack_prom_energy golden_energy[] = {{1, 1500.25}, {0, 3.5e6}};
+
+/* Every counter a value of its own: the values of tests/data/prom/README.md. */
+static const struct vpack_counters golden_counters = {
+    .samples = 5000000001u, .plans = 1002, .pins_ok = 1003, .pins_failed = 1004,
+    .rebalances = 1005, .hotplug_events = 1006, .cgroup_repairs = 1007, .cgroup_stale = 1008,
+    .connects = 1009, .plans_skipped = 1010, .reads_skipped = 1011, .libvirt_calls = 1012};
+
+/*
+ * The whole exposition, byte for byte, with every scalar counter a value of
+ * its own: tests/data/prom/metrics.txt was rendered by main's lib/prom.c
+ * (6199868, before the counters were one table), so family order, # HELP and
+ * # TYPE text and which counter lands in which family cannot drift.
+ */
+static void test_render_golden(void **state)
+{
+    (void)state;
+    struct vpack_prom_metrics *m = fixture();
+    struct vpack_prom_host host = {golden_idle, 3, golden_energy, 2};
+    char *t = NULL;
+    m->counters = golden_counters;
+    assert_int_equal(vpack_prom_render(m, &host, &t, NULL), 0);
+    assert_golden(t, "prom/metrics.txt");
+    free(t);
+    vpack_prom_metrics_free(m);
+}
+
+/* Status's "counters" as the control socket prints it, followed by a newline. */
+static char *status_text(const struct vpack_counters *c)
+{
+    struct json_object *o = vpack_counters_json(c);
+    char *t = NULL;
+    assert_non_null(o);
+    assert_true(asprintf(&t, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) > 0);
+    json_object_put(o);
+    return t;
+}
+
+/*
+ * Status's "counters", byte for byte as main's agent/views.c built them
+ * (tests/data/prom/status-counters.json): the keys, their order, which
+ * counter is under which key.
+ */
+static void test_status_golden(void **state)
+{
+    (void)state;
+    char *t = status_text(&golden_counters);
+    assert_golden(t, "prom/status-counters.json");
+    free(t);
+}
+
+/* How many lines of text are exactly line. */
+static unsigned count_lines(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    unsigned k = 0;
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        k += !strncmp(p, line, n) && (p[n] == '\n' || p[n] == '\0');
+    return k;
+}
+
+/*
+ * Every line of VPACK_COUNTERS reaches both outputs, each with a value of
+ * its own (set through the table's offsets): status's "counters" has
+ * exactly the table's keys, in its order; each line with a Prometheus
+ * family has its # HELP, # TYPE counter and one sample in the metrics. And
+ * the other way: every unlabelled counter family in the metrics is a line
+ * of the table, so a counter cannot be added to one output by hand.
+ */
+static void test_counters_table(void **state)
+{
+    (void)state;
+    struct vpack_prom_metrics m = {0};
+    char line[512], *t = NULL;
+    for (int i = 0; i < VPACK_NCOUNTERS; i++) {
+        uint64_t v = 7000000000u + (uint64_t)i;
+        assert_true(vpack_counter_defs[i].offset + sizeof(v) <= sizeof(m.counters));
+        memcpy((char *)&m.counters + vpack_counter_defs[i].offset, &v, sizeof(v));
+    }
+    struct json_object *o = vpack_counters_json(&m.counters);
+    assert_non_null(o);
+    assert_int_equal(json_object_object_length(o), VPACK_NCOUNTERS);
+    int i = 0;
+    json_object_object_foreach(o, key, val)
+    {
+        assert_string_equal(key, vpack_counter_defs[i].name);
+        assert_int_equal(json_object_get_int64(val), 7000000000 + i);
+        assert_int_equal(vpack_counters_get(&m.counters, i), 7000000000u + (uint64_t)i);
+        i++;
+    }
+    json_object_put(o);
+
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, NULL), 0);
+    for (i = 0; i < VPACK_NCOUNTERS; i++) {
+        const struct vpack_counter_def *d = &vpack_counter_defs[i];
+        assert_true(!d->prom == !d->help);
+        if (!d->prom)
+            continue;
+        for (int k = 0; k < 3; k++) {
+            if (k == 0)
+                snprintf(line, sizeof(line), "# HELP %s %s", d->prom, d->help);
+            else if (k == 1)
+                snprintf(line, sizeof(line), "# TYPE %s counter", d->prom);
+            else
+                snprintf(line, sizeof(line), "%s %" PRIu64, d->prom, 7000000000u + (uint64_t)i);
+            if (count_lines(t, line) != 1)
+                fail_msg("%s: not one line \"%s\" in:\n%s", d->name, line, t);
+        }
+    }
+    for (const char *p = strstr(t, "# TYPE "); p; p = strstr(p + 1, "# TYPE ")) {
+        char name[128], type[32];
+        if (sscanf(p, "# TYPE %127s %31s", name, type) != 2 || strcmp(type, "counter"))
+            continue;
+        snprintf(line, sizeof(line), "\n%s ", name);
+        if (!strstr(t, line))
+            continue; /* labelled */
+        bool known = false;
+        for (i = 0; i < VPACK_NCOUNTERS; i++)
+            known |= vpack_counter_defs[i].prom && !strcmp(vpack_counter_defs[i].prom, name);
+        if (!known)
+            fail_msg("%s is an unlabelled counter but no line of VPACK_COUNTERS", name);
+    }
+    check_families(t);
+    promtool_check(t);
+    free(t);
+}
+
 static void test_histograms(void **state)
 {
     (void)state;
@@ -378,7 +565,7 @@ static void test_render_edge(void **state)
     assert_null(t);
 
     /* Nothing known yet: the scalars and empty histograms, no per-package or domain family. */
-    struct vpack_prom_metrics m = {.demand = 1e300, .samples = 3};
+    struct vpack_prom_metrics m = {.demand = 1e300, .counters = {.samples = 3}};
     assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
     assert_int_equal(strlen(t), len);
     assert_null(strstr(t, "vpack_build_info"));
@@ -472,6 +659,71 @@ static void remove_root(char *root)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
     free(root);
+}
+
+/* Joules as summed over a package's dies: the same to within rounding. */
+static bool joules_near(double got, double want)
+{
+    return got > want - 1e-12 && got < want + 1e-12;
+}
+
+/* The idle state (cpu, name) of a reading; fails when it is not there exactly once. */
+static double idle_seconds(const struct vpack_hostpower_reading *r, unsigned cpu, const char *name)
+{
+    double v = -1;
+    unsigned found = 0;
+    for (size_t i = 0; i < r->nidle; i++)
+        if (r->idle[i].cpu == cpu && !strcmp(r->idle[i].name, name)) {
+            v = r->idle[i].seconds;
+            found++;
+        }
+    if (found != 1)
+        fail_msg("cpu %u state %s: %u times in the reading", cpu, name, found);
+    return v;
+}
+
+/*
+ * adapters/hostpower.c on the fixture tree: every CPU's named states, and
+ * not cpuidle/ or driver/; package 0's two dies summed, no sub-zone, no
+ * psys; a RAPL counter that wraps grows; a tree without the CPU directory
+ * is an error that still gives the energy.
+ */
+static void test_hostpower(void **state)
+{
+    (void)state;
+    char *root = make_root(), path[4096];
+    struct vpack_hostpower *hp = NULL;
+    struct vpack_hostpower_reading r;
+    assert_int_equal(vpack_hostpower_new(root, &hp), 0);
+    assert_int_equal(vpack_hostpower_read(hp, &r), 0);
+    assert_int_equal(r.nidle, 3);
+    assert_true(idle_seconds(&r, 0, "POLL") == 0);
+    assert_true(idle_seconds(&r, 0, "C1") == 2.5);
+    assert_true(idle_seconds(&r, 1, "haltpoll idle") == 0.0015);
+    assert_int_equal(r.nenergy, 1);
+    assert_int_equal(r.energy[0].package, 0);
+    assert_true(joules_near(r.energy[0].joules, (900 + 1000000) / 1e6));
+    vpack_hostpower_reading_clear(&r);
+    assert_null(r.idle);
+
+    /* 900 -> 100 of a 1000 uJ range: +200 uJ, not a restart. */
+    put_file(root, "sys/class/powercap/intel-rapl:0/energy_uj", "100\n");
+    assert_int_equal(vpack_hostpower_read(hp, &r), 0);
+    assert_int_equal(r.nenergy, 1);
+    assert_true(joules_near(r.energy[0].joules, (1100 + 1000000) / 1e6));
+    vpack_hostpower_reading_clear(&r);
+    vpack_hostpower_free(hp);
+
+    snprintf(path, sizeof(path), "rm -rf '%s/sys/devices'", root);
+    assert_int_equal(system(path), 0);
+    assert_int_equal(vpack_hostpower_new(root, &hp), 0);
+    assert_int_equal(vpack_hostpower_read(hp, &r), -ENOENT);
+    assert_int_equal(r.nidle, 0);
+    assert_int_equal(r.nenergy, 1);
+    vpack_hostpower_reading_clear(&r);
+    vpack_hostpower_free(hp);
+    vpack_hostpower_free(NULL);
+    remove_root(root);
 }
 
 static int connect_to(unsigned port)
@@ -792,12 +1044,16 @@ int main(void)
         cmocka_unit_test(test_render_escaping),
         cmocka_unit_test(test_render_invalid_utf8),
         cmocka_unit_test(test_render_host),
+        cmocka_unit_test(test_render_golden),
+        cmocka_unit_test(test_status_golden),
+        cmocka_unit_test(test_counters_table),
         cmocka_unit_test(test_histograms),
         cmocka_unit_test(test_promtool),
         cmocka_unit_test(test_promtool_rejects),
         cmocka_unit_test(test_render_edge),
         cmocka_unit_test(test_observe),
         cmocka_unit_test(test_wrap_delta),
+        cmocka_unit_test(test_hostpower),
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_endpoint_errors),
     };
