@@ -1088,43 +1088,27 @@ static int write_svg(const struct sim *sim, const struct figures *fg, const char
 }
 
 /*
- * The configuration of --config FILE (vpackd's own parser), then each --set.
- * Returns VPACKCTL_PROCEED, or after one line on stderr VPACKCTL_EXIT_FAIL
- * (the file) or VPACKCTL_EXIT_USAGE (a --set).
+ * The configuration of --config FILE, then each --set (vpack_config_load(),
+ * as vpackd). Returns VPACKCTL_PROCEED, or after one line on stderr
+ * VPACKCTL_EXIT_FAIL (the file) or VPACKCTL_EXIT_USAGE (a --set).
  */
 static int load_config(const struct sim_args *a, struct vpack_config *c)
 {
-    char *text = NULL, *err = NULL;
+    char *text = NULL, *err = NULL, name[PATH_MAX + 16];
+    enum vpack_config_input bad;
     int r;
 
-    if (vpack_config_init(c) < 0) {
-        vpackctl_err("simulate: out of memory");
+    if (a->config && (r = vpack_host_read_file(NULL, a->config, 1 << 20, &text, NULL)) < 0) {
+        vpackctl_err("simulate: --config %s: %s", a->config, strerror(-r));
         return VPACKCTL_EXIT_FAIL;
     }
-    if (a->config) {
-        r = vpack_host_read_file(NULL, a->config, 1 << 20, &text, NULL);
-        if (r < 0) {
-            vpackctl_err("simulate: --config %s: %s", a->config, strerror(-r));
-            return VPACKCTL_EXIT_FAIL;
-        }
-        r = vpack_config_parse(c, text, &err);
-        free(text);
-        if (r < 0) {
-            vpackctl_err("simulate: --config %s: %s", a->config, err ? err : "out of memory");
-            free(err);
-            return VPACKCTL_EXIT_FAIL;
-        }
-    }
-    for (unsigned i = 0; i < a->nsets; i++)
-        if (vpack_config_set(c, a->sets[i], &err) < 0) {
-            vpackctl_err("simulate: --set %s", err ? err : "out of memory");
-            free(err);
-            return VPACKCTL_EXIT_USAGE;
-        }
-    if (vpack_config_check(c, &err) < 0) {
+    snprintf(name, sizeof(name), "--config %s", a->config ? a->config : "");
+    r = vpack_config_load(c, text, name, a->sets, a->nsets, &bad, &err);
+    free(text);
+    if (r < 0) {
         vpackctl_err("simulate: %s", err ? err : "out of memory");
         free(err);
-        return a->nsets ? VPACKCTL_EXIT_USAGE : VPACKCTL_EXIT_FAIL;
+        return bad == VPACK_CONFIG_SETS ? VPACKCTL_EXIT_USAGE : VPACKCTL_EXIT_FAIL;
     }
     return VPACKCTL_PROCEED;
 }
