@@ -295,42 +295,21 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     return VPACKCTL_PROCEED;
 }
 
-/* The whole of file path into *buf (NUL-terminated); its length, or -1 after a message. */
-static long slurp(const char *path, char **buf)
+/*
+ * The whole of file path into *buf (NUL-terminated, at most 64 MiB), read
+ * with the adapters' reader as every whole file is; its length, or -1
+ * after a message.
+ */
+static long read_whole(const char *path, char **buf)
 {
-    FILE *f = fopen(path, "r");
-    size_t len = 0, cap = 0, n;
-    char *b = NULL;
+    size_t len;
+    int r = vpack_host_read_file(NULL, path, (64u << 20) - 1, buf, &len);
 
-    *buf = NULL;
-    if (!f) {
-        vpackctl_err("simulate: %s: %s", path, strerror(errno));
+    if (r < 0) {
+        *buf = NULL;
+        vpackctl_err("simulate: %s: %s", path, r == -EFBIG ? "larger than 64 MiB" : strerror(-r));
         return -1;
     }
-    do {
-        if (cap - len < 4096) {
-            char *nb = realloc(b, cap * 2 + 8192);
-            if (!nb) {
-                vpackctl_err("simulate: out of memory");
-                free(b);
-                fclose(f);
-                return -1;
-            }
-            b = nb;
-            cap = cap * 2 + 8192;
-        }
-        n = fread(b + len, 1, cap - len - 1, f);
-        len += n;
-    } while (n > 0 && len < (64u << 20));
-    if (ferror(f) || len >= (64u << 20)) {
-        vpackctl_err("simulate: %s: %s", path, ferror(f) ? strerror(EIO) : "larger than 64 MiB");
-        free(b);
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
-    b[len] = '\0';
-    *buf = b;
     return (long)len;
 }
 
@@ -368,7 +347,7 @@ static int planetlab_load(const struct sim_args *a, struct source *s)
         int r;
 
         snprintf(path, sizeof(path), "%s/%s", a->planetlab, list[idx[v]]->d_name);
-        if (slurp(path, &buf) < 0)
+        if (read_whole(path, &buf) < 0)
             goto cleanup;
         r = vpack_planetlab_parse(buf, strlen(buf), &vm->pct, &err);
         free(buf);
@@ -1142,7 +1121,7 @@ static int load_power(const char *path, struct vpack_power_params *pw)
     vpack_power_params_default(pw);
     if (!path)
         return 0;
-    if ((len = slurp(path, &buf)) < 0)
+    if ((len = read_whole(path, &buf)) < 0)
         return -1;
     r = vpack_power_params_parse(buf, (size_t)len, pw, &err);
     free(buf);
