@@ -67,28 +67,19 @@ static void usage(FILE *f)
 static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_missing)
 {
     char *text = NULL, *err = NULL;
-    int r = vpack_config_init(c);
-    if (r < 0)
-        return r;
     const char *path = dm->config_path ? dm->config_path : VPACK_DEFAULT_CONFIG;
-    r = vpack_host_read_file(NULL, path, 1 << 20, &text, NULL);
-    if (r == -ENOENT && !dm->config_path && quiet_missing) {
-        r = 0;
-    } else if (r < 0) {
+    int r = vpack_host_read_file(NULL, path, 1 << 20, &text, NULL);
+
+    if (r < 0 && !(r == -ENOENT && !dm->config_path && quiet_missing)) {
         log_err("cannot read %s: %s", path, strerror(-r));
-        goto fail;
-    } else if ((r = vpack_config_parse(c, text, &err)) < 0) {
-        log_err("%s: %s", path, err ? err : "invalid");
-        goto fail;
+        return r;
     }
-    for (unsigned i = 0; i < dm->nsets; i++)
-        if ((r = vpack_config_set(c, dm->sets[i], &err)) < 0) {
-            log_err("--set %s", err ? err : "invalid");
-            goto fail;
-        }
-    if ((r = vpack_config_check(c, &err)) < 0) {
-        log_err("%s%s%s", dm->nsets ? "" : path, dm->nsets ? "" : ": ", err ? err : "invalid");
-        goto fail;
+    r = vpack_config_load(c, text, path, dm->sets, dm->nsets, NULL, &err);
+    free(text);
+    if (r < 0) {
+        log_err("%s", err ? err : "out of memory");
+        free(err);
+        return r;
     }
     if (dm->keep_placement)
         c->keep_placement = true;
@@ -96,17 +87,11 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
         free(c->topology);
         c->topology = strdup(dm->topology);
         if (!c->topology) {
-            r = -ENOMEM;
-            goto fail;
+            vpack_config_clear(c);
+            return -ENOMEM;
         }
     }
-    free(text);
     return 0;
-fail:
-    free(text);
-    free(err);
-    vpack_config_clear(c);
-    return r < 0 ? r : -EINVAL;
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)

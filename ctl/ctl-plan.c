@@ -3,21 +3,26 @@
  * vpackctl plan: runs the policy offline on recorded snapshots, with no agent
  * and no libvirt. A file holds one snapshot (pretty-printed or not) or a
  * series, one snapshot per line, replayed in order with one policy state.
+ * The file is read with the adapters' reader, a series line with trace.c's
+ * reader, the policy settings with the configuration's loader: plan has no
+ * rules of its own.
  */
 #include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "vpack/config.h"
 #include "vpack/cpuset.h"
 #include "vpack/policy.h"
 #include "vpack/snapshot.h"
 #include "vpack/topology.h"
+#include "vpack/trace.h"
+#include "host.h"
 #include "vpackctl.h"
 
 static void usage(FILE *f)
@@ -39,9 +44,11 @@ static void usage(FILE *f)
             "                           sysfs:ROOT\n"
             "  --reserved CPUS          leave these CPUs out (libvirt syntax)\n"
             "  --json                   print each plan as one line of JSON\n"
+            "  --set SECTION.KEY=VALUE  set one key of vpackd.conf(5), as vpackd's --set\n"
+            "                           (repeatable; plan uses the [policy] keys)\n"
             "  -h, --help               show this help\n"
             "\n"
-            "Policy options (defaults in brackets):\n"
+            "Policy options, each short for --set policy.KEY=VALUE (defaults in brackets):\n"
             "  --pack-watermark F       size the active packages for this share of their\n"
             "                           cores [%g]\n"
             "  --spread-watermark F     spread when the load exceeds this share of the\n"
@@ -237,26 +244,6 @@ cleanup:
 }
 
 /*
- * Reports why a line of a series holds no snapshot, if it does not: true
- * then. A line that does not finish its snapshot is an error here: a series
- * has one snapshot per line.
- */
-static bool series_error(const struct replay *r, const char *buf, size_t len, unsigned long line,
-                         int err, size_t end, size_t at, const char *msg)
-{
-    if (end > 0 && !blank(buf + end, len - end))
-        report(r, line, skip_blank(buf, len, end) + 1,
-               "unexpected data after the snapshot (a series has one snapshot per line)");
-    else if (err == -ENOMEM || (err < 0 && !msg))
-        report(r, line, 0, "out of memory");
-    else if (err == -ENODATA)
-        report(r, line, at + 1, "%s (a series has one snapshot per line)", msg);
-    else if (err < 0)
-        report(r, line, at == SIZE_MAX ? 0 : at + 1, "%s", msg);
-    return err < 0 || (end > 0 && !blank(buf + end, len - end));
-}
-
-/*
  * Reports why text, the rest of the file from line first_line on, is not
  * one snapshot, if it is not: true then.
  */
@@ -289,154 +276,79 @@ static bool whole_error(const struct replay *r, const char *text, size_t len,
     return true;
 }
 
+/* Replays line `line` of a series (trace.c's series reader). Returns 0 or -1 (reported). */
+static int replay_line(struct replay *r, const char *text, size_t len, unsigned long line)
+{
+    struct vpack_snapshot *snap = NULL;
+    char *msg = NULL;
+    size_t col;
+    int ret = -1;
+
+    if (vpack_series_parse_line(text, len, "snapshot", "series", &snap, &col, &msg) < 0)
+        report(r, line, col, "%s", msg ? msg : "out of memory");
+    else
+        ret = replay_one(r, snap, line);
+    free(msg);
+    vpack_snapshot_free(snap);
+    return ret;
+}
+
 /*
- * Replays the snapshot in text, which starts at line: one line of a series,
- * or with whole the rest of the file. Returns 0 or -1 (reported).
+ * Replays text, one snapshot that starts at line first_line and takes the
+ * rest of the file (pretty-printed). Returns 0 or -1 (reported).
  */
-static int replay_text(struct replay *r, const char *text, size_t len, unsigned long line,
-                       bool whole)
+static int replay_whole(struct replay *r, const char *text, size_t len, unsigned long first_line)
 {
     struct vpack_snapshot *snap = NULL;
     char *msg = NULL;
     size_t end, at;
     int ret = -1, err;
 
-    /* Without its line break, an unfinished line is reported at its end. */
-    while (!whole && len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-        len--;
     err = vpack_snapshot_parse_first(text, len, &end, &at, &snap, &msg);
-    if (whole ? whole_error(r, text, len, line, err, end, at, msg)
-              : series_error(r, text, len, line, err, end, at, msg))
-        goto cleanup;
-    ret = replay_one(r, snap, whole ? 0 : line);
-
-cleanup:
+    if (!whole_error(r, text, len, first_line, err, end, at, msg))
+        ret = replay_one(r, snap, 0);
     free(msg);
     vpack_snapshot_free(snap);
     return ret;
 }
 
-/* Appends the rest of f to *buf (of *len bytes, allocated). Returns 0 or -errno. */
-static int slurp_rest(FILE *f, char **buf, size_t *len)
-{
-    size_t cap = *len + 1;
-    char *b = *buf;
-    int ret = 0;
-
-    for (;;) {
-        if (cap - *len < 65536) {
-            size_t ncap = cap * 2 + 65536;
-            char *nb = realloc(b, ncap);
-            if (!nb) {
-                ret = -ENOMEM;
-                break;
-            }
-            b = nb;
-            cap = ncap;
-        }
-        size_t n = fread(b + *len, 1, cap - *len, f);
-        *len += n;
-        if (n == 0) {
-            if (ferror(f))
-                ret = errno ? -errno : -EIO;
-            break;
-        }
-    }
-    *buf = b;
-    return ret;
-}
-
 /*
- * Reads the file line by line. The first line that is not blank decides:
- * if it holds a whole snapshot, the file is a series (one line is a series
- * of one); if its snapshot goes on, the file is one pretty-printed snapshot.
+ * Replays the file's text (read whole with the adapters' reader). The first
+ * line that is not blank decides: if it holds a whole snapshot, the file is
+ * a series (one line is a series of one); if its snapshot goes on, the file
+ * is one pretty-printed snapshot.
  */
-static int replay_file(struct replay *r, FILE *f)
+static int replay_file(struct replay *r, const char *text, size_t len)
 {
-    char *line = NULL;
-    size_t cap = 0;
     unsigned long lineno = 0;
     bool first = true;
-    ssize_t n;
-    int ret = -1;
 
-    errno = 0;
-    while ((n = getline(&line, &cap, f)) != -1) {
-        struct vpack_snapshot *snap = NULL;
-        char *msg = NULL;
-        size_t end, at;
-        int err;
+    for (size_t pos = 0, n; pos < len; pos += n) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
 
+        n = nl ? (size_t)(nl - (text + pos)) + 1 : len - pos;
         lineno++;
-        if (blank(line, (size_t)n))
+        if (blank(text + pos, n))
             continue;
         if (first) {
-            first = false;
-            err = vpack_snapshot_parse_first(line, (size_t)n, &end, &at, &snap, &msg);
+            struct vpack_snapshot *snap = NULL;
+            char *msg = NULL;
+            size_t end, at;
+            int err = vpack_snapshot_parse_first(text + pos, n, &end, &at, &snap, &msg);
+
             vpack_snapshot_free(snap);
             free(msg);
-            if (err == -ENODATA) {
-                size_t len = (size_t)n;
-                int rerr = slurp_rest(f, &line, &len);
-
-                if (rerr < 0) {
-                    report(r, 0, 0, "cannot read: %s", strerror(-rerr));
-                    goto cleanup;
-                }
-                ret = replay_text(r, line, len, lineno, true);
-                goto cleanup;
-            }
+            first = false;
+            if (err == -ENODATA)
+                return replay_whole(r, text + pos, len - pos, lineno);
         }
-        if (replay_text(r, line, (size_t)n, lineno, false) < 0)
-            goto cleanup;
-        errno = 0;
-    }
-    if (ferror(f)) {
-        report(r, 0, 0, "cannot read: %s", strerror(errno ? errno : EIO));
-        goto cleanup;
+        if (replay_line(r, text + pos, n, lineno) < 0)
+            return -1;
     }
     if (r->count == 0) {
         report(r, 0, 0, "no snapshot in the file");
-        goto cleanup;
+        return -1;
     }
-    ret = 0;
-
-cleanup:
-    free(line);
-    return ret;
-}
-
-/* A number in (0, 1] for a policy option. */
-static int parse_share(const char *opt, const char *text, double *out)
-{
-    char *endp;
-    double v;
-
-    errno = 0;
-    v = strtod(text, &endp);
-    if (endp == text || *endp || errno || !isfinite(v) || v <= 0 || v > 1) {
-        vpackctl_err("plan: --%s '%s': expected a number greater than 0 and at most 1", opt, text);
-        return -EINVAL;
-    }
-    *out = v;
-    return 0;
-}
-
-/* A whole number in min..UINT_MAX; unit names it in the message. */
-static int parse_uint(const char *opt, const char *text, unsigned min, const char *unit,
-                      unsigned *out)
-{
-    char *endp;
-    unsigned long long v;
-
-    errno = 0;
-    v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &endp, 10) : 0;
-    if (text[0] < '0' || text[0] > '9' || *endp || errno || v < min || v > UINT_MAX) {
-        vpackctl_err("plan: --%s '%s': expected %s (a whole number from %u to %u)", opt, text,
-                     unit, min, UINT_MAX);
-        return -EINVAL;
-    }
-    *out = (unsigned)v;
     return 0;
 }
 
@@ -445,6 +357,8 @@ enum {
     OPT_TOPOLOGY,
     OPT_RESERVED,
     OPT_JSON,
+    OPT_SET,
+    /* The policy options, from here on: each is short for --set policy.KEY=VALUE. */
     OPT_PACK_WATERMARK,
     OPT_SPREAD_WATERMARK,
     OPT_SPREAD_SAMPLES,
@@ -455,48 +369,60 @@ enum {
     OPT_DEFAULT_LEVEL,
 };
 
+/* The [policy] key of each policy option. */
+static const char *const policy_key[] = {
+    [OPT_PACK_WATERMARK - OPT_PACK_WATERMARK] = "pack_watermark",
+    [OPT_SPREAD_WATERMARK - OPT_PACK_WATERMARK] = "spread_watermark",
+    [OPT_SPREAD_SAMPLES - OPT_PACK_WATERMARK] = "spread_samples",
+    [OPT_DELAY_THRESHOLD - OPT_PACK_WATERMARK] = "delay_threshold",
+    [OPT_BUSY_VCPU - OPT_PACK_WATERMARK] = "busy_vcpu",
+    [OPT_PACK_DELAY - OPT_PACK_WATERMARK] = "pack_delay_ms",
+    [OPT_MIN_RESIDENCY - OPT_PACK_WATERMARK] = "min_residency_ms",
+    [OPT_DEFAULT_LEVEL - OPT_PACK_WATERMARK] = "default_level",
+};
+
 /* What plan's command line says. */
 struct plan_args {
     const char *snapshot, *spec, *reserved;
     bool json;
+    char **sets; /* each --set and policy option as "SECTION.KEY=VALUE", in order (owned) */
+    unsigned nsets;
     struct vpack_policy_params params;
 };
 
-/*
- * The policy option c, named name, with argument arg into p. Returns 0 or
- * -EINVAL (reported).
- */
-static int parse_policy_option(int c, const char *name, const char *arg,
-                               struct vpack_policy_params *p)
+static void plan_args_clear(struct plan_args *pa)
 {
-    double *share = c == OPT_PACK_WATERMARK     ? &p->pack_watermark
-                    : c == OPT_SPREAD_WATERMARK ? &p->spread_watermark
-                    : c == OPT_DELAY_THRESHOLD  ? &p->delay_threshold
-                    : c == OPT_BUSY_VCPU        ? &p->busy_vcpu
-                                                : NULL;
-    unsigned *ms = c == OPT_PACK_DELAY      ? &p->pack_delay_ms
-                   : c == OPT_MIN_RESIDENCY ? &p->min_residency_ms
-                                            : NULL;
-
-    if (share)
-        return parse_share(name, arg, share);
-    if (ms)
-        return parse_uint(name, arg, 0, "milliseconds", ms);
-    if (c == OPT_SPREAD_SAMPLES)
-        return parse_uint(name, arg, 1, "a number of snapshots", &p->spread_samples);
-    /* OPT_DEFAULT_LEVEL */
-    if (strlen(arg) != 1 || arg[0] < '0' || arg[0] > '2') {
-        vpackctl_err("plan: --default-level '%s': expected a power policy level (0, 1 or 2)",
-                     arg);
-        return -EINVAL;
-    }
-    p->default_level = arg[0] - '0';
-    return 0;
+    for (unsigned i = 0; i < pa->nsets; i++)
+        free(pa->sets[i]);
+    free(pa->sets);
+    pa->sets = NULL;
+    pa->nsets = 0;
 }
 
 /*
- * Reads the command line into *pa. Returns VPACKCTL_PROCEED, or the exit
- * code (after the usage for --help, or one line on stderr).
+ * The policy from the --set options and the policy options, in their order,
+ * through the configuration's own parser and check (vpack_config_load(), as
+ * vpackd and simulate). Returns VPACKCTL_PROCEED or the exit code (reported).
+ */
+static int load_policy(struct plan_args *pa)
+{
+    struct vpack_config conf;
+    char *err = NULL;
+
+    if (vpack_config_load(&conf, NULL, "plan", pa->sets, pa->nsets, NULL, &err) < 0) {
+        vpackctl_err("plan: %s", err ? err : "out of memory");
+        free(err);
+        return err ? VPACKCTL_EXIT_USAGE : VPACKCTL_EXIT_FAIL;
+    }
+    pa->params = conf.policy;
+    vpack_config_clear(&conf);
+    return VPACKCTL_PROCEED;
+}
+
+/*
+ * Reads the command line into *pa (plan_args_clear() it). Returns
+ * VPACKCTL_PROCEED, or the exit code (after the usage for --help, or one
+ * line on stderr).
  */
 static int parse_args(int argc, char **argv, struct plan_args *pa)
 {
@@ -506,6 +432,7 @@ static int parse_args(int argc, char **argv, struct plan_args *pa)
         {"topology", required_argument, NULL, OPT_TOPOLOGY},
         {"reserved", required_argument, NULL, OPT_RESERVED},
         {"json", no_argument, NULL, OPT_JSON},
+        {"set", required_argument, NULL, OPT_SET},
         {"pack-watermark", required_argument, NULL, OPT_PACK_WATERMARK},
         {"spread-watermark", required_argument, NULL, OPT_SPREAD_WATERMARK},
         {"spread-samples", required_argument, NULL, OPT_SPREAD_SAMPLES},
@@ -520,7 +447,11 @@ static int parse_args(int argc, char **argv, struct plan_args *pa)
     int c;
 
     *pa = (struct plan_args){0};
-    vpack_policy_params_default(&pa->params);
+    /* Every setting is an argument of its own: argc bounds their number. */
+    if (!(pa->sets = calloc((size_t)argc, sizeof(*pa->sets)))) {
+        vpackctl_err("plan: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         if (c == OPT_SNAPSHOT)
             pa->snapshot = optarg;
@@ -530,8 +461,16 @@ static int parse_args(int argc, char **argv, struct plan_args *pa)
             pa->reserved = optarg;
         else if (c == OPT_JSON)
             pa->json = true;
-        else if (parse_policy_option(c, g.option, optarg, &pa->params) < 0)
-            return VPACKCTL_EXIT_USAGE;
+        else if ((c == OPT_SET && !(pa->sets[pa->nsets] = strdup(optarg))) ||
+                 (c >= OPT_PACK_WATERMARK &&
+                  asprintf(&pa->sets[pa->nsets], "policy.%s=%s",
+                           policy_key[c - OPT_PACK_WATERMARK], optarg) < 0)) {
+            pa->sets[pa->nsets] = NULL;
+            vpackctl_err("plan: out of memory");
+            return VPACKCTL_EXIT_FAIL;
+        } else {
+            pa->nsets++;
+        }
     }
     if (c == VPACKCTL_OPT_EXIT)
         return g.exit_code;
@@ -543,12 +482,7 @@ static int parse_args(int argc, char **argv, struct plan_args *pa)
         vpackctl_err("plan: --snapshot FILE is required (see 'vpackctl plan --help')");
         return VPACKCTL_EXIT_USAGE;
     }
-    char msg[256];
-    if (vpack_policy_params_check(&pa->params, msg, sizeof(msg)) < 0) {
-        vpackctl_err("plan: %s", msg);
-        return VPACKCTL_EXIT_USAGE;
-    }
-    return VPACKCTL_PROCEED;
+    return load_policy(pa);
 }
 
 int plan_main(int argc, char **argv)
@@ -556,25 +490,25 @@ int plan_main(int argc, char **argv)
     struct plan_args pa;
     struct replay r = {0};
     struct vpack_topology *topo = NULL;
-    FILE *f = NULL;
-    int ret;
+    char *text = NULL;
+    size_t len = 0;
+    int ret, err;
 
-    if ((ret = parse_args(argc, argv, &pa)) != VPACKCTL_PROCEED)
+    ret = parse_args(argc, argv, &pa);
+    plan_args_clear(&pa);
+    if (ret != VPACKCTL_PROCEED)
         return ret;
     /* A bad --reserved is a usage error, found before the file is opened. */
     if ((ret = vpackctl_load_topology("plan", pa.spec, pa.reserved, &topo)))
         return ret;
     ret = VPACKCTL_EXIT_FAIL;
-    if (strcmp(pa.snapshot, "-") == 0) {
-        f = stdin;
-        r.file = "<stdin>";
-    } else {
-        f = fopen(pa.snapshot, "r");
-        r.file = pa.snapshot;
-        if (!f) {
-            vpackctl_err("%s: %s", pa.snapshot, strerror(errno));
-            goto cleanup;
-        }
+    r.file = strcmp(pa.snapshot, "-") ? pa.snapshot : "<stdin>";
+    err = strcmp(pa.snapshot, "-")
+              ? vpack_host_read_file(NULL, pa.snapshot, SIZE_MAX - 1, &text, &len)
+              : vpack_host_read_fd(STDIN_FILENO, SIZE_MAX - 1, &text, &len);
+    if (err < 0) {
+        vpackctl_err("%s: %s", r.file, strerror(-err));
+        goto cleanup;
     }
     r.topo = topo;
     r.params = &pa.params;
@@ -584,13 +518,12 @@ int plan_main(int argc, char **argv)
         vpackctl_err("plan: out of memory");
         goto cleanup;
     }
-    if (replay_file(&r, f) < 0)
+    if (replay_file(&r, text, len) < 0)
         goto cleanup;
     ret = vpackctl_flush();
 
 cleanup:
-    if (f && f != stdin)
-        fclose(f);
+    free(text);
     vpack_policy_state_free(r.state);
     vpack_topology_free(topo);
     return ret;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "vpack/config.h"
+#include "vpack/errmsg.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -401,4 +402,42 @@ int vpack_config_check(const struct vpack_config *c, char **errmsg)
     if (asprintf(errmsg, "[policy]: %s", msg) < 0)
         *errmsg = NULL;
     return -EINVAL;
+}
+
+int vpack_config_load(struct vpack_config *c, const char *text, const char *name,
+                      char *const *sets, unsigned nsets, enum vpack_config_input *input,
+                      char **errmsg)
+{
+    enum vpack_config_input at = VPACK_CONFIG_TEXT;
+    char *err = NULL;
+    int r = vpack_config_init(c);
+
+    *errmsg = NULL;
+    if (input)
+        *input = VPACK_CONFIG_TEXT;
+    if (r < 0)
+        return r;
+    if (text && (r = vpack_config_parse(c, text, &err)) < 0) {
+        r = vpack_errmsg_set(r, errmsg, "%s: %s", name, err ? err : "out of memory");
+        goto fail;
+    }
+    at = VPACK_CONFIG_SETS;
+    for (unsigned i = 0; i < nsets; i++)
+        if ((r = vpack_config_set(c, sets[i], &err)) < 0) {
+            r = vpack_errmsg_set(r, errmsg, "--set %s", err ? err : "out of memory");
+            goto fail;
+        }
+    if ((r = vpack_config_check(c, &err)) < 0) {
+        at = nsets ? VPACK_CONFIG_SETS : VPACK_CONFIG_TEXT;
+        r = vpack_errmsg_set(r, errmsg, "%s%s%s", nsets ? "" : name, nsets ? "" : ": ",
+                             err ? err : "out of memory");
+        goto fail;
+    }
+    return 0;
+fail:
+    free(err);
+    vpack_config_clear(c);
+    if (input)
+        *input = at;
+    return r;
 }

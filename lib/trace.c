@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Traces: the line reader, the recorder's conversion, the PlanetLab builder (vpack/trace.h). */
+/* Traces: the series line reader, the recorder's conversion, the PlanetLab builder (vpack/trace.h). */
 #include "vpack/trace.h"
 
 #include <errno.h>
@@ -79,38 +79,74 @@ static const char *duplicate_name(const struct vpack_snapshot *s, bool *nomem)
     return dup;
 }
 
+int vpack_series_parse_line(const char *buf, size_t len, const char *item, const char *series,
+                            struct vpack_snapshot **out, size_t *col, char **errmsg)
+{
+    struct vpack_snapshot *s = NULL;
+    char *msg = NULL;
+    size_t end, at, i = 0;
+    int err;
+
+    *out = NULL;
+    *col = 0;
+    if (errmsg)
+        *errmsg = NULL;
+    /* Without its line break, an unfinished line is reported at its end. */
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    while (i < len && is_blank(buf[i]))
+        i++;
+    if (i == len)
+        return -ENODATA;
+    err = vpack_snapshot_parse_first(buf, len, &end, &at, &s, &msg);
+    /* A whole value with more after it: the line is not one snapshot. */
+    for (i = end; end > 0 && i < len && is_blank(buf[i]); i++)
+        ;
+    if (end > 0 && i < len) {
+        vpack_snapshot_free(s);
+        free(msg);
+        *col = i + 1;
+        return vpack_errmsg_set(-EINVAL, errmsg, "unexpected data after the %s (a %s has one %s "
+                                "per line)", item, series, item);
+    }
+    if (err == -ENOMEM || (err < 0 && !msg)) {
+        free(msg);
+        return -ENOMEM;
+    }
+    if (err < 0) {
+        *col = at == SIZE_MAX ? 0 : at + 1;
+        if (err == -ENODATA) {
+            vpack_errmsg_set(0, errmsg, "%s (a %s has one %s per line)", msg, series, item);
+        } else if (errmsg) {
+            *errmsg = msg;
+            msg = NULL;
+        }
+        free(msg);
+        return -EINVAL;
+    }
+    free(msg);
+    *out = s;
+    return 0;
+}
+
 int vpack_trace_parse_line(const char *buf, size_t len, unsigned long lineno,
                            struct vpack_snapshot **out, char **errmsg)
 {
     struct vpack_snapshot *s = NULL;
     char *msg = NULL, what[160];
-    size_t end, at, i = 0;
     const char *dup;
+    size_t col;
     bool nomem;
     int err;
 
     *out = NULL;
     if (errmsg)
         *errmsg = NULL;
-    while (i < len && is_blank(buf[i]))
-        i++;
-    if (i == len)
-        return -ENODATA;
-    err = vpack_snapshot_parse_first(buf, len, &end, &at, &s, &msg);
-    if (err == -ENOMEM)
-        return line_error(-ENOMEM, errmsg, lineno, 0, msg);
+    err = vpack_series_parse_line(buf, len, "interval", "trace", &s, &col, &msg);
+    if (err == -ENODATA)
+        return err;
     if (err < 0)
-        return line_error(-EINVAL, errmsg, lineno, at == SIZE_MAX ? 0 : at + 1, msg);
-    free(msg);
-    for (i = end; i < len && is_blank(buf[i]); i++)
-        ;
-    if (i < len) {
-        vpack_snapshot_free(s);
-        return vpack_errmsg_set(-EINVAL, errmsg,
-                                "line %lu, column %zu: unexpected data after the interval "
-                                "(a trace has one interval per line)",
-                                lineno, i + 1);
-    }
+        return line_error(err, errmsg, lineno, col, msg);
     for (unsigned d = 0; d < s->ndomains; d++)
         if (over_one(&s->domains[d], what, sizeof(what))) {
             err = vpack_errmsg_set(-EINVAL, errmsg,

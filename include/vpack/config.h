@@ -90,4 +90,26 @@ int vpack_config_check(const struct vpack_config *c, char **errmsg);
  */
 int vpack_config_set(struct vpack_config *c, const char *assignment, char **errmsg);
 
+/* Which input of vpack_config_load() an error is about. */
+enum vpack_config_input {
+    VPACK_CONFIG_TEXT, /* the file's text (or the check, when no --set was given) */
+    VPACK_CONFIG_SETS, /* a --set (or the check, when one was given) */
+};
+
+/*
+ * The configuration as every door takes it (vpackd, vpackctl simulate and
+ * plan): the defaults, then text (a file's contents; NULL: none) with
+ * vpack_config_parse(), then each of sets[0..nsets) in order with
+ * vpack_config_set(), then vpack_config_check(). Returns 0 with *c filled
+ * (vpack_config_clear() it), or -EINVAL / -ENOMEM with *c cleared and
+ * *errmsg (caller frees) in one form for every door: "NAME: line N: ..." for
+ * the text, named name (the file, as the caller shows it); "--set ..." for a
+ * set; for the check, "NAME: [policy]: ..." when no set was given, else
+ * "[policy]: ..." (a set may be what broke it). *input (may be NULL) says
+ * which of the two was at fault, for a caller whose exit code differs.
+ */
+int vpack_config_load(struct vpack_config *c, const char *text, const char *name,
+                      char *const *sets, unsigned nsets, enum vpack_config_input *input,
+                      char **errmsg);
+
 #endif

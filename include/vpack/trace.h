@@ -22,8 +22,22 @@
 #include "vpack/snapshot.h"
 
 /*
- * Parses line lineno (for messages) of a trace, len bytes without its line
- * break. Returns 0 with *out, -ENODATA for a blank line (nothing to do), or
+ * One line of a series of snapshots, the one reader of both kinds: a trace
+ * (item "interval", series "trace") and the series `vpackctl plan` replays
+ * ("snapshot", "series"). buf is len bytes; a line break at its end is left
+ * out. Returns 0 with *out; -ENODATA for a blank line; -EINVAL with *errmsg
+ * (the line's own words, no line number) and *col (the 1-based column it is
+ * about, 0: none) for a line that is not exactly one snapshot: bad JSON, not
+ * a snapshot, one the line does not finish ("... (a SERIES has one ITEM per
+ * line)"), data after it ("unexpected data after the ITEM (a SERIES has one
+ * ITEM per line)"); or -ENOMEM.
+ */
+int vpack_series_parse_line(const char *buf, size_t len, const char *item, const char *series,
+                            struct vpack_snapshot **out, size_t *col, char **errmsg);
+
+/*
+ * Parses line lineno (for messages) of a trace, len bytes (its line break
+ * may be left on), with vpack_series_parse_line(). Returns 0 with *out, -ENODATA for a blank line (nothing to do), or
  * -EINVAL with *errmsg "line N: ..." (column too for JSON syntax) for a line
  * that is not one interval: bad JSON, not a snapshot, data after it, a
  * thread demanding more than one CPU, two domains of one name. -ENOMEM.

@@ -296,6 +296,94 @@ static void test_check(void **state)
     vpack_config_clear(&c);
 }
 
+/* The loader every door uses: the file, then each --set in order, then the check. */
+static void test_load(void **state)
+{
+    (void)state;
+    struct vpack_config c;
+    enum vpack_config_input bad = VPACK_CONFIG_SETS;
+    char *err = NULL;
+    char *sets[] = {"policy.spread_samples=4", "policy.pack_watermark=0.3"};
+
+    assert_int_equal(vpack_config_load(&c, "[policy]\npack_watermark = 0.5\nspread_samples = 2\n",
+                                       "f.conf", sets, 2, &bad, &err), 0);
+    assert_null(err);
+    assert_int_equal(c.policy.spread_samples, 4);
+    assert_true(c.policy.pack_watermark == 0.3);
+    assert_string_equal(c.socket_path, VPACK_DEFAULT_SOCKET);
+    vpack_config_clear(&c);
+
+    /* No file: the defaults and the sets. */
+    assert_int_equal(vpack_config_load(&c, NULL, "f.conf", sets, 1, NULL, &err), 0);
+    assert_int_equal(c.policy.spread_samples, 4);
+    assert_int_equal(c.interval_ms, 1000);
+    vpack_config_clear(&c);
+
+    /* A bad line: the file's name and line; *c is cleared. */
+    assert_int_equal(vpack_config_load(&c, "[policy]\nspread_samples = 0\n", "f.conf", sets, 2,
+                                       &bad, &err), -EINVAL);
+    assert_string_equal(err, "f.conf: line 2: policy.spread_samples: '0' is not a whole number "
+                             "from 1 to 100");
+    assert_int_equal(bad, VPACK_CONFIG_TEXT);
+    assert_null(c.socket_path);
+    free(err);
+
+    /* A bad --set, after a good file: the set, and the later ones not applied. */
+    char *badset[] = {"policy.spread_samples=0", "policy.no_such=1"};
+    assert_int_equal(vpack_config_load(&c, "", "f.conf", badset, 2, &bad, &err), -EINVAL);
+    assert_string_equal(err, "--set policy.spread_samples: '0' is not a whole number from 1 to 100");
+    assert_int_equal(bad, VPACK_CONFIG_SETS);
+    free(err);
+    char *noeq[] = {"policy.spread_samples"};
+    assert_int_equal(vpack_config_load(&c, NULL, "f.conf", noeq, 1, &bad, &err), -EINVAL);
+    assert_string_equal(err, "--set 'policy.spread_samples': expected SECTION.KEY=VALUE");
+    free(err);
+}
+
+/*
+ * One setting, one sentence: a bad value or a bad order of the watermarks
+ * reads the same from the file and from --set; only where it came from
+ * differs.
+ */
+static void test_load_same_error(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *line, *set, *what;
+    } cases[] = {
+        {"pack_watermark = 1.5", "policy.pack_watermark=1.5",
+         "policy.pack_watermark: '1.5' is not a number from 0 to 1"},
+        {"no_such = 1", "policy.no_such=1", "policy.no_such: unknown key"},
+        {"default_level = 3", "policy.default_level=3",
+         "policy.default_level: '3' is not a power policy level (0, 1 or 2)"},
+        {"pack_watermark = 0.9", "policy.pack_watermark=0.9",
+         "[policy]: the pack watermark (0.9) is above the spread watermark (0.8): packed "
+         "load would spread again at once"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct vpack_config c;
+        enum vpack_config_input bad;
+        char text[128], *from_file = NULL, *from_set = NULL, *sets[] = {(char *)cases[i].set};
+        const char *tail;
+
+        snprintf(text, sizeof(text), "[policy]\n%s\n", cases[i].line);
+        assert_int_equal(vpack_config_load(&c, text, "f.conf", NULL, 0, &bad, &from_file), -EINVAL);
+        assert_int_equal(bad, VPACK_CONFIG_TEXT);
+        assert_int_equal(vpack_config_load(&c, NULL, "f.conf", sets, 1, &bad, &from_set), -EINVAL);
+        assert_int_equal(bad, VPACK_CONFIG_SETS);
+        /* "f.conf: line 2: WHAT" (or "f.conf: WHAT" for the check) and "--set WHAT" / "WHAT". */
+        tail = from_file + strlen(from_file) - strlen(cases[i].what);
+        assert_true(strlen(from_file) > strlen(cases[i].what));
+        assert_string_equal(tail, cases[i].what);
+        assert_true(!strncmp(from_file, "f.conf: ", 8));
+        tail = from_set + strlen(from_set) - strlen(cases[i].what);
+        assert_string_equal(tail, cases[i].what);
+        assert_true(!strcmp(from_set, cases[i].what) || !strncmp(from_set, "--set ", 6));
+        free(from_file);
+        free(from_set);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +395,8 @@ int main(void)
         cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_check),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_load_same_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -246,11 +246,66 @@ static void test_planetlab_burst(void **state)
     assert_true(sum / 20000 > 0.46 && sum / 20000 < 0.52);
 }
 
+/*
+ * The series line reader both a trace and `vpackctl plan` use: the line's own
+ * message and column, in the caller's words; the line break left out.
+ */
+static void test_series_line(void **state)
+{
+    const char *good = "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[]}";
+    struct vpack_snapshot *s = NULL;
+    char line[128], *err = NULL;
+    size_t col = 99;
+
+    (void)state;
+    assert_int_equal(vpack_series_parse_line(" \t\r\n", 4, "snapshot", "series", &s, &col, &err),
+                     -ENODATA);
+    assert_null(err);
+    assert_int_equal(col, 0);
+    snprintf(line, sizeof(line), "%s\r\n", good);
+    assert_int_equal(vpack_series_parse_line(line, strlen(line), "snapshot", "series", &s, &col,
+                                             &err), 0);
+    assert_non_null(s);
+    assert_null(err);
+    vpack_snapshot_free(s);
+    /* Data after it: the column of that data, in each caller's words. */
+    snprintf(line, sizeof(line), "%s  {}\n", good);
+    assert_int_equal(vpack_series_parse_line(line, strlen(line), "snapshot", "series", &s, &col,
+                                             &err), -EINVAL);
+    assert_null(s);
+    assert_int_equal(col, strlen(good) + 3);
+    assert_string_equal(err, "unexpected data after the snapshot (a series has one snapshot per "
+                             "line)");
+    free(err);
+    assert_int_equal(vpack_series_parse_line(line, strlen(line), "interval", "trace", &s, &col,
+                                             &err), -EINVAL);
+    assert_string_equal(err, "unexpected data after the interval (a trace has one interval per "
+                             "line)");
+    free(err);
+    /* A snapshot the line does not finish: said so, with or without the line break. */
+    assert_int_equal(vpack_series_parse_line("{\"interval_ms\":1000,\n", 21, "snapshot", "series",
+                                             &s, &col, &err), -EINVAL);
+    assert_non_null(strstr(err, "(a series has one snapshot per line)"));
+    free(err);
+    /* Not a snapshot: the snapshot reader's own message, no column. */
+    assert_int_equal(vpack_series_parse_line("{\"interval_ms\":1000}", 20, "snapshot", "series",
+                                             &s, &col, &err), -EINVAL);
+    assert_string_equal(err, "cpus: missing (required)");
+    assert_int_equal(col, 0);
+    free(err);
+    /* NULL errmsg: nothing allocated, the same answer. */
+    assert_int_equal(vpack_series_parse_line("nonsense", 8, "snapshot", "series", &s, &col, NULL),
+                     -EINVAL);
+    assert_true(col > 0);
+    assert_null(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_line),
         cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_series_line),
         cmocka_unit_test(test_from_observed),
         cmocka_unit_test(test_planetlab_parse),
         cmocka_unit_test(test_planetlab_file),

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+/*
+ * vpackctl simulate --json: the figures as one JSON object.
+ */
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "simulate.h"
+#include "vpack/json-util.h"
+#include "vpackctl.h"
+
+/* Per domain of a model: where its threads ended up, as JSON. */
+static struct json_object *placement_json(const struct vpack_model *m, bool *ok)
+{
+    struct json_object *doms = json_object_new_array();
+    const struct vpack_model_domain *d;
+
+    for (unsigned i = 0; (d = vpack_model_domain_get(m, i)); i++) {
+        struct json_object *o = json_object_new_object(), *vcpus = json_object_new_array(),
+                           *io = json_object_new_array();
+        vpack_cpuset cpus;
+        int nv;
+
+        vpack_json_set_str(o, "name", d->name, ok);
+        for (unsigned k = 0; (nv = vpack_model_thread_cpus(m, i, k, &cpus)) >= 0; k++) {
+            if (k == (unsigned)nv)
+                vpack_json_set_cpuset(o, "emulator", &cpus, ok);
+            else
+                vpack_json_append(k < (unsigned)nv ? vcpus : io, vpack_json_cpuset(&cpus), ok);
+        }
+        vpack_json_set(o, "vcpus", vcpus, ok);
+        vpack_json_set(o, "iothreads", io, ok);
+        vpack_json_append(doms, vpack_json_finish(o, *ok), ok);
+    }
+    return doms;
+}
+
+/* {"package": {"energy_j", "saving"}, "system": ..., "none": ...} of one level. */
+static struct json_object *scope_json(const struct figures *x, bool *ok)
+{
+    struct json_object *o = json_object_new_object();
+
+    for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++) {
+        struct json_object *e = json_object_new_object();
+
+        vpack_json_set_double(e, "energy_j", x->t.energy_scope_j[s], ok);
+        vpack_json_set_double(e, "saving", x->saving_scope[s], ok);
+        vpack_json_set(o, vpack_pc6_scope_name(s), vpack_json_finish(e, *ok), ok);
+    }
+    return vpack_json_finish(o, *ok);
+}
+
+static struct json_object *oracle_json(const struct oracle *x, bool *ok)
+{
+    struct json_object *o = json_object_new_object();
+
+    vpack_json_set_double(o, "package_seconds", x->package_s, ok);
+    vpack_json_set_bool(o, "exact", x->exact, ok);
+    return vpack_json_finish(o, *ok);
+}
+
+int simulate_print_json(const struct sim *sim, const struct figures *f)
+{
+    struct json_object *o = json_object_new_object(), *levels = json_object_new_array();
+    bool ok = true;
+    int ret;
+
+    vpack_json_set_int(o, "intervals", (int64_t)f[0].t.intervals, &ok);
+    vpack_json_set_double(o, "seconds", f[0].t.seconds, &ok);
+    vpack_json_set_int(o, "domains", (int64_t)sim->ndomains, &ok);
+    vpack_json_set_str(o, "topology", sim->topo->source ? sim->topo->source : "host", &ok);
+    vpack_json_set_str(o, "pc6_scope", vpack_pc6_scope_name(sim->pc6_scope), &ok);
+    vpack_json_set(o, "capacity_bound", oracle_json(&sim->bound, &ok), &ok);
+    vpack_json_set(o, "policy_target", oracle_json(&sim->target, &ok), &ok);
+    for (int l = 0; l < NLEVELS; l++) {
+        const struct figures *x = &f[l];
+        struct json_object *lv = json_object_new_object(), *idle = json_object_new_array(),
+                           *busy = json_object_new_array();
+
+        vpack_json_set_int(lv, "level", l, &ok);
+        for (unsigned p = 0; p < sim->topo->npackages; p++) {
+            double s = x->t.seconds > 0 ? x->t.seconds : 1;
+            vpack_json_append(idle, json_object_new_double(x->t.pkg_idle_s[p] / s), &ok);
+            vpack_json_append(busy, json_object_new_double(x->t.pkg_busy_s[p] / s), &ok);
+        }
+        vpack_json_set(lv, "package_idle", idle, &ok);
+        vpack_json_set(lv, "package_busy", busy, &ok);
+        vpack_json_set_double(lv, "energy_j", x->t.energy_j, &ok);
+        vpack_json_set_double(lv, "saving", x->saving, &ok);
+        vpack_json_set(lv, "by_pc6_scope", scope_json(x, &ok), &ok);
+        vpack_json_set_double(lv, "saving_idle_w_as_deep_w", x->saving_idle_deep, &ok);
+        vpack_json_set_double(lv, "demand_cpu_s", x->t.demand, &ok);
+        vpack_json_set_double(lv, "served_cpu_s", x->t.served, &ok);
+        vpack_json_set_double(lv, "served_ratio", x->served_ratio, &ok);
+        vpack_json_set_double(lv, "delay_p99", x->t.delay_p99, &ok);
+        vpack_json_set_double(lv, "moves_per_hour", x->moves_per_hour, &ok);
+        vpack_json_set_int(lv, "moves", (int64_t)x->t.moves, &ok);
+        vpack_json_set_int(lv, "pin_ops", (int64_t)x->t.pin_ops, &ok);
+        vpack_json_set_double(lv, "pin_cpu_s", x->t.pin_cpu_s, &ok);
+        vpack_json_set_double(lv, "foreign_cpu_s", x->t.foreign_s, &ok);
+        vpack_json_set_double(lv, "awake_package_seconds", x->awake_pkg_s, &ok);
+        vpack_json_set_double(lv, "active_package_seconds", x->t.active_pkg_s, &ok);
+        vpack_json_set_double(lv, "planned_package_seconds", x->t.planned_pkg_s, &ok);
+        vpack_json_set_double(lv, "vs_capacity_bound", x->vs_bound, &ok);
+        vpack_json_set_double(lv, "vs_policy_target", x->vs_target, &ok);
+        vpack_json_set_int(lv, "intervals_under_bound", (int64_t)sim->under_bound[l], &ok);
+        vpack_json_set(lv, "placement", placement_json(sim->model[l], &ok), &ok);
+        vpack_json_append(levels, vpack_json_finish(lv, ok), &ok);
+    }
+    vpack_json_set(o, "levels", levels, &ok);
+    o = vpack_json_finish(o, ok);
+    if (!o) {
+        vpackctl_err("simulate: out of memory");
+        return VPACKCTL_EXIT_FAIL;
+    }
+    ret = vpackctl_print_json(o);
+    json_object_put(o);
+    return ret;
+}
+
