@@ -397,25 +397,6 @@ vp__tail_logs_on_failure() {
     vp__fail_summary
 }
 
-# vp_agent_test NAME: the old prologue (vp_test is the new one), for the
-# scripts not yet moved to vp_test.
-vp_agent_test() {
-    vp_require_root
-    [ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-    work=$(mktemp -d "/tmp/vpack-$1-test.XXXXXX")
-    sock=$work/vpackd.sock
-    agent_pid=""
-    trap vp__agent_test_cleanup EXIT
-}
-vp__agent_test_cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-
 # ------------------------------------------------------- a test's prologue
 # vp_test NAME PREFIX: the prologue of every integration script. Needs root;
 # sets VP_PREFIX (the script's domain names start with it), builddir (the
