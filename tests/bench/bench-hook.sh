@@ -28,105 +28,39 @@ here=$(cd "$(dirname "$0")" && pwd)
 VP_VCPU_CPUSET=${VP_VCPU_CPUSET-0}
 # shellcheck source=tests/integration/lib.sh
 . "$here/../integration/lib.sh"
-# shellcheck disable=SC2034 # used by lib.sh
-VP_PREFIX=vphkb-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-builddir=$(cd "$builddir" && pwd) || vp_die "no build directory $builddir"
-HOOK=$builddir/plugin/vpack-hook
-VPACKD=$builddir/agent/vpackd
-VPACKCTL=$builddir/ctl/vpackctl
+vp_test hook-bench vphkb-
+HOOK=$VPACK_HOOK
 : "${VPHK_STARTS:=20}"
 : "${VPHK_HOOK_RUNS:=100}"
 : "${VPHK_RELOAD:=restart}"
 : "${VPHK_WAIT:=900}"
-NS=urn:vpack:powerpolicy:1
-HOOKS=/etc/libvirt/hooks
-HOOK_DIR=$HOOKS/qemu.d
-HOOK_LINK=$HOOK_DIR/vpack
+VP_HOOK_RELOAD=$VPHK_RELOAD
 RUN_DIR=/run/vpack
 DEF_SOCK=$RUN_DIR/vpackd.sock
 DOM=vphkb-a
 
-work=$(mktemp -d /tmp/vpack-hook-bench.XXXXXX)
-hook_changed=""        # the hook dir is not as we found it
-prev_hook=""           # what was at $HOOK_LINK: a symlink target or a saved copy
-prev_is_copy=""
-made_hooks_dir=""
-made_hook_dir=""
 made_run_dir=""
-agent_pid=""
-
-vp_require_root
-for f in "$HOOK" "$VPACKD" "$VPACKCTL"; do
-    [ -x "$f" ] || vp_die "$f not built (ninja -C $builddir)"
-done
+vp_need_built "$HOOK" "$VPACKD" "$VPACKCTL"
+vp_on_exit '[ -z "$made_run_dir" ] || default_socket_live || rm -rf "$RUN_DIR"'
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 # ------------------------------------------------------------------ helpers
-
-
 wait_quiet() { vp_wait_no_other_vpackd "$VPHK_WAIT" "$1" "$agent_pid"; }
+# libvirtd looks for hooks at start and on SIGHUP only (vp_reload_hooks).
 reload_libvirtd() {
-    local pid
     wait_quiet "reloading libvirtd"
-    if [ "$VPHK_RELOAD" = hup ] && pid=$(vp__daemon_pid libvirtd); then
-        kill -HUP "$pid"; sleep 1
-        vp__wait_libvirtd
-    else
-        vp_restart_libvirtd
-    fi
+    vp_reload_hooks
 }
-is_vpack_hook() { vp_is_vpack_hook "$1"; }
+VP_HOOK_RELOADER=reload_libvirtd
 default_socket_live() {
     [ -S "$DEF_SOCK" ] && "$VPACKCTL" status --socket "$DEF_SOCK" >/dev/null 2>&1
 }
 
-
-# Moves whatever vpack hook is installed out of the way (once).
-save_hook() {
-    [ -z "$hook_changed" ] || return 0
-    if [ -e "$HOOK_LINK" ] || [ -L "$HOOK_LINK" ]; then
-        is_vpack_hook "$HOOK_LINK" ||
-            vp_die "$HOOK_LINK exists and is not vpack's hook: not touching it"
-        if [ -L "$HOOK_LINK" ]; then
-            prev_hook=$(readlink "$HOOK_LINK")
-        else
-            prev_hook=$work/vpack-hook.saved; prev_is_copy=1
-            cp -p "$HOOK_LINK" "$prev_hook"
-        fi
-        vp_log "moving the installed vpack hook aside for the benchmark"
-    fi
-    [ -d "$HOOKS" ] || { mkdir -p "$HOOKS"; made_hooks_dir=1; }
-    [ -d "$HOOK_DIR" ] || { mkdir -p "$HOOK_DIR"; made_hook_dir=1; }
-    hook_changed=1
-}
-
-unset_hook() { rm -f "$HOOK_LINK"; }
-set_hook() {
-    ln -sfn "$HOOK" "$HOOK_LINK.vphkb-tmp"
-    mv -T "$HOOK_LINK.vphkb-tmp" "$HOOK_LINK"
-}
-
-restore_hook() {
-    [ -n "$hook_changed" ] || return 0
-    rm -f "$HOOK_LINK"
-    if [ -n "$prev_is_copy" ]; then cp -p "$prev_hook" "$HOOK_LINK"
-    elif [ -n "$prev_hook" ]; then ln -sfn "$prev_hook" "$HOOK_LINK"; fi
-    [ -z "$made_hook_dir" ] || rmdir "$HOOK_DIR" 2>/dev/null || true
-    [ -z "$made_hooks_dir" ] || rmdir "$HOOKS" 2>/dev/null || true
-    hook_changed=""
-}
-
-# libvirtd looks for hooks at start and on SIGHUP only.
-
 start_agent() {
     wait_quiet "starting vpackd"
     default_socket_live && vp_die "a vpackd already answers on $DEF_SOCK"
-    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' --set metrics.enabled=false \
-        >>"$work/vpackd.log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 100); do [ -S "$DEF_SOCK" ] && return 0; sleep 0.1; done
-    vp_die "vpackd did not open $DEF_SOCK"
+    vp_start_agent --ready=socket --socket="$DEF_SOCK" -- \
+        --topology 'synthetic:"package:2 core:1 pu:1"' --set metrics.enabled=false
 }
 
 stop_agent() {
@@ -138,24 +72,6 @@ stop_agent() {
     agent_pid=""
     [ $rc -eq 0 ] || vp_log "vpackd exited $rc"
 }
-
-cleanup() {
-    local rc=$? pid
-    set +e
-    stop_agent
-    [ -n "$VP_KEEP_DOMAINS" ] || vp_destroy_all_test_domains
-    if [ -n "$hook_changed" ]; then
-        restore_hook
-        if pid=$(vp__daemon_pid libvirtd) && [ "$pid" != "$VP_STARTED_LIBVIRTD_PID" ]; then
-            reload_libvirtd || vp_log "WARNING: libvirtd not reloaded after restoring the hooks"
-        fi
-    fi
-    if [ -n "$made_run_dir" ] && ! default_socket_live; then rm -rf "$RUN_DIR"; fi
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
 
 # cycles LABEL: VPHK_STARTS start + destroy cycles; writes the times (ms)
 # to $work/LABEL.start and $work/LABEL.destroy.
@@ -222,6 +138,7 @@ vp_install_deps
 vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
+# shellcheck disable=SC2034 # read at the exit (vp_on_exit)
 [ -e "$RUN_DIR" ] || made_run_dir=1
 vp_define "$DOM" 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
 vp_virsh dumpxml "$DOM" >"$work/$DOM.xml"
@@ -230,13 +147,14 @@ default_socket_live && vp_die "a vpackd answers on $DEF_SOCK: stop it first"
 rm -f "$DEF_SOCK"
 
 vp_log "(a) no hook"
-save_hook
-unset_hook
+# Whatever vpack hook is installed is kept aside (and put back at the exit).
+vp_install_hook --replace "$HOOK"
+vp_unset_hook
 reload_libvirtd || vp_die "libvirtd could not be reloaded"
 cycles a
 
 vp_log "(b) hook, vpackd down"
-set_hook
+vp_set_hook
 reload_libvirtd || vp_die "libvirtd could not be reloaded"
 cycles b
 
@@ -255,11 +173,10 @@ stop_agent
 rm -f "$DEF_SOCK"
 hook_alone "vpackd down" "" "$VPHK_HOOK_RUNS" started stopped >>"$work/alone.txt"
 # The worst case: a vpackd that accepts and never answers (SIGSTOP).
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' --set metrics.enabled=false \
+vp_start_agent --ready=socket --socket="$work/stalled.sock" --log="$work/vpackd-stalled.log" -- \
+    --topology 'synthetic:"package:2 core:1 pu:1"' --set metrics.enabled=false \
     --set control.socket="$work/stalled.sock" --set agent.state_dir="$work/stalled" \
-    --set agent.interval_ms=600000 --keep-placement >>"$work/vpackd-stalled.log" 2>&1 &
-agent_pid=$!
-for _ in $(seq 100); do [ -S "$work/stalled.sock" ] && break; sleep 0.1; done
+    --set agent.interval_ms=600000 --keep-placement
 kill -STOP "$agent_pid"
 hook_alone "vpackd stalled" "$work/stalled.sock" 20 started >>"$work/alone.txt"
 stop_agent

@@ -1,16 +1,19 @@
 # shellcheck shell=bash
 # tests/integration/lib.sh - harness for vpack's integration tests and demo.
 #
-# Source it from a bash script (it is `set -euo pipefail` friendly):
+# Source it from a bash script (it is `set -euo pipefail` friendly); a test
+# script begins with the prologue, vp_test, which also owns its exit:
 #
 #   . "$(dirname "$0")/lib.sh"
-#   vp_require_root
-#   trap vp_cleanup EXIT
+#   vp_test guest-boot vptest-
 #   vp_install_deps
 #   vp_start_libvirtd
 #   vp_build_guest
 #   vp_define_start vptest-a 2 busy:1
 #   vp_wait_ready vptest-a
+#   vp_start_agent --ready=libvirt -- --set control.socket="$sock"
+#   ... vp_pass / vp_fail ...
+#   vp_verdict
 #
 # Guests are TCG (<domain type='qemu'>) and boot a Debian cloud kernel with
 # a busybox initramfs whose /init runs the load pattern given by `vpload=`
@@ -34,6 +37,8 @@
 # load enough to move what the tests measure). Never started in a polling
 # loop: those read vpackctl's output with shell built-ins (vpackctl wait).
 : "${VP_PYTHON:=/usr/bin/python3}"
+# The top of the source tree this lib.sh is in.
+VP_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # The guest kernel's modules for a virtio disk (io:DEV), in load order.
 VP_GUEST_MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
@@ -75,7 +80,13 @@ VP_APT_UPDATED=${VP_APT_UPDATED:-}
 
 # ----------------------------------------------------------------- helpers
 vp_log() { printf '[vpack-it %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-vp_die() { printf '[vpack-it] FAIL: %s\n' "$*" >&2; exit 1; }
+# vp_die MSG: a failure the script cannot go on from: one line "FAIL: MSG",
+# kept for the failed checks' summary at the end (vp__test_exit's log tail).
+vp_die() {
+    printf 'FAIL: %s\n' "$*" >&2
+    VP_FAIL_LINES+=("FAIL: $*")
+    exit 1
+}
 
 vp_require_root() {
     [ "$(id -u)" -eq 0 ] || vp_die "integration tests must run as root"
@@ -332,10 +343,12 @@ vp__wait_libvirtd() {
     done
 }
 
-# vp_stop_pid PID: SIGTERM, then SIGKILL after 5 s; reaps it if it is ours.
+# vp_stop_pid PID: SIGCONT and SIGTERM, then SIGKILL after 5 s; reaps it if
+# it is ours.
 vp_stop_pid() {
     local pid=$1
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -CONT "$pid" 2>/dev/null || true    # one a test stopped (SIGSTOP)
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
@@ -365,36 +378,266 @@ vp_verdict() {
     exit 1
 }
 
-# vp_log_tail_on_failure RC FILE [LINES]: for a test's EXIT trap: when RC
-# or VP_FAILURES says something failed, the last LINES (60) of FILE, then
-# the failed checks again.
-vp_log_tail_on_failure() {
+# vp_log_tail_on_failure RC FILE [LINES]: for a test's exit: when RC or
+# VP_FAILURES says something failed, the last LINES (60) of FILE, then the
+# failed checks again. vp__tail_logs_on_failure RC LINES FILE...: the same
+# for each FILE there is (each once).
+vp_log_tail_on_failure() { vp__tail_logs_on_failure "$1" "${3:-60}" "$2"; }
+vp__tail_logs_on_failure() {
+    local lines=$2 f seen=" "
     [ "$1" -ne 0 ] || [ "$VP_FAILURES" -ne 0 ] || return 0
-    echo "---- $(basename "$2") (last ${3:-60} lines)"
-    tail -n "${3:-60}" "$2" 2>/dev/null || true
+    shift 2
+    for f in "$@"; do
+        [ -f "$f" ] || continue
+        case $seen in *" $f "*) continue ;; esac
+        seen+="$f "
+        echo "---- $(basename "$f") (last $lines lines)"
+        tail -n "$lines" "$f" 2>/dev/null || true
+    done
     vp__fail_summary
 }
 
-# vp_agent_test NAME: the prologue of a test that runs vpackd against the real
-# libvirtd. Needs root and 2 CPUs; sets work (a fresh directory), sock (the
-# control socket in it) and agent_pid (empty until the test starts vpackd);
-# on exit stops vpackd, shows its log's tail when the test failed, removes
-# work and runs vp_cleanup, keeping the test's exit status.
-vp_agent_test() {
+# ------------------------------------------------------- a test's prologue
+# vp_test NAME PREFIX: the prologue of every integration script. Needs root;
+# sets VP_PREFIX (the script's domain names start with it), builddir (the
+# build directory, absolute: $VPACK_BUILDDIR, default build/ of this tree),
+# srcdir, VPACKD, VPACKCTL and VPACK_HOOK (unless the environment names them:
+# meson's test environment does), NS (vpack's metadata namespace), work (a
+# fresh directory: /tmp/vpack-NAME-test.XXXXXX, or under VP_WORK_PARENT),
+# sock and log (the agent's control socket and log in it) and agent_pid
+# (empty until vp_start_agent). From then on the script's exit, whatever its
+# cause, runs vp__test_exit; SIGTERM (meson's timeout), SIGINT and SIGHUP
+# end the script through it too (what meson's SIGKILL half a second later
+# cuts short, the next test's vp_reap_leftovers removes).
+# shellcheck disable=SC2034 # the settings are for the script
+vp_test() {
+    VP_TEST_NAME=$1
+    VP_PREFIX=$2
     vp_require_root
-    [ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-    work=$(mktemp -d "/tmp/vpack-$1-test.XXXXXX")
+    builddir=${VPACK_BUILDDIR:-$VP_TOP/build}
+    builddir=$(cd "$builddir" 2>/dev/null && pwd) || builddir=${VPACK_BUILDDIR:-$VP_TOP/build}
+    srcdir=$(cd "${VPACK_SRCDIR:-$VP_TOP}" && pwd)
+    VPACKD=${VPACKD:-$builddir/agent/vpackd}
+    VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
+    VPACK_HOOK=${VPACK_HOOK:-$builddir/plugin/vpack-hook}
+    NS=urn:vpack:powerpolicy:1
+    work=$(mktemp -d "${VP_WORK_PARENT:-/tmp}/vpack-$1-test.XXXXXX")
     sock=$work/vpackd.sock
+    log=$work/vpackd.log
     agent_pid=""
-    trap vp__agent_test_cleanup EXIT
+    VP_EXIT_EARLY=()
+    VP_EXIT_LATE=()
+    trap vp__test_exit EXIT
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
+    trap 'exit 129' HUP
 }
-vp__agent_test_cleanup() {
-    local rc=$?
+
+# vp_need_built FILE...: each FILE is there and executable, or the test ends
+# saying which one to build.
+vp_need_built() {
+    local f
+    for f in "$@"; do [ -x "$f" ] || vp_die "build first: no $f (ninja -C ${builddir:-build})"; done
+}
+
+# vp_need_cpus N: the host has at least N CPUs.
+vp_need_cpus() { [ "$(nproc --all)" -ge "$1" ] || vp_die "needs $1 CPUs"; }
+
+# vp_on_exit [--early] CMD: CMD (a string, eval'd) is part of the script's
+# exit. --early: before its agent is stopped (to free an agent held
+# somewhere, or stop other processes first); else after the agent is
+# stopped and the test domains are gone, before the work directory goes
+# (the last registered runs first). In CMD, $rc is the script's exit status.
+vp_on_exit() {
+    if [ "$1" = --early ]; then VP_EXIT_EARLY+=("$2"); else VP_EXIT_LATE+=("$1"); fi
+}
+
+# VP_LOG_TAIL: how many lines of $log a failed test shows (60).
+: "${VP_LOG_TAIL:=60}"
+
+# vp__test_exit: the exit of a script that called vp_test, keeping its exit
+# status: the --early commands, the agent stopped, when a check or the
+# script failed the tail of $log and of every other *.log in the work
+# directory (and all of $log copied to $VP_LOGDIR/test-NAME-vpackd.log), every test domain destroyed and undefined (unless
+# VP_KEEP_DOMAINS), the other vp_on_exit commands (newest first), the work
+# directory removed, then vp_cleanup (CPUs online, the daemons this shell
+# started stopped).
+vp__test_exit() {
+    local rc=$? i
+    set +eu
+    trap - TERM INT HUP
+    for i in "${VP_EXIT_EARLY[@]}"; do eval "$i"; done
     vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
+    agent_pid=""
+    if { [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; } && [ -s "$log" ]; then
+        mkdir -p "$VP_LOGDIR" && cp "$log" "$VP_LOGDIR/test-$VP_TEST_NAME-vpackd.log" &&
+            echo "---- all of the agent's log: $VP_LOGDIR/test-$VP_TEST_NAME-vpackd.log"
+    fi
+    vp__tail_logs_on_failure $rc "$VP_LOG_TAIL" "$log" "$work"/*.log
+    [ -n "$VP_KEEP_DOMAINS" ] || vp_destroy_all_test_domains
+    for ((i = ${#VP_EXIT_LATE[@]} - 1; i >= 0; i--)); do eval "${VP_EXIT_LATE[i]}"; done
     rm -rf "$work"
     vp_cleanup
     return $rc
+}
+
+# vp_alive PID: the process exists and is not a zombie (an agent that exited
+# stays a zombie until the shell that started it waits for it).
+vp_alive() {
+    local line=""
+    [ -n "${1:-}" ] && read -r line < "/proc/$1/stat" 2>/dev/null || return 1
+    line=${line##*) }
+    [ "${line%% *}" != Z ]
+}
+
+# vp_start_agent [--ready=socket|libvirt] [--socket=PATH] [--pid=VAR]
+#                [--log=FILE] [WRAPPER...] -- [ARG...]:
+# starts "$VPACKD" ARG... in the background (through WRAPPER, a command that
+# ends by exec'ing it: restrict-af, env, a shell function), its output
+# appended to FILE ($log), its pid in VAR (agent_pid), and waits up to 10 s
+# (100 looks, 0.1 s apart) until it is ready:
+#   socket   (the default) its process is vpackd (past any wrapper) and
+#            PATH ($sock) is a socket: enough to talk to the agent itself
+#   libvirt  its status says libvirt_connected: for a test that next acts
+#            on guests through the agent
+# A vpackd that exits first, or is not ready in time, ends the test (vp_die)
+# with its log's tail.
+vp_start_agent() {
+    local ready=socket so=$sock var=agent_pid lf=$log pid st="" wrap=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        case $1 in
+        --ready=*) ready=${1#--ready=} ;;
+        --socket=*) so=${1#--socket=} ;;
+        --pid=*) var=${1#--pid=} ;;
+        --log=*) lf=${1#--log=} ;;
+        *) wrap+=("$1") ;;
+        esac
+        shift
+    done
+    [ "${1:-}" = -- ] && shift
+    case $ready in socket|libvirt) ;; *) vp_die "vp_start_agent: --ready=$ready (socket or libvirt)" ;; esac
+    echo "---- start $(date +%T) ${wrap[*]} $*" >>"$lf"
+    "${wrap[@]}" "$VPACKD" "$@" >>"$lf" 2>&1 &
+    pid=$!
+    printf -v "$var" '%s' "$pid"
+    for _ in $(seq 100); do
+        vp_alive "$pid" || { st="exited"; break; }
+        if [ "$ready" = socket ]; then
+            local comm=""
+            read -r comm < "/proc/$pid/comm" 2>/dev/null || true
+            [ "$comm" = vpackd ] && [ -S "$so" ] && return 0
+        elif "$VPACKCTL" status --json --socket "$so" 2>/dev/null |
+                grep -q '"libvirt_connected": *true'; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    vp_stop_pid "$pid"
+    printf -v "$var" '%s' ""
+    echo "---- $(basename "$lf") (last 20 lines)" >&2
+    tail -n 20 "$lf" >&2
+    if [ -n "$st" ]; then vp_die "vpackd exited at start (before it was ready: $ready)"; fi
+    vp_die "vpackd not ready ($ready) on $so within 10 s"
+}
+
+# vp_stop_agent_check: the agent's stop as a check: SIGTERM, and it must
+# exit 0 (under ASan: without a leak). Sets rc to its exit code.
+vp_stop_agent_check() {
+    kill -TERM "$agent_pid"
+    rc=0
+    wait "$agent_pid" || rc=$?
+    agent_pid=""
+    if [ $rc -eq 0 ]; then vp_pass "vpackd exited 0 on SIGTERM"; else vp_fail "vpackd exited $rc on SIGTERM"; fi
+}
+
+# ------------------------------------------------------ the libvirt hook
+# Where an operator puts vpack's hook (libvirt runs every file in qemu.d).
+VP_HOOKS_DIR=/etc/libvirt/hooks
+VP_HOOK_LINK=$VP_HOOKS_DIR/qemu.d/vpack
+VP_HOOK_TARGET=""       # what vp_install_hook links there
+VP_HOOK_PREV=""         # an earlier vpack hook: a link's target, or a saved copy
+VP_HOOK_PREV_COPY=""    # non-empty: VP_HOOK_PREV is a copy
+VP_HOOK_MADE_DIRS=()    # directories vp_install_hook made
+# VP_HOOK_RELOAD: how libvirtd is made to look for hooks again: restart
+# (the default; it also runs the hook's "reconnect") or hup.
+: "${VP_HOOK_RELOAD:=restart}"
+
+# vp_reload_hooks: makes libvirtd look for hooks again (it does only at its
+# start and on SIGHUP): VP_HOOK_RELOAD says how.
+vp_reload_hooks() {
+    local pid
+    if [ "$VP_HOOK_RELOAD" = hup ] && pid=$(vp__daemon_pid libvirtd); then
+        vp_log "libvirtd ($pid): SIGHUP, to look for hooks again"
+        kill -HUP "$pid"; sleep 1
+        vp__wait_libvirtd
+    else
+        vp_restart_libvirtd
+    fi
+}
+
+# vp_install_hook [--replace] HOOK: links HOOK as $VP_HOOK_LINK, making the
+# directories it needs. Anything already there ends the test, except with
+# --replace an earlier vpack hook (a link or a copy), which is kept aside
+# and put back by vp_remove_hook. The link is marked in
+# $VP_MARKDIR/hook-link, so that a later test removes it if this one is
+# killed; the script's exit runs vp_remove_hook. libvirtd is not told:
+# call vp_reload_hooks (after waiting for other agents if that matters).
+vp_install_hook() {
+    local replace="" d
+    [ "$1" = --replace ] && { replace=1; shift; }
+    VP_HOOK_TARGET=$1
+    if [ -e "$VP_HOOK_LINK" ] || [ -L "$VP_HOOK_LINK" ]; then
+        [ -n "$replace" ] || vp_die "$VP_HOOK_LINK exists: not replacing it"
+        vp_is_vpack_hook "$VP_HOOK_LINK" ||
+            vp_die "$VP_HOOK_LINK exists and is not vpack's hook: not overwriting it"
+        if [ -L "$VP_HOOK_LINK" ]; then
+            VP_HOOK_PREV=$(readlink "$VP_HOOK_LINK")
+        else
+            VP_HOOK_PREV=$work/vpack-hook.saved; VP_HOOK_PREV_COPY=1
+            cp -p "$VP_HOOK_LINK" "$VP_HOOK_PREV"
+        fi
+        vp_log "replacing the vpack hook $VP_HOOK_LINK for the test"
+    fi
+    for d in "$VP_HOOKS_DIR" "$VP_HOOKS_DIR/qemu.d"; do
+        [ -d "$d" ] || { mkdir -p "$d"; VP_HOOK_MADE_DIRS=("$d" "${VP_HOOK_MADE_DIRS[@]}"); }
+    done
+    vp_set_hook
+    # If this script is killed, the next test removes the link (vp_reap_leftovers).
+    mkdir -p "$VP_MARKDIR" && printf '%s\n%s\n' "$VP_HOOK_LINK" "$VP_HOOK_TARGET" > "$VP_MARKDIR/hook-link"
+    vp_on_exit vp_remove_hook
+    vp_log "installed $VP_HOOK_LINK -> $VP_HOOK_TARGET"
+}
+
+# vp_set_hook / vp_unset_hook: the installed hook's link in place (atomically)
+# or gone, for a test that compares the two.
+vp_set_hook() {
+    ln -sfn "$VP_HOOK_TARGET" "$VP_HOOK_LINK.vp-tmp"
+    mv -T "$VP_HOOK_LINK.vp-tmp" "$VP_HOOK_LINK"
+}
+vp_unset_hook() { rm -f "$VP_HOOK_LINK"; }
+
+# vp_remove_hook: undoes vp_install_hook: the link (if it is still ours), the
+# mark, the earlier vpack hook back, the directories it made; then libvirtd
+# forgets the hook (VP_HOOK_RELOADER, default vp_reload_hooks), unless it
+# is one this shell started (vp_cleanup stops it).
+vp_remove_hook() {
+    local pid d
+    [ -n "$VP_HOOK_TARGET" ] || return 0
+    [ "$(readlink "$VP_HOOK_LINK" 2>/dev/null)" = "$VP_HOOK_TARGET" ] && rm -f "$VP_HOOK_LINK"
+    rm -f "$VP_MARKDIR/hook-link"
+    if [ -n "$VP_HOOK_PREV_COPY" ]; then
+        cp -p "$VP_HOOK_PREV" "$VP_HOOK_LINK"
+    elif [ -n "$VP_HOOK_PREV" ]; then
+        ln -sfn "$VP_HOOK_PREV" "$VP_HOOK_LINK"
+    fi
+    [ -z "$VP_HOOK_PREV" ] || vp_log "put back the earlier vpack hook $VP_HOOK_LINK"
+    VP_HOOK_TARGET="" VP_HOOK_PREV="" VP_HOOK_PREV_COPY=""
+    for d in "${VP_HOOK_MADE_DIRS[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    VP_HOOK_MADE_DIRS=()
+    if pid=$(vp__daemon_pid libvirtd) && [ "$pid" != "$VP_STARTED_LIBVIRTD_PID" ]; then
+        "${VP_HOOK_RELOADER:-vp_reload_hooks}" ||
+            vp_log "WARNING: libvirtd could not be made to forget the hook"
+    fi
 }
 
 # vp_free_port: a TCP port on 127.0.0.1 nobody listens on now.
@@ -882,12 +1125,29 @@ vp_public_copy() {
     printf -v "$1" '%s' "$dir/$(basename "$2")"
 }
 
+# vp__destroy_test_domains_surely: vp_destroy_all_test_domains, again
+# (bounded: 6 times, waiting up to 30 s each for libvirtd to answer) while
+# one is left: another test may be restarting libvirtd under us. Nothing
+# to do when no libvirtd runs.
+vp__destroy_test_domains_surely() {
+    local try
+    for try in 1 2 3 4 5 6; do
+        vp__daemon_pid libvirtd >/dev/null || return 0   # no libvirtd: no domain runs
+        vp_destroy_all_test_domains
+        virsh -c "$VP_URI" version >/dev/null 2>&1 && [ -z "$(vp_list_test_domains)" ] && return 0
+        [ $try -lt 6 ] || break
+        sleep 2
+        for _ in $(seq 60); do virsh -c "$VP_URI" version >/dev/null 2>&1 && break; sleep 0.5; done
+    done
+    vp_log "could not remove every $VP_PREFIX* domain: $(vp_list_test_domains | tr '\n' ' ')"
+}
+
 # vp_cleanup: destroy test domains, online all CPUs, stop our daemons.
 # Keeps the caller's exit status; use as `trap vp_cleanup EXIT`.
 vp_cleanup() {
     local rc=$? opts=$-
     set +e
-    if [ -z "$VP_KEEP_DOMAINS" ]; then vp_destroy_all_test_domains; fi
+    if [ -z "$VP_KEEP_DOMAINS" ]; then vp__destroy_test_domains_surely; fi
     vp_online_all_cpus
     vp_stop_libvirtd
     rm -rf "/run/vpack-test-bin.$VPACK_TEST_OWNER"
@@ -971,6 +1231,31 @@ vp_packed_cpu() {
 }
 vp_all_packed() { vp_packed_cpu "$@" >/dev/null; }
 
+# vp_placed_keeping_pin CPUS PINNED VCPU PIN [OTHER...]: every thread of
+# each OTHER domain may run on exactly CPUS, and so may PINNED's, but for
+# its vCPU VCPU, on exactly PIN (the guest's own pin; the kernel's view).
+vp_placed_keeping_pin() {
+    local want=$1 dom=$2 v=$3 pin=$4 kv seen=""
+    shift 4
+    [ $# -eq 0 ] || vp_all_on "$want" "$@" || return 1
+    for kv in $(vp_pins "$dom"); do
+        if [ "${kv%%=*}" = "vcpu$v" ]; then
+            [ "${kv#*=}" = "$pin" ] || return 1
+            seen=1
+        else
+            [ "${kv#*=}" = "$want" ] || return 1
+        fi
+    done
+    [ -n "$seen" ]
+}
+# vp_packed_keeping_pin PINNED VCPU PIN [OTHER...]: vp_placed_keeping_pin on
+# CPU 0 or on CPU 1, whichever package the policy keeps awake.
+vp_packed_keeping_pin() {
+    local c
+    for c in 0 1; do vp_placed_keeping_pin "$c" "$@" && return 0; done
+    return 1
+}
+
 # vp_json_field JSON KEY: the value of the first member KEY in JSON as
 # vpackctl prints it when its output is not a terminal (one line, no blanks):
 # a number, true, false, null, or a string with no quote in it (printed
@@ -995,8 +1280,8 @@ vp_prom_series() {
     echo "${#o}"
 }
 
-# vp_wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds (prints
-# the seconds it took) or SECONDS pass (returns 1).
+# vp_wait_for SECONDS CMD...: runs CMD every 0.2 s (VP_POLL) until it
+# succeeds (prints the seconds it took) or SECONDS pass (returns 1).
 vp_wait_for() {
     local limit=$1 start now
     shift
@@ -1009,9 +1294,12 @@ vp_wait_for() {
         fi
         now=${EPOCHREALTIME/./}
         [ $((now - start)) -le $((limit * 1000000)) ] || return 1
-        sleep 0.2
+        sleep "${VP_POLL:-0.2}"
     done
 }
+
+# vp_wait_until SECONDS CMD...: vp_wait_for without printing the time.
+vp_wait_until() { vp_wait_for "$@" >/dev/null; }
 
 # --------------------------------------------------- calibration to the host
 # Machines of one kind differ (CPU speed, what a TCG guest costs): a live
@@ -1021,6 +1309,16 @@ vp_wait_for() {
 # every CPU's busy fraction) over SECONDS, from /proc/stat.
 vp_host_load() {
     vp_cpu_busy_sample "${1:-5}" | awk '{s += $2} END {printf "%.2f\n", s}'
+}
+
+# vp_cpu_line: the host's "cpu" line of /proc/stat (all CPUs together);
+# vp_busy_cpus FIRST SECOND: CPUs' worth of busy time between two of them.
+vp_cpu_line() { grep '^cpu ' /proc/stat; }
+vp_busy_cpus() {
+    awk -v n="$(nproc)" 'NR == 1 { for (i = 2; i <= 9; i++) t0 += $i; i0 = $5 + $6 }
+        NR == 2 { for (i = 2; i <= 9; i++) t1 += $i; i1 = $5 + $6 }
+        END { dt = t1 - t0; printf "%.2f", (dt > 0 ? n * (1 - (i1 - i0) / dt) : 0) }' \
+        <(printf '%s\n%s\n' "$1" "$2")
 }
 
 # vp__proc_ticks PID: utime + stime of a process (all its threads), in ticks.

@@ -28,26 +28,16 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpag-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
-vp_agent_test agent
+vp_test agent vpag-
+vp_need_cpus 2
 
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
-
+# The test watches the kernel's view of the pins next: the socket is enough.
 start_agent() {
-    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    vp_start_agent --ready=socket -- --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$work/state" --set control.socket="$sock" \
         "${VP_WATERMARKS[@]}" \
         --set policy.pack_delay_ms=5000 --set policy.min_residency_ms=8000 \
-        --set metrics.enabled=false --set agent.log_level=debug \
-        >>"$work/vpackd.log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 50); do [ -S "$sock" ] && return 0; sleep 0.1; done
-    vp_die "vpackd did not open $sock"
+        --set metrics.enabled=false --set agent.log_level=debug
 }
 
 # "vcpu0=0 vcpu1=0-1 emulator=0": libvirt's live view of a domain's pins.
@@ -92,9 +82,9 @@ echo "== pack"
 start_agent
 pk=0
 if t=$(vp_wait_for 20 vp_all_packed vpag-a vpag-b vpag-c) && pk=$(vp_packed_cpu vpag-a vpag-b vpag-c); then
-    pass "all threads of three level-2 guests on package $pk after ${t}s"
+    vp_pass "all threads of three level-2 guests on package $pk after ${t}s"
 else
-    fail "not packed: a: $(pins vpag-a) b: $(pins vpag-b) c: $(pins vpag-c)"
+    vp_fail "not packed: a: $(pins vpag-a) b: $(pins vpag-b) c: $(pins vpag-c)"
 fi
 pp=$((1 - pk))   # the parked package's CPU
 idle1=$(vp_cpu_busy_sample 20 | awk -v c="cpu$pp" '$1 == c {printf "%.3f", 1 - $2}')
@@ -105,16 +95,16 @@ idle1=$(vp_cpu_busy_sample 20 | awk -v c="cpu$pp" '$1 == c {printf "%.3f", 1 - $
 # of the background measured before the guests may end up there.
 want1=$(awk -v b="$bg_load" 'BEGIN {w = 1 - b - 0.05; if (w > 0.95) w = 0.95; printf "%.3f", w}')
 echo "CPU $pp idle over 20 s while packed: $idle1 (the host's background before the guests: $bg_load CPUs)"
-if awk -v i="$idle1" -v w="$want1" 'BEGIN {exit !(i >= w)}'; then pass "CPU $pp idle $idle1 >= $want1"
-else fail "CPU $pp only $idle1 idle while packed (want >= $want1)"; fi
+if awk -v i="$idle1" -v w="$want1" 'BEGIN {exit !(i >= w)}'; then vp_pass "CPU $pp idle $idle1 >= $want1"
+else vp_fail "CPU $pp only $idle1 idle while packed (want >= $want1)"; fi
 # The packed threads really run on the active package's CPU.
 aff=$(vp_thread_affinity vpag-a 0)
-[ "$aff" = "$pk" ] && pass "vpag-a vCPU 0 thread affinity is $pk" || fail "vpag-a vCPU 0 thread affinity $aff"
+[ "$aff" = "$pk" ] && vp_pass "vpag-a vCPU 0 thread affinity is $pk" || vp_fail "vpag-a vCPU 0 thread affinity $aff"
 
 echo "== steady"
 p0=$(counter pins_ok); sleep 10; p1=$(counter pins_ok)
 echo "pin calls in 10 s of constant load: $((p1 - p0))"
-[ "$p1" -eq "$p0" ] && pass "no pin call while steady" || fail "$((p1 - p0)) pin calls while steady"
+[ "$p1" -eq "$p0" ] && vp_pass "no pin call while steady" || vp_fail "$((p1 - p0)) pin calls while steady"
 
 echo "== spread"
 # vpag-d boots idle and packs with the others (its boot may spread the host
@@ -122,12 +112,12 @@ echo "== spread"
 vp_define_start vpag-d 2 wait:20,busy:2 "" "$META2"
 vp_wait_ready vpag-d
 vp_wait_for 18 vp_all_packed vpag-a vpag-b vpag-c vpag-d >/dev/null ||
-    fail "vpag-d not packed before its load started: $(pins vpag-d)"
+    vp_fail "vpag-d not packed before its load started: $(pins vpag-d)"
 until grep -q VPACK-LOAD-STARTED "$(vp_console_log vpag-d)"; do sleep 0.05; done
 if t=$(vp_wait_for 3 vp_all_on 0-1 vpag-a vpag-b vpag-c vpag-d); then
-    pass "restrictions lifted ${t}s after two vCPUs started busy-looping"
+    vp_pass "restrictions lifted ${t}s after two vCPUs started busy-looping"
 else
-    fail "not spread within 3 s: a: $(pins vpag-a) d: $(pins vpag-d)"
+    vp_fail "not spread within 3 s: a: $(pins vpag-a) d: $(pins vpag-d)"
 fi
 # The load falls somewhere inside `virsh destroy` (QEMU is killed at its
 # start; libvirt cleans up before it returns, a second or more on a slow
@@ -141,10 +131,10 @@ vp_virsh destroy vpag-d >/dev/null
 if vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c >/dev/null; then
     t=$(awk -v a="$fell" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
     echo "packed again ${t}s after the load fell (pack delay 5 s in 1 s intervals, residency 8 s)"
-    if awk -v t="$t" 'BEGIN {exit !(t >= 4)}'; then pass "packed again after ${t}s, not before the pack delay"
-    else fail "packed again after only ${t}s (< 4 s: 5 s pack delay less one interval)"; fi
+    if awk -v t="$t" 'BEGIN {exit !(t >= 4)}'; then vp_pass "packed again after ${t}s, not before the pack delay"
+    else vp_fail "packed again after only ${t}s (< 4 s: 5 s pack delay less one interval)"; fi
 else
-    fail "not packed again within 40 s: $(pins vpag-a)"
+    vp_fail "not packed again within 40 s: $(pins vpag-a)"
 fi
 
 echo "== levels"
@@ -154,14 +144,14 @@ before=$(pins vpag-z)
 sleep 4
 after=$(pins vpag-z)
 [ "$before" = "$after" ] && [ "$after" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] &&
-    pass "level-0 guest never re-pinned ($after)" || fail "level-0 guest re-pinned: $before -> $after"
+    vp_pass "level-0 guest never re-pinned ($after)" || vp_fail "level-0 guest re-pinned: $before -> $after"
 # vpag-z's boot may have spread the host: switch once the others are packed.
-vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c >/dev/null || fail "not packed again after vpag-z booted"
-[ "$(pins vpag-z)" = "$after" ] || fail "level-0 guest re-pinned while the host packed: $(pins vpag-z)"
+vp_wait_for 40 vp_all_packed vpag-a vpag-b vpag-c >/dev/null || vp_fail "not packed again after vpag-z booted"
+[ "$(pins vpag-z)" = "$after" ] || vp_fail "level-0 guest re-pinned while the host packed: $(pins vpag-z)"
 vp_virsh metadata vpag-z --uri "$NS" --key vpack --set '<powerpolicy level="2"/>' --live >/dev/null
 # One interval (1 s), plus the event's way in and the pin calls.
-if t=$(vp_wait_for 2 vp_all_packed vpag-z vpag-a); then pass "level 0 -> 2 took effect after ${t}s"
-else fail "level 0 -> 2 not applied within an interval: $(pins vpag-z)"; fi
+if t=$(vp_wait_for 2 vp_all_packed vpag-z vpag-a); then vp_pass "level 0 -> 2 took effect after ${t}s"
+else vp_fail "level 0 -> 2 not applied within an interval: $(pins vpag-z)"; fi
 
 echo "== guest pins"
 vp_define_start vpag-p 2 idle "<vcpupin vcpu='1' cpuset='1'/>" "$META2"
@@ -174,8 +164,8 @@ check_pin() {
     local where=$1 lv th
     lv=$(pins vpag-p | tr ' ' '\n' | awk -F= '$1 == "vcpu1" {print $2}')
     th=$(vp_thread_affinity vpag-p 1)
-    if [ "$lv" = "1" ] && [ "$th" = "1" ]; then pass "guest pin kept ($where)"
-    else fail "guest pin lost ($where): libvirt says $lv, thread allowed on $th"; fi
+    if [ "$lv" = "1" ] && [ "$th" = "1" ]; then vp_pass "guest pin kept ($where)"
+    else vp_fail "guest pin lost ($where): libvirt says $lv, thread allowed on $th"; fi
 }
 vp_wait_for 5 vp_all_packed vpag-a >/dev/null || true
 sleep 2
@@ -195,20 +185,20 @@ check_pin "CPU 1 offline/online"
 for d in vpag-a vpag-b vpag-c vpag-z vpag-y; do
     want=$(pins "$d" | tr ' ' '\n' | awk -F= '$1 == "vcpu0" {print $2}')
     th=$(vp_thread_affinity "$d" 0)
-    [ "$th" = "$want" ] && pass "$d vCPU 0 thread back on $want after hotplug" ||
-        fail "$d vCPU 0 thread allowed on $th, libvirt says $want, after hotplug"
+    [ "$th" = "$want" ] && vp_pass "$d vCPU 0 thread back on $want after hotplug" ||
+        vp_fail "$d vCPU 0 thread allowed on $th, libvirt says $want, after hotplug"
 done
-grep -q "repaired" "$work/vpackd.log" && pass "cgroup cpusets repaired" || fail "no cgroup repair logged"
+grep -q "repaired" "$work/vpackd.log" && vp_pass "cgroup cpusets repaired" || vp_fail "no cgroup repair logged"
 th=$(vp_thread_affinity vpag-y 0)
-[ "$th" = "0-1" ] && pass "level-0 vpag-y vCPU 0 allowed on 0-1 again after hotplug" ||
-    fail "level-0 vpag-y vCPU 0 left on $th after hotplug"
+[ "$th" = "0-1" ] && vp_pass "level-0 vpag-y vCPU 0 allowed on 0-1 again after hotplug" ||
+    vp_fail "level-0 vpag-y vCPU 0 left on $th after hotplug"
 
 kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
 mid=$(pins vpag-p)
 start_agent
 sleep 3
 check_pin "agent restart"
-[ "$(pins vpag-p)" = "$mid" ] && pass "restart changed nothing that was right" ||
+[ "$(pins vpag-p)" = "$mid" ] && vp_pass "restart changed nothing that was right" ||
     echo "note: after restart vpag-p went from '$mid' to '$(pins vpag-p)'"
 
 echo "== libvirtd restart"
@@ -216,27 +206,24 @@ c0=$(counter connects)
 vp_restart_libvirtd
 reconnected() { [ "$(counter connects)" -gt "$c0" ]; }
 if vp_wait_for 40 reconnected >/dev/null; then
-    pass "vpackd reconnected after libvirtd restarted"
+    vp_pass "vpackd reconnected after libvirtd restarted"
 else
-    fail "vpackd did not reconnect"
+    vp_fail "vpackd did not reconnect"
 fi
-kill -0 "$agent_pid" && pass "vpackd still running" || fail "vpackd died"
+kill -0 "$agent_pid" && vp_pass "vpackd still running" || vp_fail "vpackd died"
 vp_virsh metadata vpag-b --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
 sleep 3
-"$VPACKCTL" explain vpag-b --socket "$sock" | grep -q "level *0" && pass "still following events" ||
-    fail "metadata change after reconnect not seen"
+"$VPACKCTL" explain vpag-b --socket "$sock" | grep -q "level *0" && vp_pass "still following events" ||
+    vp_fail "metadata change after reconnect not seen"
 
 echo "== stop"
-kill -TERM "$agent_pid"
-rc=0; wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+vp_stop_agent_check
 for d in vpag-a vpag-b vpag-c vpag-z; do
     p=$(pins "$d")
-    [ "$p" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] && pass "$d unrestricted after stop" || fail "$d left at $p"
+    [ "$p" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] && vp_pass "$d unrestricted after stop" || vp_fail "$d left at $p"
 done
 p=$(pins vpag-p)
-[ "$p" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && pass "vpag-p keeps its guest pin after stop" || fail "vpag-p left at $p"
+[ "$p" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && vp_pass "vpag-p keeps its guest pin after stop" || vp_fail "vpag-p left at $p"
 
 echo
 vp_verdict

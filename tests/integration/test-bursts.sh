@@ -24,29 +24,18 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpbu-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
+vp_test bursts vpbu-
+vp_need_cpus 2
 BURSTS=${BURSTS:-6}
-vp_agent_test bursts
 spinners=()
 stop_spinners() { local p; for p in "${spinners[@]}"; do kill "$p" 2>/dev/null || true; done; spinners=(); }
-trap 'stop_spinners; vp__agent_test_cleanup' EXIT
+vp_on_exit --early stop_spinners
 
 # counter NAME: one of vpackd's counters (no interpreter: this runs in loops).
 counter() {
     "$VPACKCTL" status --json --socket "$sock" | grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'
 }
 parked() { "$VPACKCTL" status --json --socket "$sock" 2>/dev/null | grep -q '"state": *"parked"'; }
-cpu_line() { grep '^cpu ' /proc/stat; }
-busy_cpus() { # FIRST_LINE SECOND_LINE: CPUs' worth busy between them
-    awk -v n="$(nproc)" 'NR == 1 { for (i = 2; i <= 9; i++) t0 += $i; i0 = $5 + $6 }
-        NR == 2 { for (i = 2; i <= 9; i++) t1 += $i; i1 = $5 + $6 }
-        END { dt = t1 - t0; printf "%.2f", (dt > 0 ? n * (1 - (i1 - i0) / dt) : 0) }' \
-        <(printf '%s\n%s\n' "$1" "$2")
-}
 
 vp_install_deps
 vp_start_libvirtd
@@ -61,13 +50,10 @@ sleep 2 # the boots' tail
 # the spread watermark 0.2 above it.
 vp_fit_watermarks 0.6 0.8 0.1 "three idle guests packed must stay under the pack watermark between bursts"
 
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+vp_start_agent --ready=socket -- --topology 'synthetic:"package:2 core:1 pu:1"' \
     --set agent.state_dir="$work/state" --set control.socket="$sock" \
     --set policy.min_residency_ms=8000 "${VP_WATERMARKS[@]}" \
-    --set metrics.enabled=false >>"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-[ -S "$sock" ] || vp_die "vpackd did not open $sock"
+    --set metrics.enabled=false
 
 echo "== packed"
 if vp_wait_for 30 vp_all_packed vpbu-a vpbu-b vpbu-c >/dev/null && vp_wait_for 10 parked >/dev/null; then
@@ -87,13 +73,13 @@ for k in $(seq "$BURSTS"); do
     s=$(counter samples)
     for _ in $(seq 40); do [ "$(counter samples)" != "$s" ] && break; sleep 0.05; done
     sleep 0.1
-    h0=$(cpu_line)
+    h0=$(vp_cpu_line)
     timeout 0.8 sh -c 'while :; do :; done' & spinners+=($!)
     timeout 0.8 sh -c 'while :; do :; done' & spinners+=($!)
     wait "${spinners[@]}" 2>/dev/null || true
     spinners=()
-    h1=$(cpu_line)
-    b=$(busy_cpus "$h0" "$h1")
+    h1=$(vp_cpu_line)
+    b=$(vp_busy_cpus "$h0" "$h1")
     parked && state=packed || state=SPREAD
     echo "    burst $k: host busy $b CPUs over it; $state"
     awk -v b="$b" 'BEGIN {exit !(b >= 1.2)}' || weak=$((weak + 1))
@@ -123,10 +109,7 @@ vp_all_packed vpbu-a vpbu-b vpbu-c && vp_pass "still packed after the last burst
     vp_fail "not packed after the last burst: $(for d in a b c; do echo "vpbu-$d: $(vp_pins vpbu-$d);"; done)"
 
 echo "== stop"
-kill -TERM "$agent_pid"
-rc=0; wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $rc on SIGTERM"
+vp_stop_agent_check
 vp_all_on 0-1 vpbu-a vpbu-b vpbu-c && vp_pass "every thread back on CPUs 0-1" ||
     vp_fail "left restricted: $(for d in a b c; do echo "vpbu-$d: $(vp_pins vpbu-$d);"; done)"
 vp_verdict

@@ -23,29 +23,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpcg-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
-work=$(mktemp -d /tmp/vpack-cgroup-test.XXXXXX)
-sock=$work/vpackd.sock
-agent_pid=""
-
-vp_require_root
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    vp_cleanup
-    rm -rf "$work"
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
+vp_test cgroup vpcg-
 
 # jq-like reads of the agent's JSON: json FILTER (a Python expression on j).
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
@@ -110,18 +88,17 @@ define_start vpcg-legacy idle "guest=vpcg-legacy,debug-threads=off"
 vp_wait_ready vpcg-io
 vp_wait_ready vpcg-legacy
 if vp_wait_for 30 grep -q 'VPACK-IO-STARTED' "$(vp_console_log vpcg-io)" >/dev/null; then
-    pass "vpcg-io reads its virtio disk (io:vda)"
+    vp_pass "vpcg-io reads its virtio disk (io:vda)"
 else
-    fail "vpcg-io did not start its I/O: $(grep -a 'VPACK-IO' "$(vp_console_log vpcg-io)" || echo no output)"
+    vp_fail "vpcg-io did not start its I/O: $(grep -a 'VPACK-IO' "$(vp_console_log vpcg-io)" || echo no output)"
 fi
 pid_io=$(vp_qemu_pid vpcg-io)
 pid_lg=$(vp_qemu_pid vpcg-legacy)
 
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+# The test asks the agent about the guests next: libvirt connected.
+vp_start_agent --ready=libvirt -- --topology 'synthetic:"package:2 core:1 pu:1"' \
     --set agent.state_dir="$work/state" --set control.socket="$sock" \
-    --set metrics.enabled=false --set agent.log_level=debug >>"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-vp_wait_for 10 test -S "$sock" >/dev/null || vp_die "vpackd did not open $sock"
+    --set metrics.enabled=false --set agent.log_level=debug
 # Both domains read, and their memory (read at once for a new domain).
 vp_wait_for 20 bash -c "$VPACKCTL explain vpcg-legacy --json --socket $sock 2>/dev/null |
     grep -q '\"source\": *\"cgroup-v1\"'" >/dev/null || true
@@ -132,14 +109,14 @@ grep -q ' cgroup2 ' /proc/self/mounts && want=hybrid
 st=$(status_json)
 got=$(json '"%s %s %s %d" % (j["cgroup"]["version"], j["cgroup"]["cpuset"], j["cgroup"]["memory"], len(j["cgroup"]["unavailable"]))' <<<"$st")
 if [ "$got" = "$want v1 v1 0" ]; then
-    pass "status: cgroup $want, cpuset and memory on v1, no feature unavailable"
+    vp_pass "status: cgroup $want, cpuset and memory on v1, no feature unavailable"
 else
-    fail "status: cgroup '$got', want '$want v1 v1 0': $(json 'j["cgroup"]' <<<"$st")"
+    vp_fail "status: cgroup '$got', want '$want v1 v1 0': $(json 'j["cgroup"]' <<<"$st")"
 fi
 line=$("$VPACKCTL" status --socket "$sock" | grep '^cgroup ' || true)
 case $line in
-"cgroup $want: cpuset v1, memory v1"*"every feature available") pass "status text: $line" ;;
-*) fail "status text has no cgroup line naming $want and v1: '$line'" ;;
+"cgroup $want: cpuset v1, memory v1"*"every feature available") vp_pass "status text: $line" ;;
+*) vp_fail "status text has no cgroup line naming $want and v1: '$line'" ;;
 esac
 
 echo "== names"
@@ -148,16 +125,16 @@ cpuset_group=$(sed -n 's/^[0-9]*:cpuset://p' "/proc/$pid_io/cgroup")
 cpuset_group=${cpuset_group%/emulator}
 tasks=/sys/fs/cgroup/cpuset$cpuset_group/iothread1/tasks
 if [ -n "$io_tid" ] && grep -qx "$io_tid" "$tasks"; then
-    pass "QEMU named its iothread 'IO iothread1' (TID $io_tid), the thread in $tasks"
+    vp_pass "QEMU named its iothread 'IO iothread1' (TID $io_tid), the thread in $tasks"
 else
-    fail "no thread 'IO iothread1' ($io_tid) in QEMU $pid_io, or not in $tasks"
+    vp_fail "no thread 'IO iothread1' ($io_tid) in QEMU $pid_io, or not in $tasks"
 fi
 ex=$(explain_json vpcg-io)
 got=$(json '"%s %s %s" % (j["level"], j["iothreads"][0]["source"], j["iothreads"][0].get("tid"))' <<<"$ex")
 if [ "$got" = "2 thread-name $io_tid" ]; then
-    pass "explain: level-2 vpcg-io's iothread 1 read by its name, TID $io_tid"
+    vp_pass "explain: level-2 vpcg-io's iothread 1 read by its name, TID $io_tid"
 else
-    fail "explain: vpcg-io level, iothread source, TID: '$got', want '2 thread-name $io_tid'"
+    vp_fail "explain: vpcg-io level, iothread source, TID: '$got', want '2 thread-name $io_tid'"
 fi
 # The load vpackd reports against the thread's own /proc stat over the same 12 s.
 hz=$(getconf CLK_TCK)
@@ -169,18 +146,18 @@ util=$(explain_json vpcg-io | json 'j["iothreads"][0]["util"]')
 measured=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v us=$((s1 - s0)) 'BEGIN {printf "%.3f", (b - a) / hz / (us / 1e6)}')
 echo "iothread 1: vpackd says $util CPUs, its /proc stat $measured CPUs over 12 s"
 if awk -v m="$measured" 'BEGIN {exit !(m >= 0.005)}'; then
-    pass "the iothread is loaded: $measured CPUs"
+    vp_pass "the iothread is loaded: $measured CPUs"
 else
-    fail "the iothread did no work ($measured CPUs): the guest's I/O does not reach it"
+    vp_fail "the iothread did no work ($measured CPUs): the guest's I/O does not reach it"
 fi
 if awk -v u="$util" -v m="$measured" 'BEGIN {d = u - m; if (d < 0) d = -d; t = m / 2; if (t < 0.02) t = 0.02; exit !(d <= t)}'; then
-    pass "vpackd's iothread load $util matches the thread's $measured"
+    vp_pass "vpackd's iothread load $util matches the thread's $measured"
 else
-    fail "vpackd's iothread load $util, the thread's own $measured"
+    vp_fail "vpackd's iothread load $util, the thread's own $measured"
 fi
 "$VPACKCTL" explain vpcg-io --socket "$sock" | grep -q "^iothread 1 .*thread-name $io_tid\$" &&
-    pass "explain text: iothread 1 LOAD FROM thread-name $io_tid" ||
-    fail "explain text: $("$VPACKCTL" explain vpcg-io --socket "$sock" | grep '^iothread' || true)"
+    vp_pass "explain text: iothread 1 LOAD FROM thread-name $io_tid" ||
+    vp_fail "explain text: $("$VPACKCTL" explain vpcg-io --socket "$sock" | grep '^iothread' || true)"
 
 echo "== memory"
 mem_group=$(sed -n 's/^[0-9]*:memory://p' "/proc/$pid_io/cgroup")
@@ -193,38 +170,35 @@ got=$(json '"%s %s" % (j["memory"]["source"], j["memory"]["dir"])' <<<"$ex")
 bytes=$(json 'j["memory"]["bytes"]' <<<"$ex")
 shares=$(json '" ".join("%d=%.2f" % (n["node"], n["share"]) for n in j["memory"]["nodes"])' <<<"$ex")
 echo "memory: vpackd $bytes bytes ($shares) from $got; the file now $file_bytes bytes; nodes $nodes"
-[ "$got" = "cgroup-v1 $dir" ] && pass "memory placement from $dir/memory.numa_stat (cgroup v1)" ||
-    fail "memory placement from '$got', want 'cgroup-v1 $dir'"
+[ "$got" = "cgroup-v1 $dir" ] && vp_pass "memory placement from $dir/memory.numa_stat (cgroup v1)" ||
+    vp_fail "memory placement from '$got', want 'cgroup-v1 $dir'"
 if awk -v b="$bytes" -v f="$file_bytes" 'BEGIN {exit !(b >= 8 * 2^20 && b >= f * 0.75 && b <= f * 1.25)}'; then
-    pass "memory size $bytes bytes: the file's pages times the page size ($file_bytes)"
+    vp_pass "memory size $bytes bytes: the file's pages times the page size ($file_bytes)"
 else
-    fail "memory size $bytes bytes, the file says $file_bytes"
+    vp_fail "memory size $bytes bytes, the file says $file_bytes"
 fi
 if [ "$nodes" = 0 ]; then
-    [ "$shares" = "0=1.00" ] && pass "all of it on node 0, the host's only node" ||
-        fail "shares '$shares' on a one-node host"
+    [ "$shares" = "0=1.00" ] && vp_pass "all of it on node 0, the host's only node" ||
+        vp_fail "shares '$shares' on a one-node host"
 else
-    [ -n "$shares" ] && pass "shares per node: $shares" || fail "no shares per node"
+    [ -n "$shares" ] && vp_pass "shares per node: $shares" || vp_fail "no shares per node"
 fi
 "$VPACKCTL" explain vpcg-io --socket "$sock" | grep -q "^memory .* MiB: node .*(cgroup-v1, $dir)" &&
-    pass "explain text names the memory's source" ||
-    fail "explain text: $("$VPACKCTL" explain vpcg-io --socket "$sock" | grep '^memory' || true)"
+    vp_pass "explain text names the memory's source" ||
+    vp_fail "explain text: $("$VPACKCTL" explain vpcg-io --socket "$sock" | grep '^memory' || true)"
 
 echo "== fallback"
 if [ -z "$(tid_named "$pid_lg" "IO iothread1")" ] && [ -n "$(tid_named "$pid_lg" qemu-system-x86)" ]; then
-    pass "QEMU with debug-threads=off names no thread 'IO iothread1'"
+    vp_pass "QEMU with debug-threads=off names no thread 'IO iothread1'"
 else
-    fail "vpcg-legacy's QEMU names its threads: $(cat /proc/"$pid_lg"/task/*/comm | sort | uniq -c | tr '\n' ' ')"
+    vp_fail "vpcg-legacy's QEMU names its threads: $(cat /proc/"$pid_lg"/task/*/comm | sort | uniq -c | tr '\n' ' ')"
 fi
 got=$(explain_json vpcg-legacy | json '"%s %s" % (j["iothreads"][0]["source"], j["memory"]["source"])')
-[ "$got" = "cgroup-v1 cgroup-v1" ] && pass "vpcg-legacy's iothread read through its v1 cgroup" ||
-    fail "vpcg-legacy iothread and memory sources '$got', want 'cgroup-v1 cgroup-v1'"
+[ "$got" = "cgroup-v1 cgroup-v1" ] && vp_pass "vpcg-legacy's iothread read through its v1 cgroup" ||
+    vp_fail "vpcg-legacy iothread and memory sources '$got', want 'cgroup-v1 cgroup-v1'"
 
 echo "== stop"
-kill -TERM "$agent_pid"
-rc=0; wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+vp_stop_agent_check
 
 echo
 vp_verdict

@@ -57,56 +57,30 @@
 # the dashboard's answers with the agent's own series at the same instant.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpcon-
-builddir=${VPACK_BUILDDIR:-$top/build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
+vp_test contrib vpcon-
+top=$srcdir
 PROMETHEUS=${PROMETHEUS:-prometheus}
 PROMTOOL=${PROMTOOL:-promtool}
-NS=urn:vpack:powerpolicy:1
 DOM=vpcon-a
 rules=$top/contrib/prometheus/vpack-alerts.yml
 config=$top/contrib/prometheus/prometheus.yml
 unit=$top/contrib/prometheus/vpack-alerts.test.yml
 dashboard=$top/contrib/grafana/vpack-dashboard.json
-agent_pid=""
 prom_pid=""
-
-log() { printf '[test-contrib] %s\n' "$*" >&2; }
-die() { printf '[test-contrib] FAIL: %s\n' "$*" >&2; exit 1; }
-
-vp_require_root
-[ -x "$VPACKD" ] || die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
-work=$(mktemp -d /tmp/vpack-contrib-test.XXXXXX)
-
-
-cleanup() {
-    local rc=$?
-    set +e
-    vp_stop_pid "$prom_pid"
-    vp_stop_pid "$agent_pid"
-    if [ $rc -ne 0 ]; then
-        echo "---- prometheus log (last 20 lines)"; tail -n 20 "$work/prometheus.log" 2>/dev/null
-        echo "---- vpackd log (last 30 lines)"; tail -n 30 "$work/vpackd.log" 2>/dev/null
-    fi
-    rm -rf "$work"
-    (exit $rc)
-    vp_cleanup
-    exit $rc
-}
-trap cleanup EXIT
+vp_need_built "$VPACKD"
+vp_on_exit --early 'vp_stop_pid "$prom_pid"'
 
 for f in "$rules" "$config" "$unit" "$dashboard"; do
-    [ -f "$f" ] || die "missing $f"
+    [ -f "$f" ] || vp_die "missing $f"
 done
 VP_PACKAGES+=(prometheus curl python3)
 vp_install_deps
-command -v "$PROMTOOL" >/dev/null || die "no promtool binary ($PROMTOOL)"
-command -v "$PROMETHEUS" >/dev/null || die "no prometheus binary ($PROMETHEUS)"
+command -v "$PROMTOOL" >/dev/null || vp_die "no promtool binary ($PROMTOOL)"
+command -v "$PROMETHEUS" >/dev/null || vp_die "no prometheus binary ($PROMETHEUS)"
 
 # ------------------------------------------------------------------ names
-log "names: metrics used by the rules and the dashboard exist in lib/prom.c"
+vp_log "names: metrics used by the rules and the dashboard exist in lib/prom.c"
 "$VP_PYTHON" - "$top/lib/prom.c" "$rules" "$dashboard" <<'EOF'
 import re, sys
 src = open(sys.argv[1]).read()
@@ -129,30 +103,30 @@ if not hist:
 EOF
 
 # ------------------------------------------------------------------ rules
-log "rules: promtool check rules"
+vp_log "rules: promtool check rules"
 "$PROMTOOL" check rules "$rules" >"$work/check-rules.log" 2>&1 \
-    || { cat "$work/check-rules.log"; die "promtool check rules"; }
+    || { cat "$work/check-rules.log"; vp_die "promtool check rules"; }
 grep -q "SUCCESS: 5 rules found" "$work/check-rules.log" \
-    || { cat "$work/check-rules.log"; die "expected 5 rules"; }
+    || { cat "$work/check-rules.log"; vp_die "expected 5 rules"; }
 
 # ----------------------------------------------------------------- config
 # rule_files is relative to the configuration's directory: check copies.
-log "config: promtool check config"
+vp_log "config: promtool check config"
 mkdir -p "$work/etc"
 cp "$config" "$rules" "$work/etc/"
 "$PROMTOOL" check config "$work/etc/prometheus.yml" >"$work/check-config.log" 2>&1 \
-    || { cat "$work/check-config.log"; die "promtool check config"; }
+    || { cat "$work/check-config.log"; vp_die "promtool check config"; }
 grep -q "SUCCESS: 1 rule files found" "$work/check-config.log" \
-    || { cat "$work/check-config.log"; die "the configuration does not load the rule file"; }
+    || { cat "$work/check-config.log"; vp_die "the configuration does not load the rule file"; }
 
 # ------------------------------------------------------------------- unit
-log "unit: promtool test rules"
+vp_log "unit: promtool test rules"
 (cd "$(dirname "$unit")" && "$PROMTOOL" test rules "$(basename "$unit")") >"$work/unit.log" 2>&1 \
-    || { cat "$work/unit.log"; die "promtool test rules"; }
+    || { cat "$work/unit.log"; vp_die "promtool test rules"; }
 
 # -------------------------------------------------------------- dashboard
-log "dashboard: JSON and structure"
-"$VP_PYTHON" -m json.tool "$dashboard" >/dev/null || die "dashboard is not valid JSON"
+vp_log "dashboard: JSON and structure"
+"$VP_PYTHON" -m json.tool "$dashboard" >/dev/null || vp_die "dashboard is not valid JSON"
 "$VP_PYTHON" - "$dashboard" <<'EOF'
 import json, re, sys
 d = json.load(open(sys.argv[1]))
@@ -220,26 +194,17 @@ if err:
 EOF
 
 # ------------------------------------------------------------------ agent
-wait_until() { # SECONDS CMD...: polls every 0.2 s
-    local deadline=$((SECONDS + $1)); shift
-    until "$@"; do
-        [ "$SECONDS" -lt "$deadline" ] || return 1
-        sleep 0.2
-    done
-}
-
 vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
 
 port=$(vp_free_port)
 metrics_url=http://127.0.0.1:$port/metrics
-log "agent: starting $VPACKD (metrics on 127.0.0.1:$port)"
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
-    --set agent.state_dir="$work/state" --set control.socket="$work/sock" \
-    --set metrics.port="$port" --set policy.min_residency_ms=5000 >"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-wait_until 15 curl -sf -o /dev/null "$metrics_url" || die "vpackd does not answer on $metrics_url"
+vp_log "agent: starting $VPACKD (metrics on 127.0.0.1:$port)"
+vp_start_agent --ready=socket -- --topology 'synthetic:"package:2 core:1 pu:1"' \
+    --set agent.state_dir="$work/state" --set control.socket="$sock" \
+    --set metrics.port="$port" --set policy.min_residency_ms=5000
+vp_wait_until 15 curl -sf -o /dev/null "$metrics_url" || vp_die "vpackd does not answer on $metrics_url"
 version=$("$VPACKD" --version | awk '{print $2}')
 
 # The contrib configuration, scraping vpackd every second.
@@ -251,21 +216,21 @@ sed -e "s/127\.0\.0\.1:9477/127.0.0.1:$port/" \
     -e 's/evaluation_interval: 15s/evaluation_interval: 1s/' \
     -e 's/scrape_timeout: 5s/scrape_timeout: 1s/' \
     "$config" >"$work/run/prometheus.yml"
-grep -q "127.0.0.1:$port" "$work/run/prometheus.yml" || die "cannot point the configuration at vpackd"
-! grep -q '15s' "$work/run/prometheus.yml" || die "intervals left at 15s in the test configuration"
+grep -q "127.0.0.1:$port" "$work/run/prometheus.yml" || vp_die "cannot point the configuration at vpackd"
+! grep -q '15s' "$work/run/prometheus.yml" || vp_die "intervals left at 15s in the test configuration"
 
-log "agent: Prometheus on 127.0.0.1:$prom_port scraping it"
+vp_log "agent: Prometheus on 127.0.0.1:$prom_port scraping it"
 "$PROMETHEUS" --config.file="$work/run/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
     --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
 prom_pid=$!
 api=http://127.0.0.1:$prom_port
 ready=""
 for _ in $(seq 150); do
-    kill -0 "$prom_pid" 2>/dev/null || die "prometheus exited"
+    kill -0 "$prom_pid" 2>/dev/null || vp_die "prometheus exited"
     if curl -fsS "$api/-/ready" >/dev/null 2>&1; then ready=1; break; fi
     sleep 0.2
 done
-[ -n "$ready" ] || die "prometheus not ready within 30 s"
+[ -n "$ready" ] || vp_die "prometheus not ready within 30 s"
 t_start=$(date +%s.%N)
 
 # instant QUERY: number of series in the answer (0 on any error); polled, so
@@ -276,24 +241,24 @@ prom_count() {
 # Prometheus must have the rebalance counters before the guest starts, so
 # that placing the guest shows as an increase.
 scraped_twice() { [ "$(prom_count 'count_over_time(vpack_rebalances_total[1m]) >= 2')" -gt 0 ]; }
-wait_until 30 scraped_twice || die "prometheus did not scrape vpackd"
+vp_wait_until 30 scraped_twice || vp_die "prometheus did not scrape vpackd"
 
-log "agent: starting $DOM (1 vCPU, idle, level 2)"
+vp_log "agent: starting $DOM (1 vCPU, idle, level 2)"
 vp_define_start "$DOM" 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
-vp_wait_ready "$DOM" || die "$DOM did not boot"
+vp_wait_ready "$DOM" || vp_die "$DOM did not boot"
 
 # ------------------------------------------------------------- exposition
-log "exposition: vpackd's /metrics"
+vp_log "exposition: vpackd's /metrics"
 level_line="vpack_domain_level{domain=\"$DOM\"} 2"
 placed() {
     curl -sf "$metrics_url" -o "$work/metrics.prom" &&
         grep -qxF "$level_line" "$work/metrics.prom" &&
         grep -q "^vpack_domain_package{domain=\"$DOM\",package=\"[01]\"} 1\$" "$work/metrics.prom"
 }
-wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || true
-                          die "vpackd does not report $DOM at level 2 on a package"; }
+vp_wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || true
+                          vp_die "vpackd does not report $DOM at level 2 on a package"; }
 "$PROMTOOL" check metrics <"$work/metrics.prom" >"$work/check-metrics.log" 2>&1 \
-    || { cat "$work/check-metrics.log"; die "vpackd's exposition fails promtool check metrics"; }
+    || { cat "$work/check-metrics.log"; vp_die "vpackd's exposition fails promtool check metrics"; }
 # Families vpackd renders here: all lib/prom.c names, except those whose
 # source this host lacks. Writes the exported family names to families.txt.
 "$VP_PYTHON" - "$top/lib/prom.c" "$work/metrics.prom" "$work/families.txt" <<'EOF'
@@ -325,14 +290,14 @@ print("[test-contrib]   %d of %d families exported, %d samples"
 EOF
 
 # ------------------------------------------------------------- prometheus
-log "prometheus: $level_line scraped, 10 s of samples"
+vp_log "prometheus: $level_line scraped, 10 s of samples"
 in_prom() {
     [ "$(prom_count "vpack_domain_level{domain=\"$DOM\"} == 2")" = 1 ] &&
         [ "$(prom_count 'count_over_time(vpack_samples_total[1m]) >= 10')" -gt 0 ]
 }
-wait_until 30 in_prom || die "Prometheus does not have $DOM at level 2 (or too few scrapes)"
+vp_wait_until 30 in_prom || vp_die "Prometheus does not have $DOM at level 2 (or too few scrapes)"
 
-log "prometheus: alerting rules loaded and healthy"
+vp_log "prometheus: alerting rules loaded and healthy"
 "$VP_PYTHON" - "$api" <<'EOF'
 import json, sys, time, urllib.request
 api = sys.argv[1]
@@ -360,9 +325,9 @@ EOF
 # the one rebalance is then the first sample of a series): make one that
 # cannot be missed. Once a package is parked, switching the domain to level
 # 0 and back moves its threads twice, each a rebalance.
-log "prometheus: a rebalance for the annotation (level 2 -> 0 -> 2 while packed)"
+vp_log "prometheus: a rebalance for the annotation (level 2 -> 0 -> 2 while packed)"
 parked_now() { [ "$(prom_count 'vpack_package_active == 0')" -gt 0 ]; }
-wait_until 90 parked_now || log "no package parked after 90 s (other load on the host?); going on"
+vp_wait_until 90 parked_now || vp_log "no package parked after 90 s (other load on the host?); going on"
 rebalances() { curl -sf "$metrics_url" | awk '/^vpack_rebalances_total\{/ {s += $2} END {print s + 0}'; }
 more_rebalances() { [ "$(rebalances)" -gt "$1" ]; }
 in_prom_rebalances() {
@@ -370,17 +335,17 @@ in_prom_rebalances() {
 }
 r0=$(rebalances)
 vp_virsh metadata "$DOM" --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
-wait_until 10 more_rebalances "$r0" || log "no rebalance counted after the switch to level 0"
+vp_wait_until 10 more_rebalances "$r0" || vp_log "no rebalance counted after the switch to level 0"
 sleep 2
 vp_virsh metadata "$DOM" --uri "$NS" --key vpack --set '<powerpolicy level="2"/>' --live >/dev/null
-wait_until 10 more_rebalances "$((r0 + 1))" || log "no rebalance counted after the switch back to level 2"
-wait_until 10 in_prom_rebalances "$r0" || log "Prometheus has not scraped the new rebalances"
+vp_wait_until 10 more_rebalances "$((r0 + 1))" || vp_log "no rebalance counted after the switch back to level 2"
+vp_wait_until 10 in_prom_rebalances "$r0" || vp_log "Prometheus has not scraped the new rebalances"
 # The queries below are evaluated a second in the past: level 2 for the last
 # 3 s of samples.
 level_back() { [ "$(prom_count "min_over_time(vpack_domain_level{domain=\"$DOM\"}[3s]) == 2")" = 1 ]; }
-wait_until 10 level_back || die "Prometheus does not see $DOM back at level 2"
+vp_wait_until 10 level_back || vp_die "Prometheus does not see $DOM back at level 2"
 
-log "prometheus: every dashboard query succeeds; answers match the agent's data"
+vp_log "prometheus: every dashboard query succeeds; answers match the agent's data"
 "$VP_PYTHON" - "$api" "$dashboard" "$work/families.txt" "$DOM" "$version" "$t_start" "$work/vpackd.log" <<'EOF'
 import collections, json, math, re, sys, time, urllib.error, urllib.parse, urllib.request
 api, path, famfile, DOM, VERSION = sys.argv[1:6]
@@ -707,12 +672,12 @@ if fails:
 EOF
 
 # ------------------------------------------------------------------- stop
-log "stop: Prometheus, then SIGTERM to vpackd"
+vp_log "stop: Prometheus, then SIGTERM to vpackd"
 vp_stop_pid "$prom_pid"; prom_pid=""
 kill -TERM "$agent_pid"
 rc=0
 wait "$agent_pid" || rc=$?
 agent_pid=""
-[ "$rc" -eq 0 ] || die "vpackd exited $rc on SIGTERM"
+[ "$rc" -eq 0 ] || vp_die "vpackd exited $rc on SIGTERM"
 
 echo ok

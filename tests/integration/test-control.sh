@@ -35,85 +35,31 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpctl-
-builddir=$(cd "${VPACK_BUILDDIR:-$here/../../build}" && pwd)
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
+vp_test control vpctl-
 TESTUSER=vpacktest
 IDLE_MS=5000
-work=$(mktemp -d /tmp/vpack-control-test.XXXXXX)
 # The unprivileged user must reach the socket (which vpackd makes 0666).
 chmod 0711 "$work"
-sock=$work/vpackd.sock
-agent_pid=""
 created_user=""
 t_start=$SECONDS
-
-vp_require_root
-[ -x "$VPACKD" ] && [ -x "$VPACKCTL" ] || vp_die "build first: no $VPACKD or $VPACKCTL"
+vp_need_built "$VPACKD" "$VPACKCTL"
 [ -x "$VP_PYTHON" ] || vp_die "$VP_PYTHON is needed"
+vp_on_exit '[ -z "$created_user" ] || userdel "$TESTUSER" >/dev/null 2>&1 || vp_log "could not remove user $TESTUSER"'
 
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
+# alive PID: the process exists and is not a zombie.
+alive() { vp_alive "$@"; }
 
-# A process that exists and is not a zombie.
-alive() {
-    [ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] &&
-        [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
-}
-
-cleanup() {
-    local rc=$?
-    set +e
-    if [ -n "$agent_pid" ] && alive "$agent_pid"; then
-        kill -TERM "$agent_pid" 2>/dev/null
-        wait "$agent_pid" 2>/dev/null
-    fi
-    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
-        echo "---- vpackd log (last 40 lines; all of it in $VP_LOGDIR/test-control-vpackd.log)"
-        tail -n 40 "$work/vpackd.log" 2>/dev/null
-        mkdir -p "$VP_LOGDIR" && cp "$work/vpackd.log" "$VP_LOGDIR/test-control-vpackd.log" 2>/dev/null
-    fi
-    if [ -n "$created_user" ]; then
-        userdel "$TESTUSER" >/dev/null 2>&1 || vp_log "could not remove user $TESTUSER"
-    fi
-    rm -rf "$work"
-    # Another test may restart libvirtd under us: retry (bounded) until no
-    # vpctl-* domain is left, so that none is left behind.
-    local try names
-    for try in 1 2 3 4 5 6; do
-        for _ in $(seq 60); do virsh -c "$VP_URI" version >/dev/null 2>&1 && break; sleep 0.5; done
-        vp_destroy_all_test_domains
-        if names=$(virsh -q -c "$VP_URI" list --all --name 2>/dev/null) &&
-           ! grep -q "^$VP_PREFIX" <<<"$names"; then
-            break
-        fi
-        [ $try -lt 6 ] && sleep 2
-    done
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
-
-# start_agent [--set K=V ...]: a real vpackd on our socket; waits for the socket.
-# A short minimum residency: when load elsewhere on the machine (other tests'
-# guests booting) makes the first plan spread, it packs again within seconds
-# instead of holding both packages for the default 60 s.
+# start_agent READY [--set K=V ...]: a real vpackd on our socket (vp_start_agent
+# --ready=READY). A short minimum residency: when load elsewhere on the
+# machine (other tests' guests booting) makes the first plan spread, it
+# packs again within seconds instead of holding both packages for the
+# default 60 s.
 start_agent() {
-    echo "---- start $(date +%T) $*" >>"$work/vpackd.log"
-    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    local ready=$1; shift
+    vp_start_agent --ready="$ready" -- --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$work" --set control.socket="$sock" \
         --set control.idle_timeout_ms=$IDLE_MS --set metrics.enabled=false \
-        --set policy.min_residency_ms=3000 \
-        "$@" >>"$work/vpackd.log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 100); do
-        [ -S "$sock" ] && return 0
-        alive "$agent_pid" || break
-        sleep 0.1
-    done
-    vp_die "vpackd did not open $sock (see $work/vpackd.log)"
+        --set policy.min_residency_ms=3000 "$@"
 }
 
 # stop_agent: SIGTERM, wait up to 15 s (then SIGKILL); sets stop_rc.
@@ -132,14 +78,8 @@ stop_agent() {
 # run CMD...: sets rc and out (stdout and stderr together).
 run() { rc=0; out=$("$@" 2>&1) || rc=$?; }
 
-wait_for() { # SECONDS CMD...: polls every 0.5 s; prints the seconds it took
-    local limit=$1 start=$SECONDS; shift
-    while :; do
-        if "$@"; then echo $((SECONDS - start)); return 0; fi
-        [ $((SECONDS - start)) -lt "$limit" ] || return 1
-        sleep 0.5
-    done
-}
+# wait_for SECONDS CMD...: vp_wait_for polling every 0.5 s.
+wait_for() { VP_POLL=0.5 vp_wait_for "$@"; }
 
 ctl() { "$VPACKCTL" "$@" --socket "$sock"; }
 
@@ -557,7 +497,7 @@ clients() {
     n=$(grep -c '^FAIL' <<<"$o" || true)
     VP_FAILURES=$((VP_FAILURES + n))
     while IFS= read -r l; do VP_FAIL_LINES+=("$l"); done < <(grep '^FAIL' <<<"$o" || true)
-    [ $r -eq 0 ] || [ "$n" -ne 0 ] || fail "clients.py $1 exited $r"
+    [ $r -eq 0 ] || [ "$n" -ne 0 ] || vp_fail "clients.py $1 exited $r"
 }
 
 # ------------------------------------------------------------------ setup
@@ -576,7 +516,8 @@ vp_wait_ready vpctl-b
 t_guests=$SECONDS
 
 echo "== commands"
-start_agent --set control.max_clients=256
+# The test waits for the plan next (vpackctl wait): the socket is enough.
+start_agent socket --set control.max_clients=256
 # Which package stays awake is the policy's choice (the busier one, by what
 # else runs on the host at that moment). vpackctl wait watches on one
 # connection: no process started per look.
@@ -585,9 +526,9 @@ t0=$SECONDS
 run ctl wait --for packed --timeout 25
 if [ $rc -eq 0 ] && [[ $out =~ ([0-9]+)\ active ]]; then
     act=${BASH_REMATCH[1]}
-    pass "vpackctl wait --for packed: exit 0 after $((SECONDS - t0)) s: $out"
+    vp_pass "vpackctl wait --for packed: exit 0 after $((SECONDS - t0)) s: $out"
 else
-    fail "not packed within 25 s (vpackctl wait exit $rc): $out"
+    vp_fail "not packed within 25 s (vpackctl wait exit $rc): $out"
 fi
 # On the active package: vpctl-a, in the domains line under its block.
 on_active() { awk -v p="$act" '$1 == "package" {cur = $2} /^  domains:/ && cur == p' <<<"$out"; }
@@ -595,9 +536,9 @@ run ctl status
 if [ $rc -eq 0 ] && grep -Eq "^package $act +cpus [^ ]+ +ACTIVE " <<<"$out" &&
    grep -Eq "^package $((1 - act)) +cpus [^ ]+ +PARKED " <<<"$out" &&
    grep -Eq '^vpctl-a +2 +yes ' <<<"$out" && on_active | grep -qw vpctl-a; then
-    pass "vpackctl status: package $act ACTIVE with vpctl-a on it, package $((1 - act)) PARKED, vpctl-a level 2 managed"
+    vp_pass "vpackctl status: package $act ACTIVE with vpctl-a on it, package $((1 - act)) PARKED, vpctl-a level 2 managed"
 else
-    fail "vpackctl status (exit $rc):"$'\n'"$out"
+    vp_fail "vpackctl status (exit $rc):"$'\n'"$out"
 fi
 printf '%s\n' "$out" | sed 's/^/    /'
 run ctl status --json
@@ -609,47 +550,47 @@ assert isinstance(st["domains"], list)
 a = [d for d in st["domains"] if d["name"] == "vpctl-a"]
 assert a and a[0]["level"] == 2 and a[0]["managed"] is True
 ' "$out" 2>/dev/null; then
-    pass "vpackctl status --json parses, has packages (2) and domains (vpctl-a level 2)"
+    vp_pass "vpackctl status --json parses, has packages (2) and domains (vpctl-a level 2)"
 else
-    fail "vpackctl status --json (exit $rc): $out"
+    vp_fail "vpackctl status --json (exit $rc): $out"
 fi
 
 run ctl explain vpctl-a
 if [ $rc -eq 0 ] && grep -Eq '^level +2 \(set in' <<<"$out" && grep -Eq '^managed +yes' <<<"$out" &&
    grep -Eq '^reason +[^ -]' <<<"$out"; then
-    pass "vpackctl explain vpctl-a: level 2, managed, reason '$(sed -n 's/^reason *//p' <<<"$out")'"
+    vp_pass "vpackctl explain vpctl-a: level 2, managed, reason '$(sed -n 's/^reason *//p' <<<"$out")'"
 else
-    fail "vpackctl explain vpctl-a (exit $rc):"$'\n'"$out"
+    vp_fail "vpackctl explain vpctl-a (exit $rc):"$'\n'"$out"
 fi
 run ctl explain vpctl-b
 if [ $rc -eq 0 ] && grep -Eq '^level +0 \(set in' <<<"$out" && grep -Eq '^reason +level 0' <<<"$out"; then
-    pass "vpackctl explain vpctl-b: level 0, reason '$(sed -n 's/^reason *//p' <<<"$out")'"
+    vp_pass "vpackctl explain vpctl-b: level 0, reason '$(sed -n 's/^reason *//p' <<<"$out")'"
 else
-    fail "vpackctl explain vpctl-b (exit $rc):"$'\n'"$out"
+    vp_fail "vpackctl explain vpctl-b (exit $rc):"$'\n'"$out"
 fi
 run ctl explain vpctl-nosuch
 if [ $rc -eq 1 ] && grep -q "vpctl-nosuch.*not running or not known" <<<"$out"; then
-    pass "explain of an unknown domain: exit 1: $out"
+    vp_pass "explain of an unknown domain: exit 1: $out"
 else
-    fail "explain of an unknown domain: exit $rc: $out"
+    vp_fail "explain of an unknown domain: exit $rc: $out"
 fi
 run ctl explain
-[ $rc -eq 2 ] && pass "explain without DOMAIN: exit 2 (usage)" || fail "explain without DOMAIN: exit $rc: $out"
+[ $rc -eq 2 ] && vp_pass "explain without DOMAIN: exit 2 (usage)" || vp_fail "explain without DOMAIN: exit $rc: $out"
 run ctl version
 if [ $rc -eq 0 ] && grep -q '^vpackd ' <<<"$out"; then
-    pass "vpackctl version: $(tr '\n' ' ' <<<"$out")"
+    vp_pass "vpackctl version: $(tr '\n' ' ' <<<"$out")"
 else
-    fail "vpackctl version (exit $rc): $out"
+    vp_fail "vpackctl version (exit $rc): $out"
 fi
 run ctl rebalance --dry-run
 if [ $rc -eq 0 ] && grep -qF "(dry run: nothing applied)" <<<"$out"; then
-    pass "rebalance --dry-run: exit 0, $(tr '\n' ' ' <<<"$out")"
+    vp_pass "rebalance --dry-run: exit 0, $(tr '\n' ' ' <<<"$out")"
 else
-    fail "rebalance --dry-run (exit $rc): $out"
+    vp_fail "rebalance --dry-run (exit $rc): $out"
 fi
 run ctl rebalance
-[ $rc -eq 0 ] && pass "rebalance as root: exit 0 ($(tr '\n' ' ' <<<"$out"))" ||
-    fail "rebalance as root (exit $rc): $out"
+[ $rc -eq 0 ] && vp_pass "rebalance as root: exit 0 ($(tr '\n' ' ' <<<"$out"))" ||
+    vp_fail "rebalance as root (exit $rc): $out"
 
 echo "== wait"
 # vpackctl wait on the real agent: met (0), timed out with the last state
@@ -659,10 +600,10 @@ echo "== wait"
 one_parked='^packages [0-9]+ (active|parked), [0-9]+ (active|parked); demand [0-9.]+ CPUs$'
 run ctl wait --for parked=1 --timeout 10
 [ $rc -eq 0 ] && [[ $out =~ $one_parked ]] && [[ $out == *" parked"* ]] &&
-    pass "wait --for parked=1: exit 0: $out" || fail "wait --for parked=1: exit $rc: $out"
+    vp_pass "wait --for parked=1: exit 0: $out" || vp_fail "wait --for parked=1: exit $rc: $out"
 run ctl wait --for level=vpctl-a:2 --timeout 10
 [ $rc -eq 0 ] && [ "$out" = "domain vpctl-a level 2" ] &&
-    pass "wait --for level=vpctl-a:2: exit 0: $out" || fail "wait --for level=vpctl-a:2: exit $rc: $out"
+    vp_pass "wait --for level=vpctl-a:2: exit 0: $out" || vp_fail "wait --for level=vpctl-a:2: exit $rc: $out"
 # Two idle guests stay packed: spread times out, after 2 s and not much more.
 t0=${EPOCHREALTIME/./}
 rc=0
@@ -671,39 +612,40 @@ ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
 if [ $rc -eq 1 ] && [[ $(cat "$work/wait.out") =~ $one_parked ]] && grep -q ' parked' "$work/wait.out" &&
    [ "$(cat "$work/wait.err")" = "vpackctl: wait: spread not reached within 2 s" ] &&
    [ $ms -ge 2000 ] && [ $ms -lt 4000 ]; then
-    pass "wait --for spread --timeout 2: exit 1 after $ms ms, last state: $(cat "$work/wait.out")"
+    vp_pass "wait --for spread --timeout 2: exit 1 after $ms ms, last state: $(cat "$work/wait.out")"
 else
-    fail "wait --for spread --timeout 2: exit $rc after $ms ms: $(cat "$work/wait.out" "$work/wait.err")"
+    vp_fail "wait --for spread --timeout 2: exit $rc after $ms ms: $(cat "$work/wait.out" "$work/wait.err")"
 fi
 run ctl wait --for level=vpctl-b:2 --timeout 1
 [ $rc -eq 1 ] && [[ $out == *"domain vpctl-b level 0"* ]] &&
-    pass "wait --for level=vpctl-b:2 --timeout 1: exit 1, vpctl-b level 0" ||
-    fail "wait --for level=vpctl-b:2 --timeout 1: exit $rc: $out"
+    vp_pass "wait --for level=vpctl-b:2 --timeout 1: exit 1, vpctl-b level 0" ||
+    vp_fail "wait --for level=vpctl-b:2 --timeout 1: exit $rc: $out"
 run ctl wait --for sideways
 [ $rc -eq 2 ] && [ "$out" = "vpackctl: wait: --for 'sideways': unknown condition (expected packed, spread, parked=N or level=DOMAIN:N)" ] &&
-    pass "wait --for sideways: exit 2: $out" || fail "wait --for sideways: exit $rc: $out"
+    vp_pass "wait --for sideways: exit 2: $out" || vp_fail "wait --for sideways: exit $rc: $out"
 
 echo "== non-root"
 if ! id "$TESTUSER" >/dev/null 2>&1; then
     useradd -M -r -s /usr/sbin/nologin "$TESTUSER"
+    # shellcheck disable=SC2034 # read at the exit (vp_on_exit)
     created_user=1
 fi
 vp_public_copy VPACKCTL_PUB "$VPACKCTL"   # the checkout may be out of the user's reach
 asuser() { runuser -u "$TESTUSER" -- "$VPACKCTL_PUB" "$@" --socket "$sock"; }
 run asuser rebalance
 if [ $rc -eq 1 ] && grep -q "permission denied" <<<"$out"; then
-    pass "$TESTUSER: rebalance refused, exit 1: $out"
+    vp_pass "$TESTUSER: rebalance refused, exit 1: $out"
 else
-    fail "$TESTUSER: rebalance: exit $rc: $out"
+    vp_fail "$TESTUSER: rebalance: exit $rc: $out"
 fi
 run asuser status
-[ $rc -eq 0 ] && grep -q vpctl-a <<<"$out" && pass "$TESTUSER: status works (exit 0)" ||
-    fail "$TESTUSER: status: exit $rc: $out"
+[ $rc -eq 0 ] && grep -q vpctl-a <<<"$out" && vp_pass "$TESTUSER: status works (exit 0)" ||
+    vp_fail "$TESTUSER: status: exit $rc: $out"
 run asuser rebalance --dry-run
 if [ $rc -eq 0 ] && grep -qF "(dry run: nothing applied)" <<<"$out"; then
-    pass "$TESTUSER: rebalance --dry-run works (exit 0)"
+    vp_pass "$TESTUSER: rebalance --dry-run works (exit 0)"
 else
-    fail "$TESTUSER: rebalance --dry-run: exit $rc: $out"
+    vp_fail "$TESTUSER: rebalance --dry-run: exit $rc: $out"
 fi
 
 echo "== hostile clients"
@@ -715,11 +657,11 @@ clients halfclose 200
 clients idle 200 "$VPACKCTL" $IDLE_MS
 clients flood "$VPACKCTL" $IDLE_MS "$agent_pid"
 grep -q "dropping a client that does not read" "$work/vpackd.log" &&
-    pass "the agent logged the drop" || fail "no drop logged"
-alive "$agent_pid" && pass "vpackd still running after the hostile clients" || fail "vpackd died"
+    vp_pass "the agent logged the drop" || vp_fail "no drop logged"
+alive "$agent_pid" && vp_pass "vpackd still running after the hostile clients" || vp_fail "vpackd died"
 run ctl status
-[ $rc -eq 0 ] && pass "vpackctl status after the hostile clients: exit 0" ||
-    fail "vpackctl status after the hostile clients: exit $rc: $out"
+[ $rc -eq 0 ] && vp_pass "vpackctl status after the hostile clients: exit 0" ||
+    vp_fail "vpackctl status after the hostile clients: exit $rc: $out"
 t_hostile=$((SECONDS - t_hostile))
 
 echo "== offline: set-policy without the agent"
@@ -728,18 +670,18 @@ ctl wait --for parked=2 --timeout 60 >"$work/wait.out" 2>&1 &
 wait_pid=$!
 sleep 1
 stop_agent
-[ $stop_rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $stop_rc on SIGTERM"
+[ $stop_rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $stop_rc on SIGTERM"
 rc=0; wait "$wait_pid" || rc=$?
 if [ $rc -eq 3 ] && grep -q "^vpackctl: cannot reach vpackd at $sock: the agent closed the connection" "$work/wait.out"; then
-    pass "a wait cut off by the agent's stop: exit 3: $(cat "$work/wait.out")"
+    vp_pass "a wait cut off by the agent's stop: exit 3: $(cat "$work/wait.out")"
 else
-    fail "a wait cut off by the agent's stop: exit $rc: $(cat "$work/wait.out")"
+    vp_fail "a wait cut off by the agent's stop: exit $rc: $(cat "$work/wait.out")"
 fi
 run "$VPACKCTL" set-policy vpctl-b 2 --live
 if [ $rc -eq 0 ]; then
-    pass "set-policy vpctl-b 2 --live without the agent: exit 0: $out"
+    vp_pass "set-policy vpctl-b 2 --live without the agent: exit 0: $out"
 else
-    fail "set-policy vpctl-b 2 --live without the agent: exit $rc: $out"
+    vp_fail "set-policy vpctl-b 2 --live without the agent: exit $rc: $out"
     if [ $rc -eq 2 ]; then
         # Go on with the options first, so that the rest is still checked.
         run "$VPACKCTL" set-policy --live vpctl-b 2
@@ -748,25 +690,26 @@ else
 fi
 meta=$(vp_virsh metadata vpctl-b --uri "$NS" --live 2>&1 || true)
 if grep -Eq "level=[\"']2[\"']" <<<"$meta"; then
-    pass "virsh metadata vpctl-b --live: $meta"
+    vp_pass "virsh metadata vpctl-b --live: $meta"
 else
-    fail "virsh metadata vpctl-b --live: $meta"
+    vp_fail "virsh metadata vpctl-b --live: $meta"
 fi
 run ctl status
 if [ $rc -eq 3 ] && grep -q "cannot reach vpackd" <<<"$out"; then
-    pass "status without the agent: exit 3: $out"
+    vp_pass "status without the agent: exit 3: $out"
 else
-    fail "status without the agent: exit $rc: $out"
+    vp_fail "status without the agent: exit $rc: $out"
 fi
 run ctl wait --for packed --timeout 5
 if [ $rc -eq 3 ] && [ "$out" = "vpackctl: cannot reach vpackd at $sock: No such file or directory (is vpackd running?)" ]; then
-    pass "wait without the agent: exit 3 at once: $out"
+    vp_pass "wait without the agent: exit 3 at once: $out"
 else
-    fail "wait without the agent: exit $rc: $out"
+    vp_fail "wait without the agent: exit $rc: $out"
 fi
 
 echo "== restart; default max_clients"
-start_agent
+# The test asks the agent about vpctl-b next (explain): libvirt connected.
+start_agent libvirt
 # Level 2 from the live metadata, and placed by the plan (no longer "level 0: not managed").
 wait_b2() {
     local e
@@ -776,20 +719,20 @@ wait_b2() {
 if t=$(wait_for 10 wait_b2); then
     run ctl explain vpctl-b
     if grep -Eq '^managed +yes' <<<"$out"; then
-        pass "after the restart, explain vpctl-b: level 2 (set in the metadata), managed, packages $(sed -n 's/^packages *//p' <<<"$out"), reason '$(sed -n 's/^reason *//p' <<<"$out")' (${t}s)"
+        vp_pass "after the restart, explain vpctl-b: level 2 (set in the metadata), managed, packages $(sed -n 's/^packages *//p' <<<"$out"), reason '$(sed -n 's/^reason *//p' <<<"$out")' (${t}s)"
     else
-        fail "explain vpctl-b after the restart:"$'\n'"$out"
+        vp_fail "explain vpctl-b after the restart:"$'\n'"$out"
     fi
 else
-    fail "vpctl-b not at level 2 after the restart: $(ctl explain vpctl-b 2>&1 | tr '\n' '|')"
+    vp_fail "vpctl-b not at level 2 after the restart: $(ctl explain vpctl-b 2>&1 | tr '\n' '|')"
 fi
 clients full 64 "$VPACKCTL" $IDLE_MS
-alive "$agent_pid" && pass "vpackd still running" || fail "vpackd died"
+alive "$agent_pid" && vp_pass "vpackd still running" || vp_fail "vpackd died"
 
 echo "== stop"
 stop_agent
-[ $stop_rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $stop_rc on SIGTERM"
-[ ! -e "$sock" ] && pass "control socket removed on exit" || fail "$sock left behind"
+[ $stop_rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $stop_rc on SIGTERM"
+[ ! -e "$sock" ] && vp_pass "control socket removed on exit" || vp_fail "$sock left behind"
 
 echo
 echo "time: $((SECONDS - t_start)) s in all (guests ready after $((t_guests - t_start)) s, hostile clients $t_hostile s)"

@@ -48,37 +48,18 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpf-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
+vp_test faults vpf-
+vp_need_cpus 2
 TOPO='synthetic:"package:2 core:1 pu:1"'
-work=$(mktemp -d /tmp/vpack-faults-test.XXXXXX)
-sock=$work/vpackd.sock
 gate=$work/gate
 port=""
-agent_pid=""
 t_start=$SECONDS
-
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
 [ -e /sys/devices/system/cpu/cpu1/online ] || vp_die "CPU 1 cannot be taken offline here"
+# (The exit also brings every CPU back online: vp_cleanup.)
+VP_LOG_TAIL=80
+vp_on_exit --early 'rm -rf "$gate"'    # never leave the agent held at the gate
+vp_on_exit 'mountpoint -q "$work/ro" 2>/dev/null && umount "$work/ro"'
 
-cleanup() {
-    local rc=$?
-    rm -rf "$gate"    # never leave the agent held at the gate
-    vp_stop_pid "$agent_pid"
-    mountpoint -q "$work/ro" 2>/dev/null && umount "$work/ro"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 80
-    rm -rf "$work"
-    vp_cleanup    # also brings every CPU back online
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 
 agent_args=(--topology "$TOPO"
     --set policy.pack_watermark=0.9 --set policy.spread_watermark=0.95
@@ -99,12 +80,10 @@ asan_rt=$(ldd "$VPACKD" 2>/dev/null | awk '$1 ~ /^libasan\.so/ && !f {print $3; 
 start_agent() {
     mkdir -p "$gate"
     port=$(vp_free_port)
-    LD_PRELOAD=$gate_preload VPACK_TEST_PIN_GATE=$gate "$VPACKD" "${agent_args[@]}" \
-        --set agent.state_dir="$work/state" --set control.socket="$sock" \
-        --set metrics.port="$port" >>"$work/vpackd.log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 50); do [ -S "$sock" ] && return 0; sleep 0.1; done
-    vp_die "vpackd did not open $sock"
+    # The test watches the kernel's view of the pins next: the socket is enough.
+    vp_start_agent --ready=socket env LD_PRELOAD="$gate_preload" VPACK_TEST_PIN_GATE="$gate" -- \
+        "${agent_args[@]}" --set agent.state_dir="$work/state" --set control.socket="$sock" \
+        --set metrics.port="$port"
 }
 
 # "vcpu0=0 vcpu1=0-1 emulator=0": libvirt's live view of a domain's pins.
@@ -118,13 +97,11 @@ pin_of() { pins "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
 # be load on a 2-CPU host.
 all_on() { vp_all_on "$@"; }
 placed_as() {  # CPUS: vpf-a, vpf-b on CPUS; vpf-p too but its vCPU 1 on 1
-    local want=$1
-    if [ "$want" = packed ]; then   # on one package, whichever the policy chose
-        placed_as 0 || placed_as 1
-        return
+    if [ "$1" = packed ]; then   # on one package, whichever the policy chose
+        vp_packed_keeping_pin vpf-p 1 1 vpf-a vpf-b
+    else
+        vp_placed_keeping_pin "$1" vpf-p 1 1 vpf-a vpf-b
     fi
-    vp_all_on "$want" vpf-a vpf-b &&
-        [ "$(vp_pins vpf-p)" = "vcpu0=$want vcpu1=1 emulator=$want" ]
 }
 
 wait_for() { vp_wait_for "$@"; }
@@ -203,12 +180,12 @@ check_threads() {
         sleep 1
     done
     if [ -z "$ok" ]; then
-        printf '%s\n' "$out"; fail "$where: vpackd re-pinned during each of 3 readings"; return 0
+        printf '%s\n' "$out"; vp_fail "$where: vpackd re-pinned during each of 3 readings"; return 0
     fi
     local last=${out##*$'\n'} n bad
     read -r n bad <<<"$last"
-    if [ "${bad:-x}" = 0 ]; then pass "$where: $n threads of 3 guests checked, every one where it belongs (vpf-p vCPU 1 on CPU 1)"
-    else printf '%s\n' "$out" | sed '$d'; fail "$where: ${bad:-?} of ${n:-?} threads not where they belong"; fi
+    if [ "${bad:-x}" = 0 ]; then vp_pass "$where: $n threads of 3 guests checked, every one where it belongs (vpf-p vCPU 1 on CPU 1)"
+    else printf '%s\n' "$out" | sed '$d'; vp_fail "$where: ${bad:-?} of ${n:-?} threads not where they belong"; fi
 }
 
 # The log since line N+1 (log_lines: N now).
@@ -225,33 +202,33 @@ logged_since() { log_since "$1" | grep -qF -- "$2"; }
 check_kernel_after_hotplug() {
     local log0=$1 log1 pid t tid="" cur lv new c found
     wait_for 10 logged_since "$log0" "CPUs online now: 0-1" >/dev/null ||
-        { fail "vpackd did not log the CPU coming back"; return 0; }
+        { vp_fail "vpackd did not log the CPU coming back"; return 0; }
     sleep 1    # that interval's pins
     log1=$(log_lines)
     found=$(log_since "$log0" | head -n "$((log1 - log0))" |
             grep -F "by what vpack applied through libvirt: pinning it again" || true)
     if [ -n "$found" ]; then
-        pass "after the hotplug vpackd found $(grep -c . <<<"$found") thread(s) where the kernel disagreed and pinned them again"
+        vp_pass "after the hotplug vpackd found $(grep -c . <<<"$found") thread(s) where the kernel disagreed and pinned them again"
         sed 's/^.*\(domain \)/    \1/' <<<"$found"
     else
-        pass "after the hotplug the kernel agreed with what vpackd applied (no thread pinned again)"
+        vp_pass "after the hotplug the kernel agreed with what vpackd applied (no thread pinned again)"
     fi
     pid=$(vp_qemu_pid vpf-a)
     for t in /proc/"$pid"/task/*; do
         [ "$(cat "$t/comm")" = "CPU 0/TCG" ] && tid=${t##*/}
     done
-    [ -n "$tid" ] || { fail "vpf-a has no CPU 0/TCG thread"; return 0; }
+    [ -n "$tid" ] || { vp_fail "vpf-a has no CPU 0/TCG thread"; return 0; }
     cur=$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$pid/task/$tid/status")
     lv=$(pin_of vpf-a vcpu0)
     for c in 1 0 0-1; do [ "$c" != "$cur" ] && [ "$c" != "$lv" ] && { new=$c; break; }; done
     taskset -p -c "$new" "$tid" >/dev/null
     # Named by the check, or (if vpackd pinned that thread for its plan first) pinned anyway.
     if t=$(wait_for 8 logged_since "$log1" "domain vpf-a: vcpu 0 (thread $tid) may run on CPUs $new by the kernel"); then
-        pass "vpackd saw vpf-a vCPU 0 set to $new behind libvirt's back (libvirt: $lv) within ${t}s: $(log_since "$log1" | grep -F -m1 "(thread $tid) may run" | sed 's/^.*domain /domain /')"
+        vp_pass "vpackd saw vpf-a vCPU 0 set to $new behind libvirt's back (libvirt: $lv) within ${t}s: $(log_since "$log1" | grep -F -m1 "(thread $tid) may run" | sed 's/^.*domain /domain /')"
     elif log_since "$log1" | grep -qE "domain vpf-a: vcpu 0 [^ ]+ -> "; then
-        pass "vpf-a vCPU 0 set to $new behind libvirt's back was pinned again by the plan first"
+        vp_pass "vpf-a vCPU 0 set to $new behind libvirt's back was pinned again by the plan first"
     else
-        fail "vpf-a vCPU 0 set to $new (kernel had $cur, libvirt $lv) was neither named nor pinned again in 8 s"
+        vp_fail "vpf-a vCPU 0 set to $new (kernel had $cur, libvirt $lv) was neither named nor pinned again in 8 s"
     fi
 }
 
@@ -259,11 +236,11 @@ check_kernel_after_hotplug() {
 check_places() {
     local where=$1 t
     vp_virsh resume vpf-d >/dev/null
-    if t=$(wait_for 15 placed_as 0-1); then pass "$where: spread ${t}s after vpf-d's load started"
-    else fail "$where: not spread: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    if t=$(wait_for 15 placed_as 0-1); then vp_pass "$where: spread ${t}s after vpf-d's load started"
+    else vp_fail "$where: not spread: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
     vp_virsh suspend vpf-d >/dev/null
-    if t=$(wait_for 40 placed_as packed); then pass "$where: packed again ${t}s after the load stopped"
-    else fail "$where: not packed again: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    if t=$(wait_for 40 placed_as packed); then vp_pass "$where: packed again ${t}s after the load stopped"
+    else vp_fail "$where: not packed again: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
 }
 
 # The gate (pin-gate.c, VPACK_TEST_PIN_GATE=DIR): holds the next pin of DOMAIN; prints "DOMAIN THREAD".
@@ -335,9 +312,9 @@ check_no_start() {
     ss -ltn | grep -q ":$port " && listen=1
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "$expect" <<<"$out" && [ ! -e "$sock" ] &&
        [ -z "$listen" ]; then
-        pass "$what: exit $rc, '$(head -n1 <<<"$out")', no socket, port $port not bound"
+        vp_pass "$what: exit $rc, '$(head -n1 <<<"$out")', no socket, port $port not bound"
     else
-        fail "$what: exit $rc, output '$out', socket $([ -e "$sock" ] && echo present || echo absent), port bound: ${listen:-no}"
+        vp_fail "$what: exit $rc, output '$out', socket $([ -e "$sock" ] && echo present || echo absent), port bound: ${listen:-no}"
     fi
 }
 conf_case "unknown key" '[agent]\ninterval_ms = 1000\nbogus_key = 1\n' "$work/bad.conf: line 3: agent.bogus_key: unknown key"
@@ -354,8 +331,8 @@ check_no_start "a directory as the file" "cannot read $work/conf.d: Is a directo
 try_agent --set agent.bogus=1
 check_no_start "unknown key in --set" "agent.bogus"
 now=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
-[ "$now" = "$untouched" ] && pass "no domain re-pinned by the refused starts" ||
-    fail "domains re-pinned: before '$untouched' now '$now'"
+[ "$now" = "$untouched" ] && vp_pass "no domain re-pinned by the refused starts" ||
+    vp_fail "domains re-pinned: before '$untouched' now '$now'"
 
 echo "== rundir: state/socket directory unwritable"
 mkdir -p "$work/ro"
@@ -366,9 +343,9 @@ out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/ro" \
       --set control.socket="$work/ro/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$work/ro/vpackd.lock: Read-only file system" <<<"$out" &&
    [ ! -e "$work/ro/vpackd.sock" ] && ! ss -ltn | grep -q ":$port "; then
-    pass "read-only state directory: exit $rc, '$(head -n1 <<<"$out")'"
+    vp_pass "read-only state directory: exit $rc, '$(head -n1 <<<"$out")'"
 else
-    fail "read-only state directory: exit $rc: $out"
+    vp_fail "read-only state directory: exit $rc: $out"
 fi
 umount "$work/ro"
 # The socket's directory is a file; the state directory is fine.
@@ -378,28 +355,28 @@ out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/state
       --set control.socket="$work/notadir/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "cannot open the control socket $work/notadir/vpackd.sock: $work/notadir: not a directory" <<<"$out" &&
    ! ss -ltn | grep -q ":$port "; then
-    pass "a file in place of the socket directory: exit $rc, '$(grep -F notadir <<<"$out" | head -n1)'"
+    vp_pass "a file in place of the socket directory: exit $rc, '$(grep -F notadir <<<"$out" | head -n1)'"
 else
-    fail "a file in place of the socket directory: exit $rc: $out"
+    vp_fail "a file in place of the socket directory: exit $rc: $out"
 fi
 now=$(for d in vpf-a vpf-b vpf-p; do pins $d; done)
-[ "$now" = "$untouched" ] && pass "no domain re-pinned by the refused starts" ||
-    fail "domains re-pinned: before '$untouched' now '$now'"
+[ "$now" = "$untouched" ] && vp_pass "no domain re-pinned by the refused starts" ||
+    vp_fail "domains re-pinned: before '$untouched' now '$now'"
 
 echo "== kill -9 under load, restart"
 start_agent
-if t=$(wait_for 40 placed_as packed); then pass "packed after ${t}s (vpf-a 20% busy)"
-else fail "not packed: a: $(pins vpf-a) b: $(pins vpf-b) p: $(pins vpf-p)"; fi
+if t=$(wait_for 40 placed_as packed); then vp_pass "packed after ${t}s (vpf-a 20% busy)"
+else vp_fail "not packed: a: $(pins vpf-a) b: $(pins vpf-b) p: $(pins vpf-p)"; fi
 check_threads "packed, before kill -9"
 kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
 check_threads "vpackd killed -9"
 start_agent
 sleep 3
-kill -0 "$agent_pid" && pass "vpackd restarted" || fail "vpackd did not stay up after the restart"
+kill -0 "$agent_pid" && vp_pass "vpackd restarted" || vp_fail "vpackd did not stay up after the restart"
 check_threads "restarted"
 lv=$(status_json | jq_py '" ".join("%s=%s" % (x["name"], x["level"]) for x in sorted(d["domains"], key=lambda x: x["name"]))')
-[ "$lv" = "vpf-a=2 vpf-b=2 vpf-d=0 vpf-p=2" ] && pass "state rebuilt: status lists $lv" ||
-    fail "status after the restart lists '$lv'"
+[ "$lv" = "vpf-a=2 vpf-b=2 vpf-d=0 vpf-p=2" ] && vp_pass "state rebuilt: status lists $lv" ||
+    vp_fail "status after the restart lists '$lv'"
 check_places "after kill -9"
 check_threads "after kill -9, placed again"
 
@@ -414,17 +391,17 @@ down_at=$SECONDS
 ticks0=$(cpu_ticks "$agent_pid")
 sleep 5
 conn=$(vp_json_field "$(status_json)" libvirt_connected)
-[ "$conn" = false ] && pass "vpackctl status: libvirt not connected" || fail "status says libvirt_connected=$conn"
+[ "$conn" = false ] && vp_pass "vpackctl status: libvirt not connected" || vp_fail "status says libvirt_connected=$conn"
 "$VPACKCTL" status --socket "$sock" | head -n 3 | sed 's/^/    /'
 m=$(metric vpack_libvirt_connected)
-[ "$m" = 0 ] && pass "metric vpack_libvirt_connected 0" || fail "vpack_libvirt_connected is $m"
+[ "$m" = 0 ] && vp_pass "metric vpack_libvirt_connected 0" || vp_fail "vpack_libvirt_connected is $m"
 left=$((30 - (SECONDS - down_at))); [ $left -le 0 ] || sleep $left
 ticks1=$(cpu_ticks "$agent_pid")
 hz=$(getconf CLK_TCK)
 cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$hz" 'BEGIN {printf "%.2f", (b - a) / hz}')
-kill -0 "$agent_pid" && pass "vpackd up after $((SECONDS - down_at)) s without libvirtd" || fail "vpackd died"
-if awk -v c="$cpu" 'BEGIN {exit !(c < 3)}'; then pass "vpackd used ${cpu} s CPU in those 30 s (no spinning)"
-else fail "vpackd used ${cpu} s CPU in 30 s without libvirtd"; fi
+kill -0 "$agent_pid" && vp_pass "vpackd up after $((SECONDS - down_at)) s without libvirtd" || vp_fail "vpackd died"
+if awk -v c="$cpu" 'BEGIN {exit !(c < 3)}'; then vp_pass "vpackd used ${cpu} s CPU in those 30 s (no spinning)"
+else vp_fail "vpackd used ${cpu} s CPU in 30 s without libvirtd"; fi
 vp_log "starting libvirtd again"
 libvirtd -d
 new=""
@@ -435,63 +412,63 @@ vp__wait_libvirtd || vp_die "libvirtd does not answer"
 reconnected() { [ "$(vp_json_field "$(status_json)" connects)" -gt "$c0" ] &&
                 [ "$(metric vpack_libvirt_connected)" = 1 ]; }
 # (backoff at most 5 s, plus the connect itself)
-if t=$(wait_for 10 reconnected); then pass "reconnected ${t}s after libvirtd came back (metric 1)"
-else fail "not reconnected"; fi
+if t=$(wait_for 10 reconnected); then vp_pass "reconnected ${t}s after libvirtd came back (metric 1)"
+else vp_fail "not reconnected"; fi
 check_places "after libvirtd's outage"
 
 echo "== a domain destroyed between planning and pinning"
 vp_define_start vpf-v 2 idle "" "$META2"
 vp_wait_ready vpf-v
-wait_for 20 vp_all_packed vpf-v >/dev/null || fail "vpf-v not packed: $(pins vpf-v)"
+wait_for 20 vp_all_packed vpf-v >/dev/null || vp_fail "vpf-v not packed: $(pins vpf-v)"
 gone0=$(metric 'vpack_pin_operations_total{reason="plan",result="domain_gone"}')
 if held=$(hold_spread vpf-v); then
-    pass "gate holds the pin of '$held'"
+    vp_pass "gate holds the pin of '$held'"
     vp_virsh destroy vpf-v >/dev/null
     rm -f "$gate/paused"
-    if t=$(wait_for 15 placed_as 0-1); then pass "the others spread ${t}s later"
-    else fail "others not placed after the victim vanished: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
-    kill -0 "$agent_pid" && pass "vpackd still running" || fail "vpackd died"
+    if t=$(wait_for 15 placed_as 0-1); then vp_pass "the others spread ${t}s later"
+    else vp_fail "others not placed after the victim vanished: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    kill -0 "$agent_pid" && vp_pass "vpackd still running" || vp_fail "vpackd died"
     gone1=$(metric 'vpack_pin_operations_total{reason="plan",result="domain_gone"}')
     if [ "$gone1" != none ] && [ "${gone1%.*}" -gt "${gone0%.*}" ]; then
-        pass "vpack_pin_operations_total{reason=\"plan\",result=\"domain_gone\"} $gone0 -> $gone1"
+        vp_pass "vpack_pin_operations_total{reason=\"plan\",result=\"domain_gone\"} $gone0 -> $gone1"
     else
-        fail "domain_gone count $gone0 -> $gone1"
+        vp_fail "domain_gone count $gone0 -> $gone1"
         grep -F -e 'vpf-v' -e 'pin-gate' "$work/vpackd.log" | tail -n 15 | sed 's/^/    /'
     fi
     grep -q "domain vpf-v: gone while pinning" "$work/vpackd.log" &&
-        pass "logged: $(grep -m1 "domain vpf-v: gone while pinning" "$work/vpackd.log" | sed 's/^.*domain vpf-v/domain vpf-v/')" ||
-        fail "no 'gone while pinning' in the log"
+        vp_pass "logged: $(grep -m1 "domain vpf-v: gone while pinning" "$work/vpackd.log" | sed 's/^.*domain vpf-v/domain vpf-v/')" ||
+        vp_fail "no 'gone while pinning' in the log"
 else
-    fail "the gate never held a pin of vpf-v"
+    vp_fail "the gate never held a pin of vpf-v"
 fi
 vp_virsh suspend vpf-d >/dev/null
-wait_for 40 placed_as packed >/dev/null || fail "not packed again after the victim: a: $(pins vpf-a)"
+wait_for 40 placed_as packed >/dev/null || vp_fail "not packed again after the victim: a: $(pins vpf-a)"
 check_threads "after the destroyed domain"
 
 echo "== a CPU taken offline while a plan is applied"
 inv0=$(metric 'vpack_pin_operations_total{reason="plan",result="invalid_cpus"}')
 if held=$(hold_spread vpf-p); then
-    pass "gate holds the pin of '$held'"
+    vp_pass "gate holds the pin of '$held'"
     log0=$(log_lines)
     echo 0 > /sys/devices/system/cpu/cpu1/online
     rm -f "$gate/paused"
     sleep 3
-    kill -0 "$agent_pid" && pass "vpackd running with CPU 1 offline" || fail "vpackd died with CPU 1 offline"
+    kill -0 "$agent_pid" && vp_pass "vpackd running with CPU 1 offline" || vp_fail "vpackd died with CPU 1 offline"
     echo 1 > /sys/devices/system/cpu/cpu1/online
     check_kernel_after_hotplug "$log0"
     inv1=$(metric 'vpack_pin_operations_total{reason="plan",result="invalid_cpus"}')
     echo "    pins refused with invalid_cpus: $inv0 -> $inv1"
-    if t=$(wait_for 20 placed_as 0-1); then pass "spread again ${t}s after CPU 1 came back"
-    else fail "not placed after CPU 1 came back: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+    if t=$(wait_for 20 placed_as 0-1); then vp_pass "spread again ${t}s after CPU 1 came back"
+    else vp_fail "not placed after CPU 1 came back: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
     sleep 2
     check_threads "CPU 1 offline during the apply, back online"
-    grep -q "repaired" "$work/vpackd.log" && pass "cgroup cpusets repaired" || fail "no cgroup repair logged"
+    grep -q "repaired" "$work/vpackd.log" && vp_pass "cgroup cpusets repaired" || vp_fail "no cgroup repair logged"
 else
-    fail "the gate never held a pin of vpf-p"
+    vp_fail "the gate never held a pin of vpf-p"
 fi
 vp_virsh suspend vpf-d >/dev/null
-if t=$(wait_for 40 placed_as packed); then pass "packed again ${t}s later: placement resumed"
-else fail "not packed again after the hotplug: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
+if t=$(wait_for 40 placed_as packed); then vp_pass "packed again ${t}s later: placement resumed"
+else vp_fail "not packed again after the hotplug: a: $(pins vpf-a) p: $(pins vpf-p)"; fi
 check_threads "packed after the hotplug"
 
 echo "== killed between the first pin and the record"
@@ -501,11 +478,11 @@ log0=$(log_lines)
 arm_gate "vpf-w after"
 vp_define_start vpf-w 2 idle "" "$META2"
 if held=$(wait_gate); then
-    pass "gate holds vpackd right after libvirt pinned '$held'"
+    vp_pass "gate holds vpackd right after libvirt pinned '$held'"
     uuid=$(vp_virsh domuuid vpf-w | tr -d ' \n')
     rec=$(cat "$work/state/domains/$uuid.json" 2>/dev/null || echo "no record")
-    if grep -q '"narrowed":true' <<<"$rec"; then pass "vpf-w's record says narrowed before vpackd goes on"
-    else fail "vpf-w's record does not say narrowed after its first pin: $rec"; fi
+    if grep -q '"narrowed":true' <<<"$rec"; then vp_pass "vpf-w's record says narrowed before vpackd goes on"
+    else vp_fail "vpf-w's record does not say narrowed after its first pin: $rec"; fi
     kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
     rm -rf "$gate"
     squeezed=$(vp_pins vpf-w)
@@ -513,12 +490,12 @@ if held=$(wait_gate); then
     vp_virsh metadata vpf-w --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
     start_agent
     if t=$(wait_for 15 vp_all_on 0-1 vpf-w); then
-        pass "vpf-w (level 0 now, killed at $squeezed) has every thread on 0-1 ${t}s after the restart"
+        vp_pass "vpf-w (level 0 now, killed at $squeezed) has every thread on 0-1 ${t}s after the restart"
     else
-        fail "vpf-w left squeezed after the crash and the restart: $(vp_pins vpf-w)"
+        vp_fail "vpf-w left squeezed after the crash and the restart: $(vp_pins vpf-w)"
     fi
 else
-    fail "the gate never held a pin of vpf-w"
+    vp_fail "the gate never held a pin of vpf-w"
     rm -f "$gate/arm"
 fi
 vp_virsh destroy vpf-w >/dev/null 2>&1 || true
@@ -537,34 +514,31 @@ if wait_for 30 test -s "$refused" >/dev/null; then
     sleep 14
     n=$(wc -l < "$refused")
     # Tries 1, 2, 4, 8 intervals apart: 4 or 5 in 14 s (15 without the back-off).
-    if [ "$n" -ge 2 ] && [ "$n" -le 6 ]; then pass "metadata write refused: $n tries in 14 s, backing off"
-    else fail "metadata write refused: $n tries in 14 s, expected 2 to 6"; fi
-    vp_all_on 0-1 vpf-m && pass "vpf-m not placed while its request cannot be written" ||
-        fail "vpf-m placed without its request in its metadata: $(vp_pins vpf-m)"
+    if [ "$n" -ge 2 ] && [ "$n" -le 6 ]; then vp_pass "metadata write refused: $n tries in 14 s, backing off"
+    else vp_fail "metadata write refused: $n tries in 14 s, expected 2 to 6"; fi
+    vp_all_on 0-1 vpf-m && vp_pass "vpf-m not placed while its request cannot be written" ||
+        vp_fail "vpf-m placed without its request in its metadata: $(vp_pins vpf-m)"
     warned=$(log_since "$log0" | grep -c 'domain vpf-m: cannot write its request' || true)
-    [ "$warned" -eq 1 ] && pass "the refusal logged once" || fail "the refusal logged $warned times"
+    [ "$warned" -eq 1 ] && vp_pass "the refusal logged once" || vp_fail "the refusal logged $warned times"
     rm -f "$gate/refuse-metadata"
     if t=$(wait_for 40 logged_since "$log0" "domain vpf-m: its request is in its live metadata now"); then
-        pass "request written ${t}s after libvirtd took it again"
+        vp_pass "request written ${t}s after libvirtd took it again"
     else
-        fail "vpf-m's request not written within 40 s of libvirtd taking it again"
+        vp_fail "vpf-m's request not written within 40 s of libvirtd taking it again"
     fi
     vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>/dev/null | grep -q 'vcpupin\|request' &&
-        pass "vpf-m's live metadata holds its request" ||
-        fail "vpf-m's live metadata has no request: $(vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>&1)"
+        vp_pass "vpf-m's live metadata holds its request" ||
+        vp_fail "vpf-m's live metadata has no request: $(vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>&1)"
 else
-    fail "vpackd never tried to write vpf-m's request"
+    vp_fail "vpackd never tried to write vpf-m's request"
 fi
 rm -f "$gate/refuse-metadata"
 vp_virsh destroy vpf-m >/dev/null 2>&1 || true
 
 echo "== stop"
-kill -TERM "$agent_pid"
-rc=0; wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
-[ "$(pins vpf-p)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && pass "vpf-p keeps its guest pin after stop" ||
-    fail "vpf-p left at $(pins vpf-p)"
+vp_stop_agent_check
+[ "$(pins vpf-p)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && vp_pass "vpf-p keeps its guest pin after stop" ||
+    vp_fail "vpf-p left at $(pins vpf-p)"
 
 echo
 echo "time: $((SECONDS - t_start)) s in all (guests ready after $((t_guests - t_start)) s)"

@@ -76,21 +76,20 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vphd-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-srcdir=${VPACK_SRCDIR:-$here/../..}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
+# The sandbox hides /tmp: the work directory is under /var/tmp.
+VP_WORK_PARENT=/var/tmp
+vp_test hardening vphd-
+vp_need_cpus 2
 RESTRICT_AF=${VPACK_RESTRICT_AF:-$builddir/tests/integration/restrict-af}
 UNIT_FILTERS=${VPACK_UNIT_FILTERS:-$builddir/tests/integration/unit-filters}
-NS=urn:vpack:powerpolicy:1
-work=$(mktemp -d /var/tmp/vpack-hardening-test.XXXXXX)
 rundir=$(mktemp -d /run/vpack-hardening.XXXXXX)   # stands for RuntimeDirectory
+vp_on_exit 'rm -rf "$rundir"'
 install -d -m 0755 /run/vpack   # the RuntimeDirectory itself, as systemd makes it
 # The sandbox hides /tmp, /var/tmp, /home and /root, where a checkout (and so
 # the build) may well be: run copies of the programs from outside them, as
 # an installed vpackd runs from /usr/sbin.
 bindir=$(mktemp -d /run/vpack-hardening-bin.XXXXXX)
+vp_on_exit 'rm -rf "$bindir"'
 install -m 0755 "$VPACKD" "$bindir/vpackd"
 install -m 0755 "$RESTRICT_AF" "$bindir/restrict-af"
 install -m 0755 "$UNIT_FILTERS" "$bindir/unit-filters"
@@ -103,6 +102,7 @@ UNIT_FILTERS=$bindir/unit-filters
 chmod 0755 "$rundir" "$bindir"
 # The sandbox's own /dev and its inaccessible file are built here.
 fsdir=$(mktemp -d /run/vpack-hardening-fs.XXXXXX)
+vp_on_exit 'rm -rf "$fsdir"'
 # What SystemCallFilter=@system-service would allow, its groups expanded.
 expand_set() {
     systemd-analyze syscall-filter "$1" | awk 'NR > 1 && NF && $1 !~ /^#/ {print $1}' |
@@ -111,25 +111,10 @@ expand_set() {
 expand_set @system-service | sort -u > "$bindir/system-service.txt"
 [ -s "$bindir/system-service.txt" ] || { echo "systemd-analyze syscall-filter listed nothing"; exit 1; }
 sock=$rundir/vpackd.sock
-agent_pid=""
+# After the read-only-cpuset phase libvirt's cpusets lack CPU 1: at the
+# exit, once vp_cleanup has brought the CPUs online, they get it back.
+vp_on_exit 'vp_online_all_cpus; vp_repair_machine_cpusets'
 
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    rm -rf "$work" "$rundir" "$bindir" "$fsdir"
-    vp_cleanup    # CPUs online first
-    # After the read-only-cpuset phase libvirt's cpusets lack CPU 1.
-    vp_repair_machine_cpusets
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 
 # sandbox [cgroup-ro] COMMAND...: execs COMMAND as the unit would run it, in
 # place of the calling (sub)shell: `sandbox ... &` gives COMMAND's pid in $!,
@@ -220,13 +205,13 @@ for opt in NoNewPrivileges=yes CapabilityBoundingSet= ProtectSystem=strict Prote
            RestrictRealtime=yes RestrictSUIDSGID=yes ProtectClock=yes ProtectHostname=yes \
            SystemCallArchitectures=native UMask=0077 \
            "RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6" RuntimeDirectory=vpack; do
-    grep -qx -- "$opt" "$unit" && pass "unit has $opt" || fail "unit lacks $opt"
+    grep -qx -- "$opt" "$unit" && vp_pass "unit has $opt" || vp_fail "unit lacks $opt"
 done
 # The only writable path beyond the RuntimeDirectory: the cpuset tree.
 n=$(grep -c "^ReadWritePaths=" "$unit" || true)
-[ "$n" = 1 ] && pass "one ReadWritePaths= line" || fail "$n ReadWritePaths= lines"
+[ "$n" = 1 ] && vp_pass "one ReadWritePaths= line" || vp_fail "$n ReadWritePaths= lines"
 for opt in PrivateNetwork SystemCallFilter; do
-    grep -q "^$opt=" "$unit" && fail "unit sets $opt (see its comment)" || pass "unit does not set $opt"
+    grep -q "^$opt=" "$unit" && vp_fail "unit sets $opt (see its comment)" || vp_pass "unit does not set $opt"
 done
 meson install -C "$builddir" --no-rebuild --quiet --destdir "$work/inst" >/dev/null
 inst_unit=$(find "$work/inst" -name vpackd.service | head -n1)
@@ -237,8 +222,8 @@ sed "s|^ExecStart=$exe|ExecStart=$work/inst$exe|" "$inst_unit" > "$work/unit/vpa
 manroot=$(find "$work/inst" -type d -name man | head -n1)
 rc=0
 out=$(MANPATH=$manroot systemd-analyze verify "$work/unit/vpackd.service" 2>&1) || rc=$?
-[ $rc -eq 0 ] && [ -z "$out" ] && pass "systemd-analyze verify: clean (installed unit, ExecStart under the destdir)" ||
-    fail "systemd-analyze verify (exit $rc): $out"
+[ $rc -eq 0 ] && [ -z "$out" ] && vp_pass "systemd-analyze verify: clean (installed unit, ExecStart under the destdir)" ||
+    vp_fail "systemd-analyze verify (exit $rc): $out"
 score=$(systemd-analyze security --offline=yes "$work/unit/vpackd.service" 2>&1 |
         sed -n 's/.*Overall exposure level for vpackd.service: \([0-9.]*\).*/\1/p')
 sed "/^NoNewPrivileges=/,/^RestrictAddressFamilies=/d" "$work/unit/vpackd.service" > "$work/unit/plain.service"
@@ -248,21 +233,21 @@ score0=$(systemd-analyze security --offline=yes "$work/unit/plain.service" 2>&1 
 # options after it); 4.1 leaves room for another systemd's weights, not for
 # an option gone.
 if [ -n "$score" ] && awk -v s="$score" 'BEGIN {exit !(s < 4.1)}'; then
-    pass "systemd-analyze security --offline=yes: exposure $score, below 4.1 (without the options: $score0)"
+    vp_pass "systemd-analyze security --offline=yes: exposure $score, below 4.1 (without the options: $score0)"
 else
-    fail "systemd-analyze security: exposure '$score', not below 4.1 (without the options: $score0)"
+    vp_fail "systemd-analyze security: exposure '$score', not below 4.1 (without the options: $score0)"
 fi
 
 echo "== sandbox"
 rc=0; (sandbox touch /etc/vpack-hardening-probe 2>/dev/null) || rc=$?
-[ $rc -ne 0 ] && [ ! -e /etc/vpack-hardening-probe ] && pass "in the sandbox /etc is read-only" ||
-    { rm -f /etc/vpack-hardening-probe; fail "could write /etc in the sandbox"; }
+[ $rc -ne 0 ] && [ ! -e /etc/vpack-hardening-probe ] && vp_pass "in the sandbox /etc is read-only" ||
+    { rm -f /etc/vpack-hardening-probe; vp_fail "could write /etc in the sandbox"; }
 rc=0; (sandbox touch "$rundir/probe") || rc=$?
-[ $rc -eq 0 ] && [ -e "$rundir/probe" ] && pass "the run directory is writable" || fail "run directory not writable"
+[ $rc -eq 0 ] && [ -e "$rundir/probe" ] && vp_pass "the run directory is writable" || vp_fail "run directory not writable"
 rm -f "$rundir/probe"
 n=$(sandbox sh -c 'ls -A /root 2>/dev/null | wc -l')
 t=$(sandbox stat -f -c %T /root)
-[ "$n" = 0 ] && [ "$t" = tmpfs ] && pass "/root is an empty tmpfs root cannot even list" || fail "/root: $n entries, $t"
+[ "$n" = 0 ] && [ "$t" = tmpfs ] && vp_pass "/root is an empty tmpfs root cannot even list" || vp_fail "/root: $n entries, $t"
 out=$(sandbox "$VP_PYTHON" -c '
 import socket
 socket.socket(socket.AF_UNIX).close(); socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15).close()
@@ -271,25 +256,25 @@ try:
     socket.socket(socket.AF_PACKET, socket.SOCK_RAW); print("packet allowed")
 except OSError as e:
     print("packet refused:", e.strerror)' 2>&1 || true)
-grep -q "packet refused: Address family not supported" <<<"$out" && pass "AF_PACKET refused, AF_UNIX/NETLINK/INET/INET6 allowed" ||
-    fail "address families: $out"
+grep -q "packet refused: Address family not supported" <<<"$out" && vp_pass "AF_PACKET refused, AF_UNIX/NETLINK/INET/INET6 allowed" ||
+    vp_fail "address families: $out"
 # ProtectKernelTunables=yes: the sysctl a compromised vpackd would want
 # first. Its own value written back: nothing changes even if it worked.
 # (sandbox execs: an `|| ...` of a failed command goes outside the $( ).)
 out=$(sandbox sh -c 'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\n" "$v" > /proc/sys/kernel/core_pattern && echo written' 2>&1) || true
 if grep -q "Read-only file system" <<<"$out" && ! grep -q written <<<"$out"; then
-    pass "writing /proc/sys/kernel/core_pattern fails: $(tail -n1 <<<"$out")"
+    vp_pass "writing /proc/sys/kernel/core_pattern fails: $(tail -n1 <<<"$out")"
 else
-    fail "/proc/sys/kernel/core_pattern: $out"
+    vp_fail "/proc/sys/kernel/core_pattern: $out"
 fi
 out=$(sandbox sh -c 'head -c1 /proc/kcore >/dev/null 2>&1 && echo kcore; ls /dev | tr "\n" " "') || true
 [ "$out" = "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero " ] &&
-    pass "PrivateDevices: /dev holds $out; /proc/kcore not readable" || fail "/dev, kcore: $out"
+    vp_pass "PrivateDevices: /dev holds $out; /proc/kcore not readable" || vp_fail "/dev, kcore: $out"
 # The seccomp options: each of these works as capless root without them.
 out=$(sandbox sh -c 'unshare --user true 2>&1 || echo refused' 2>&1) || true
-grep -q refused <<<"$out" && pass "RestrictNamespaces: unshare --user refused" || fail "unshare --user: $out"
+grep -q refused <<<"$out" && vp_pass "RestrictNamespaces: unshare --user refused" || vp_fail "unshare --user: $out"
 out=$(sandbox sh -c 'setarch "$(uname -m)" --addr-no-randomize true 2>&1 || echo refused' 2>&1) || true
-grep -q refused <<<"$out" && pass "LockPersonality: setarch -R refused" || fail "setarch -R: $out"
+grep -q refused <<<"$out" && vp_pass "LockPersonality: setarch -R refused" || vp_fail "setarch -R: $out"
 out=$(sandbox "$VP_PYTHON" -c '
 import mmap
 try:
@@ -298,12 +283,12 @@ except OSError as e:
     print("wx refused:", e.strerror)
 mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE).close(); print("rw allowed")' 2>&1) || true
 grep -q "wx refused: Operation not permitted" <<<"$out" && grep -q "rw allowed" <<<"$out" &&
-    pass "MemoryDenyWriteExecute: a writable executable mapping refused, a writable one allowed" ||
-    fail "mmap: $out"
+    vp_pass "MemoryDenyWriteExecute: a writable executable mapping refused, a writable one allowed" ||
+    vp_fail "mmap: $out"
 out=$(sandbox sh -c 'f=$1/suid-probe; : > "$f"; chmod 0644 "$f"; chmod 4755 "$f" 2>&1 || echo refused; umask' sh "$rundir" 2>&1) || true
 rm -f "$rundir/suid-probe"
 grep -q refused <<<"$out" && grep -qx 0077 <<<"$out" &&
-    pass "RestrictSUIDSGID: chmod 4755 refused; UMask: umask 0077" || fail "suid, umask: $out"
+    vp_pass "RestrictSUIDSGID: chmod 4755 refused; UMask: umask 0077" || vp_fail "suid, umask: $out"
 # The log of the calls outside @system-service works: syslog(2) (a query
 # of the kernel log's size; not in the set) from a sandboxed program is
 # there, under its pid.
@@ -317,8 +302,8 @@ ctypes.CDLL(None).syscall(103, 10, None, 0); print(os.getpid())' 2>&1) || true
 for _ in 1 2 3 4 5 6 7 8 9 10; do
     nrs=$(outside_calls "$probe"); [ -z "$nrs" ] || break; sleep 0.2
 done
-[ "$nrs" = 103 ] && pass "a call outside @system-service is logged: syslog, pid $probe" ||
-    fail "the log of calls outside @system-service: pid '$probe', calls '$nrs'"
+[ "$nrs" = 103 ] && vp_pass "a call outside @system-service is logged: syslog, pid $probe" ||
+    vp_fail "the log of calls outside @system-service: pid '$probe', calls '$nrs'"
 
 vp_install_deps
 vp_start_libvirtd
@@ -336,29 +321,18 @@ pins() {
 }
 # Packed onto one package, either one (with vphd-p's vCPU 1 pinned to CPU 1,
 # package 1 is awake anyway, and the policy may rightly choose it).
-packed() {
-    local c
-    for c in 0 1; do
-        [ "$(vp_pins vphd-a)" = "vcpu0=$c vcpu1=$c emulator=$c" ] &&
-            [ "$(vp_pins vphd-p)" = "vcpu0=$c vcpu1=1 emulator=$c" ] && return 0
-    done
-    return 1
-}
+packed() { vp_packed_keeping_pin vphd-p 1 1 vphd-a; }
 wait_for() { vp_wait_for "$@"; }
 
 run_agent() {   # [cgroup-ro]
     port=$(vp_free_port)
-    : > "$work/vpackd.log"
-    sandbox "$@" "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    : > "$log"
+    # The test asks for its status next, and then checks that it says
+    # "libvirt connected" itself: the socket is enough.
+    vp_start_agent --ready=socket sandbox "$@" -- --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$rundir" --set control.socket="$sock" --set metrics.port="$port" \
         --set policy.pack_watermark=0.9 --set policy.spread_watermark=0.95 \
-        --set agent.log_level=debug >>"$work/vpackd.log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 100); do
-        [ -S "$sock" ] && [ "$(cat "/proc/$agent_pid/comm" 2>/dev/null)" = vpackd ] && return 0
-        sleep 0.1
-    done
-    vp_die "vpackd in the sandbox did not open $sock"
+        --set agent.log_level=debug
 }
 hotplug_cycle() {
     echo 0 > /sys/devices/system/cpu/cpu1/online
@@ -376,56 +350,56 @@ nf=$(awk '/^Seccomp_filters:/ {print $2}' "$st")
 # Three filters: restrict-af's, the unit's other options, the logging one.
 [ "$(cat /proc/$agent_pid/comm)" = vpackd ] && [ "$nnp" = 1 ] && [ "$bnd" = 0000000000000000 ] &&
     [ "$eff" = 0000000000000000 ] && [ "$sec" = 2 ] && [ "$nf" = 3 ] &&
-    pass "vpackd runs with NoNewPrivs 1, CapBnd $bnd, CapEff $eff, Seccomp $sec, Seccomp_filters $nf" ||
-    fail "vpackd's status: comm $(cat /proc/$agent_pid/comm) NoNewPrivs $nnp CapBnd $bnd CapEff $eff Seccomp $sec Seccomp_filters $nf"
-grep -q " / / ro," "/proc/$agent_pid/mountinfo" && pass "vpackd's / is read-only" || fail "vpackd's / is not read-only"
+    vp_pass "vpackd runs with NoNewPrivs 1, CapBnd $bnd, CapEff $eff, Seccomp $sec, Seccomp_filters $nf" ||
+    vp_fail "vpackd's status: comm $(cat /proc/$agent_pid/comm) NoNewPrivs $nnp CapBnd $bnd CapEff $eff Seccomp $sec Seccomp_filters $nf"
+grep -q " / / ro," "/proc/$agent_pid/mountinfo" && vp_pass "vpackd's / is read-only" || vp_fail "vpackd's / is not read-only"
 # Mount point -> its options, in vpackd's namespace.
 mnt() { awk -v m="$1" '$5 == m {o = $6} END {print o}' "/proc/$agent_pid/mountinfo"; }
 ro=""; rw=""
 for m in /proc/sys /proc/sysrq-trigger /sys /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/unified /dev; do
     case $(mnt "$m") in ro,*) ro="$ro $m" ;; "") ;; *) rw="$rw $m" ;; esac
 done
-[ -z "$rw" ] && pass "vpackd's read-only mounts:$ro" || fail "writable in vpackd's namespace:$rw (read-only:$ro)"
+[ -z "$rw" ] && vp_pass "vpackd's read-only mounts:$ro" || vp_fail "writable in vpackd's namespace:$rw (read-only:$ro)"
 case $(mnt /sys/fs/cgroup/cpuset) in
-    rw,*) pass "vpackd's /sys/fs/cgroup/cpuset is writable (ReadWritePaths=)" ;;
-    *) fail "vpackd's /sys/fs/cgroup/cpuset: '$(mnt /sys/fs/cgroup/cpuset)'" ;;
+    rw,*) vp_pass "vpackd's /sys/fs/cgroup/cpuset is writable (ReadWritePaths=)" ;;
+    *) vp_fail "vpackd's /sys/fs/cgroup/cpuset: '$(mnt /sys/fs/cgroup/cpuset)'" ;;
 esac
 sleep 2
 out=$("$VPACKCTL" status --socket "$sock" 2>&1 || true)
-grep -q "libvirt connected" <<<"$out" && pass "vpackctl status: libvirt connected" || fail "status: $(head -n2 <<<"$out")"
+grep -q "libvirt connected" <<<"$out" && vp_pass "vpackctl status: libvirt connected" || vp_fail "status: $(head -n2 <<<"$out")"
 # UMask=0077 does not reach the socket: vpackd binds it under a umask of
 # its own (agent/control.c), and anyone may ask for status.
 mode=$(stat -c %a "$sock")
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$VPACKCTL" status --socket "$sock" 2>&1 || true)
 [ "$mode" = 666 ] && grep -q "libvirt connected" <<<"$out" &&
-    pass "socket mode $mode under UMask=0077; vpackctl status as uid 65534: libvirt connected" ||
-    fail "socket mode $mode; status as uid 65534: $(head -n2 <<<"$out")"
+    vp_pass "socket mode $mode under UMask=0077; vpackctl status as uid 65534: libvirt connected" ||
+    vp_fail "socket mode $mode; status as uid 65534: $(head -n2 <<<"$out")"
 m=$(curl -s --max-time 5 "http://127.0.0.1:$port/metrics" | awk '$1 == "vpack_libvirt_connected" {print $2}')
-[ "$m" = 1 ] && pass "metrics served: vpack_libvirt_connected 1" || fail "metrics: vpack_libvirt_connected '$m'"
+[ "$m" = 1 ] && vp_pass "metrics served: vpack_libvirt_connected 1" || vp_fail "metrics: vpack_libvirt_connected '$m'"
 # (generous: guests just booted, and other jobs may load the machine)
-if t=$(wait_for 60 packed); then pass "packed onto one package after ${t}s, vphd-p keeps vCPU 1 on CPU 1"
-else fail "not packed: a: $(pins vphd-a) p: $(pins vphd-p)"; fi
+if t=$(wait_for 60 packed); then vp_pass "packed onto one package after ${t}s, vphd-p keeps vCPU 1 on CPU 1"
+else vp_fail "not packed: a: $(pins vphd-a) p: $(pins vphd-p)"; fi
 hotplug_cycle
 if grep -q "repaired [0-9]* cpuset cgroups" "$work/vpackd.log" && ! grep -q "cannot repair" "$work/vpackd.log"; then
-    pass "after CPU 1 offline/online: $(grep -o 'repaired [0-9]* cpuset cgroups' "$work/vpackd.log" | tail -n1)"
+    vp_pass "after CPU 1 offline/online: $(grep -o 'repaired [0-9]* cpuset cgroups' "$work/vpackd.log" | tail -n1)"
 else
-    fail "no cpuset repair: $(grep -E 'repair|cgroup' "$work/vpackd.log" | tail -n3)"
+    vp_fail "no cpuset repair: $(grep -E 'repair|cgroup' "$work/vpackd.log" | tail -n3)"
 fi
 th=$(vp_thread_affinity vphd-p 1)
-[ "$th" = 1 ] && pass "vphd-p vCPU 1 thread back on CPU 1" || fail "vphd-p vCPU 1 thread allowed on $th"
-wait_for 20 packed >/dev/null && pass "packed again after the hotplug" ||
-    fail "after the hotplug: a: $(pins vphd-a) p: $(pins vphd-p)"
+[ "$th" = 1 ] && vp_pass "vphd-p vCPU 1 thread back on CPU 1" || vp_fail "vphd-p vCPU 1 thread allowed on $th"
+wait_for 20 packed >/dev/null && vp_pass "packed again after the hotplug" ||
+    vp_fail "after the hotplug: a: $(pins vphd-a) p: $(pins vphd-p)"
 pid=$agent_pid
 kill -TERM "$agent_pid"; rc=0; wait "$agent_pid" || rc=$?; agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc"
+[ $rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $rc"
 [ "$(pins vphd-a)" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] && [ "$(pins vphd-p)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] &&
-    pass "masks given back on stop" || fail "after stop: a: $(pins vphd-a) p: $(pins vphd-p)"
+    vp_pass "masks given back on stop" || vp_fail "after stop: a: $(pins vphd-a) p: $(pins vphd-p)"
 # What SystemCallFilter=@system-service would have killed vpackd for: the
 # logging filter's audit records (type 1326) with its pid, in the kernel
 # log. Not a failure: the unit does not set it (see its comment).
 nrs=$(outside_calls "$pid")
 if [ -z "$nrs" ]; then
-    pass "vpackd made no system call outside @system-service on these paths"
+    vp_pass "vpackd made no system call outside @system-service on these paths"
 else
     echo "note: vpackd called outside @system-service: $(for n in $nrs; do "$UNIT_FILTERS" --name "$n"; done | tr '\n' ' ')"
 fi
@@ -435,9 +409,9 @@ run_agent cgroup-ro
 wait_for 30 packed >/dev/null || true
 hotplug_cycle
 if grep -q "cannot repair the cpuset cgroups" "$work/vpackd.log"; then
-    pass "with /sys/fs/cgroup/cpuset read-only: $(grep -o 'cannot repair the cpuset cgroups.*' "$work/vpackd.log" | head -n1)"
+    vp_pass "with /sys/fs/cgroup/cpuset read-only: $(grep -o 'cannot repair the cpuset cgroups.*' "$work/vpackd.log" | head -n1)"
 else
-    fail "read-only cgroups went unnoticed: $(grep -E 'repair|cgroup' "$work/vpackd.log" | tail -n3)"
+    vp_fail "read-only cgroups went unnoticed: $(grep -E 'repair|cgroup' "$work/vpackd.log" | tail -n3)"
 fi
 kill -TERM "$agent_pid"; rc=0; wait "$agent_pid" || rc=$?; agent_pid=""
 vp_online_all_cpus

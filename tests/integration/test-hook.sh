@@ -56,136 +56,49 @@ here=$(cd "$(dirname "$0")" && pwd)
 VP_VCPU_CPUSET=${VP_VCPU_CPUSET-0}
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
-# shellcheck disable=SC2034 # used by lib.sh
-VP_PREFIX=vphk-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-builddir=$(cd "$builddir" && pwd) || vp_die "no build directory $builddir"
-HOOK=$builddir/plugin/vpack-hook
-VPACKD=$builddir/agent/vpackd
-VPACKCTL=$builddir/ctl/vpackctl
+vp_test hook vphk-
+HOOK=$VPACK_HOOK
 : "${VPHK_RELOAD:=restart}"
 : "${VPHK_WAIT:=900}"
-NS=urn:vpack:powerpolicy:1
-HOOKS=/etc/libvirt/hooks
-HOOK_DIR=$HOOKS/qemu.d
-HOOK_LINK=$HOOK_DIR/vpack
+VP_HOOK_RELOAD=$VPHK_RELOAD
 RUN_DIR=/run/vpack
 DEF_SOCK=$RUN_DIR/vpackd.sock
 TOPO='synthetic:"package:2 core:1 pu:1"'
 
-work=$(mktemp -d /tmp/vpack-hook-test.XXXXXX)
-hook_installed=""      # our symlink is in place
-prev_hook_target=""    # an earlier vpack hook symlink, put back at cleanup
-made_hooks_dir=""
-made_hook_dir=""
 made_run_dir=""
-agent_pid=""           # vpackd on the default socket
-stalled_pid=""         # vpackd under SIGSTOP
+stalled_pid=""         # vpackd under SIGSTOP (agent_pid: vpackd on the default socket)
+vp_need_built "$HOOK" "$VPACKD" "$VPACKCTL"
+vp_on_exit --early 'vp_stop_pid "$stalled_pid"; stalled_pid=""'
+vp_on_exit '[ -z "$made_run_dir" ] || default_socket_live || rm -rf "$RUN_DIR"'
 
-vp_require_root
-for f in "$HOOK" "$VPACKD" "$VPACKCTL"; do
-    [ -x "$f" ] || vp_die "$f not built (ninja -C $builddir)"
-done
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 words() { printf '%s\n' "$@" | tr -s '\n' ' ' | sed 's/ $//'; }   # one line
 
 # ------------------------------------------------------------------ helpers
-# Pids of vpackd processes this script did not start.
-
 # Another test's vpackd would fight ours over the same domains, and a
 # libvirtd restart under it disturbs what it measures: wait (bounded) until
-# there is none.
-
-# True when something answers on the default control socket.
-# Waits for other tests' agents (they would pin our guests) before a step
-# that must not race them.
+# there is none before a step that must not race them.
 wait_quiet() { vp_wait_no_other_vpackd "$VPHK_WAIT" "$1" "$agent_pid" "$stalled_pid"; }
-# Makes libvirtd look for hooks again: a restart (which also runs the hook's
-# "reconnect"), or with VPHK_RELOAD=hup a reload.
+# Makes libvirtd look for hooks again (vp_reload_hooks), other agents gone.
 reload_libvirtd() {
-    local pid
     wait_quiet "reloading libvirtd"
-    if [ "$VPHK_RELOAD" = hup ] && pid=$(vp__daemon_pid libvirtd); then
-        vp_log "libvirtd ($pid): SIGHUP, to look for hooks again"
-        kill -HUP "$pid"; sleep 1
-        vp__wait_libvirtd
-    else
-        vp_restart_libvirtd
-    fi
+    vp_reload_hooks
 }
+VP_HOOK_RELOADER=reload_libvirtd
 is_vpack_hook() { vp_is_vpack_hook "$1"; }
+# True when something answers on the default control socket.
 default_socket_live() {
     [ -S "$DEF_SOCK" ] && "$VPACKCTL" status --socket "$DEF_SOCK" >/dev/null 2>&1
 }
-
-
-install_hook() {
-    if [ -e "$HOOK_LINK" ] || [ -L "$HOOK_LINK" ]; then
-        is_vpack_hook "$HOOK_LINK" ||
-            vp_die "$HOOK_LINK exists and is not vpack's hook: not overwriting it"
-        if [ -L "$HOOK_LINK" ]; then
-            prev_hook_target=$(readlink "$HOOK_LINK")
-        else
-            # A copied vpack-hook: keep it aside.
-            prev_hook_target=$work/vpack-hook.saved
-            cp -p "$HOOK_LINK" "$prev_hook_target"
-        fi
-        vp_log "replacing the vpack hook $HOOK_LINK for the test"
-    fi
-    [ -d "$HOOKS" ] || { mkdir -p "$HOOKS"; made_hooks_dir=1; }
-    [ -d "$HOOK_DIR" ] || { mkdir -p "$HOOK_DIR"; made_hook_dir=1; }
-    ln -sfn "$HOOK" "$HOOK_LINK.vphk-tmp"
-    mv -T "$HOOK_LINK.vphk-tmp" "$HOOK_LINK"
-    hook_installed=1
-    # If this script is killed, the next test removes the link (lib.sh).
-    mkdir -p "$VP_MARKDIR" && printf '%s\n%s\n' "$HOOK_LINK" "$HOOK" > "$VP_MARKDIR/hook-link"
-    vp_log "installed $HOOK_LINK -> $HOOK"
-}
-
-remove_hook() {
-    [ -n "$hook_installed" ] || return 0
-    if [ -L "$HOOK_LINK" ] && [ "$(readlink "$HOOK_LINK")" = "$HOOK" ]; then
-        rm -f "$HOOK_LINK"
-    fi
-    rm -f "$VP_MARKDIR/hook-link"
-    if [ -n "$prev_hook_target" ]; then
-        if [ "$prev_hook_target" = "$work/vpack-hook.saved" ]; then
-            cp -p "$prev_hook_target" "$HOOK_LINK"
-        else
-            ln -sfn "$prev_hook_target" "$HOOK_LINK"
-        fi
-        vp_log "put back the earlier vpack hook $HOOK_LINK"
-    fi
-    hook_installed=""
-    [ -z "$made_hook_dir" ] || rmdir "$HOOK_DIR" 2>/dev/null || true
-    [ -z "$made_hooks_dir" ] || rmdir "$HOOKS" 2>/dev/null || true
-}
-
-# libvirtd looks for hooks only at start and on SIGHUP. Restart (or HUP)
-# it; when this shell started it, the cleanup must stop the new one.
 
 # start_vpackd VAR SOCKET STATE_DIR LOG [OPTION...]: starts vpackd in the
 # background (a child of this shell, so that its exit code can be had);
 # sets VAR to its pid once the socket is there.
 start_vpackd() {
-    local var=$1 sock=$2 state=$3 log=$4; shift 4
-    "$VPACKD" --topology "$TOPO" --set control.socket="$sock" --set agent.state_dir="$state" \
-        --set metrics.enabled=false --set agent.log_level=debug "$@" >>"$log" 2>&1 &
-    local pid=$!
-    printf -v "$var" '%s' "$pid"
-    for _ in $(seq 100); do
-        if [ -S "$sock" ]; then return 0; fi
-        vp__pid_alive "$pid" || break
-        sleep 0.1
-    done
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    printf -v "$var" '%s' ""
-    tail -n 20 "$log" >&2
-    vp_die "vpackd did not open $sock"
+    local var=$1 so=$2 state=$3 lf=$4; shift 4
+    vp_start_agent --ready=socket --pid="$var" --socket="$so" --log="$lf" -- \
+        --topology "$TOPO" --set control.socket="$so" --set agent.state_dir="$state" \
+        --set metrics.enabled=false --set agent.log_level=debug "$@"
 }
 
 stop_vpackd() {     # PID: SIGCONT, SIGTERM; returns vpackd's exit code
@@ -196,47 +109,17 @@ stop_vpackd() {     # PID: SIGCONT, SIGTERM; returns vpackd's exit code
     return "$rc"
 }
 
-wait_for() {   # SECONDS CMD...: polls every 0.1 s
-    local deadline=$(( $(now_ms) + $1 * 1000 )); shift
-    until "$@"; do
-        [ "$(now_ms)" -lt "$deadline" ] || return 1
-        sleep 0.1
-    done
-}
+# wait_for SECONDS CMD...: polls every 0.1 s.
+wait_for() { VP_POLL=0.1 vp_wait_until "$@"; }
 
 domstate() { vp_virsh domstate "$1" 2>/dev/null | head -n1; }
-
-cleanup() {
-    local rc=$?
-    set +e
-    if [ -n "$stalled_pid" ]; then stop_vpackd "$stalled_pid"; stalled_pid=""; fi
-    if [ -n "$agent_pid" ]; then stop_vpackd "$agent_pid"; agent_pid=""; fi
-    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
-        for f in "$work"/*.log; do
-            [ -f "$f" ] || continue
-            echo "---- $(basename "$f") (last 30 lines)"; tail -n 30 "$f"
-        done
-    fi
-    [ -n "$VP_KEEP_DOMAINS" ] || vp_destroy_all_test_domains
-    if [ -n "$hook_installed" ]; then
-        remove_hook
-        # One this shell started is stopped below: no need to reload it.
-        if pid=$(vp__daemon_pid libvirtd) && [ "$pid" != "$VP_STARTED_LIBVIRTD_PID" ]; then
-            reload_libvirtd || vp_log "WARNING: libvirtd could not be reloaded after removing the hook"
-        fi
-    fi
-    if [ -n "$made_run_dir" ] && ! default_socket_live; then rm -rf "$RUN_DIR"; fi
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
 
 # ------------------------------------------------------------------- setup
 vp_install_deps
 vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
+# shellcheck disable=SC2034 # read at the exit (vp_on_exit)
 [ -e "$RUN_DIR" ] || made_run_dir=1
 
 meta() { echo "<vpack:powerpolicy xmlns:vpack='$NS' level='$1'/>"; }
@@ -248,14 +131,14 @@ vp_define_start vphk-rc 1 idle "" "$(meta 2)"
 # Before the hook is in place: a libvirtd restart by another test would
 # make it live while that test runs.
 wait_quiet "installing the hook"
-install_hook
+vp_install_hook --replace "$HOOK"
 reload_libvirtd || vp_die "libvirtd could not be reloaded"
 if [ "$VPHK_RELOAD" = hup ]; then
     echo "(SIGHUP: no reconnect to check)"
 elif [ "$(domstate vphk-rc)" = running ]; then
-    pass "a running level-2 domain survived libvirtd's restart with the hook (reconnect)"
+    vp_pass "a running level-2 domain survived libvirtd's restart with the hook (reconnect)"
 else
-    fail "vphk-rc is '$(domstate vphk-rc)' after libvirtd restarted with the hook"
+    vp_fail "vphk-rc is '$(domstate vphk-rc)' after libvirtd restarted with the hook"
 fi
 vp_virsh destroy vphk-rc >/dev/null 2>&1 || true
 
@@ -263,29 +146,29 @@ echo "== reject invalid levels"
 for lv in 7 two; do
     name=vphk-l$lv
     vp_define "$name" 1 idle "" "$(meta "$lv")" ||
-        { fail "virsh define refused $name (level='$lv')"; continue; }
+        { vp_fail "virsh define refused $name (level='$lv')"; continue; }
     rc=0
     err=$(vp_virsh start "$name" 2>&1 >/dev/null) || rc=$?
     echo "virsh start $name: exit $rc: $(echo "$err" | tr '\n' ' ')"
     if [ $rc -eq 0 ]; then
-        fail "virsh start $name (level='$lv') succeeded"
+        vp_fail "virsh start $name (level='$lv') succeeded"
     elif ! grep -qF "vpack: domain '$name'" <<<"$err"; then
-        fail "virsh start $name: the error does not name the domain the vpack way"
+        vp_fail "virsh start $name: the error does not name the domain the vpack way"
     elif ! grep -qF "'$lv'" <<<"$err"; then
-        fail "virsh start $name: the error does not show the bad value '$lv'"
+        vp_fail "virsh start $name: the error does not show the bad value '$lv'"
     else
-        pass "virsh start $name refused (exit $rc) with vpack's message naming '$lv'"
+        vp_pass "virsh start $name refused (exit $rc) with vpack's message naming '$lv'"
     fi
     st=$(domstate "$name")
-    [ "$st" = "shut off" ] && pass "$name is shut off" || fail "$name is '$st' after the refused start"
+    [ "$st" = "shut off" ] && vp_pass "$name is shut off" || vp_fail "$name is '$st' after the refused start"
 done
 
 echo "== valid domain starts"
 vp_define vphk-l2 1 idle "" "$(meta 2)"
 if vp_start vphk-l2 && [ "$(domstate vphk-l2)" = running ]; then
-    pass "level-2 domain started"
+    vp_pass "level-2 domain started"
 else
-    fail "level-2 domain did not start"
+    vp_fail "level-2 domain did not start"
 fi
 vp_virsh destroy vphk-l2 >/dev/null 2>&1 || true
 
@@ -311,9 +194,9 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((
 vp_define vphk-na 1 idle "" "$(meta 2)"
 if times_none=$(start_cycles vphk-na 3); then
     med_none=$(median <<<"$times_none")
-    pass "domain starts with no vpackd and no socket (virsh start: $(words "$times_none") ms)"
+    vp_pass "domain starts with no vpackd and no socket (virsh start: $(words "$times_none") ms)"
 else
-    fail "domain did not start without vpackd ($times_none)"
+    vp_fail "domain did not start without vpackd ($times_none)"
     med_none=""
 fi
 
@@ -329,13 +212,13 @@ for _ in 1 2 3 4 5; do
         >"$work/hook.out" 2>"$work/hook.err" || rc=$?
     t=$(( $(now_ms) - t0 ))
     if [ $t -gt $worst ]; then worst=$t; fi
-    [ $rc -eq 0 ] || fail "hook (stalled vpackd) exited $rc: $(cat "$work/hook.err")"
-    [ ! -s "$work/hook.out" ] || fail "hook wrote to stdout: $(head -c 200 "$work/hook.out")"
+    [ $rc -eq 0 ] || vp_fail "hook (stalled vpackd) exited $rc: $(cat "$work/hook.err")"
+    [ ! -s "$work/hook.out" ] || vp_fail "hook wrote to stdout: $(head -c 200 "$work/hook.out")"
 done
 if [ $worst -lt 300 ]; then
-    pass "hook with a SIGSTOPped vpackd: exit 0, worst of 5 runs ${worst} ms (bounded wait 50 ms, limit 300)"
+    vp_pass "hook with a SIGSTOPped vpackd: exit 0, worst of 5 runs ${worst} ms (bounded wait 50 ms, limit 300)"
 else
-    fail "hook with a SIGSTOPped vpackd took ${worst} ms (limit 300)"
+    vp_fail "hook with a SIGSTOPped vpackd took ${worst} ms (limit 300)"
 fi
 worst=0
 for _ in 1 2 3 4 5; do
@@ -344,10 +227,10 @@ for _ in 1 2 3 4 5; do
         >/dev/null 2>&1 || rc=$?
     t=$(( $(now_ms) - t0 ))
     if [ $t -gt $worst ]; then worst=$t; fi
-    [ $rc -eq 0 ] || fail "hook (no socket) exited $rc"
+    [ $rc -eq 0 ] || vp_fail "hook (no socket) exited $rc"
 done
-[ $worst -lt 300 ] && pass "hook with no socket: exit 0, worst of 5 runs ${worst} ms" ||
-    fail "hook with no socket took ${worst} ms"
+[ $worst -lt 300 ] && vp_pass "hook with no socket: exit 0, worst of 5 runs ${worst} ms" ||
+    vp_fail "hook with no socket took ${worst} ms"
 stop_vpackd "$stalled_pid" || true
 stalled_pid=""
 
@@ -362,12 +245,12 @@ if times_stall=$(start_cycles vphk-na 3); then
     med_stall=$(median <<<"$times_stall")
     echo "virsh start with no agent: $(words "$times_none") ms; with a stalled agent: $(words "$times_stall") ms"
     if [ -n "$med_none" ] && [ $((med_stall - med_none)) -lt 500 ]; then
-        pass "domain starts with a SIGSTOPped vpackd on the default socket (median ${med_stall} ms vs ${med_none} ms without)"
+        vp_pass "domain starts with a SIGSTOPped vpackd on the default socket (median ${med_stall} ms vs ${med_none} ms without)"
     else
-        fail "start with a stalled vpackd: median ${med_stall} ms vs ${med_none:-?} ms without"
+        vp_fail "start with a stalled vpackd: median ${med_stall} ms vs ${med_none:-?} ms without"
     fi
 else
-    fail "domain did not start with a SIGSTOPped vpackd on the default socket ($times_stall)"
+    vp_fail "domain did not start with a SIGSTOPped vpackd on the default socket ($times_stall)"
 fi
 stop_vpackd "$stalled_pid" || true
 stalled_pid=""
@@ -380,43 +263,43 @@ start_vpackd agent_pid "$DEF_SOCK" "$RUN_DIR" "$work/vpackd.log"
 vp_domain_xml vphk-tr 1 idle "" "$(meta 2)" > "$work/vphk-tr.xml"
 rm -f "$(vp_console_log vphk-tr)"
 if ! vp_virsh create "$work/vphk-tr.xml" >/dev/null; then
-    fail "virsh create of a transient level-2 domain failed"
+    vp_fail "virsh create of a transient level-2 domain failed"
 else
     uuid=$(vp_virsh domuuid vphk-tr)
     rec=$RUN_DIR/domains/$uuid.json
     if wait_for 5 test -s "$rec"; then
-        pass "record $rec written"
+        vp_pass "record $rec written"
         if "$VP_PYTHON" - "$rec" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 sys.exit(0 if r.get("name") == "vphk-tr" and r.get("level") == 2 else 1)
 EOF
-        then pass "record names vphk-tr with level 2"
-        else fail "record content: $(head -c 300 "$rec")"; fi
+        then vp_pass "record names vphk-tr with level 2"
+        else vp_fail "record content: $(head -c 300 "$rec")"; fi
     else
-        fail "no record $rec within 5 s"
+        vp_fail "no record $rec within 5 s"
     fi
     if wait_for 5 grep -q "domain vphk-tr: registered by the hook" "$work/vpackd.log"; then
-        pass "vpackd logged: $(grep -m1 'domain vphk-tr: registered by the hook' "$work/vpackd.log")"
+        vp_pass "vpackd logged: $(grep -m1 'domain vphk-tr: registered by the hook' "$work/vpackd.log")"
     else
-        fail "vpackd did not log the registration"
+        vp_fail "vpackd did not log the registration"
     fi
     explain_managed() { "$VPACKCTL" explain vphk-tr 2>/dev/null | grep -Eq '^managed +yes'; }
     if wait_for 5 explain_managed; then
-        pass "vpackctl explain vphk-tr: managed yes"
+        vp_pass "vpackctl explain vphk-tr: managed yes"
     else
-        fail "vpackctl explain vphk-tr: $("$VPACKCTL" explain vphk-tr 2>&1 | tr '\n' ' ')"
+        vp_fail "vpackctl explain vphk-tr: $("$VPACKCTL" explain vphk-tr 2>&1 | tr '\n' ' ')"
     fi
     vp_virsh destroy vphk-tr >/dev/null
     if wait_for 5 test ! -e "$rec"; then
-        pass "virsh destroy: the hook made vpackd forget the record"
+        vp_pass "virsh destroy: the hook made vpackd forget the record"
     else
-        fail "record $rec still there 5 s after virsh destroy"
+        vp_fail "record $rec still there 5 s after virsh destroy"
     fi
 fi
 rc=0; stop_vpackd "$agent_pid" || rc=$?
 agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+[ $rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $rc on SIGTERM"
 
 echo "== vpackctl define"
 short_xml() {   # NAME LEVEL: domain XML with <powerpolicy level='LEVEL'/> under <domain>
@@ -439,34 +322,34 @@ for tag, level in found:
 out=$("$VPACKCTL" define "$work/vphk-def.xml" 2>&1) && rc=0 || rc=$?
 echo "vpackctl define: exit $rc: $out"
 if [ $rc -ne 0 ]; then
-    fail "vpackctl define of the short form failed"
+    vp_fail "vpackctl define of the short form failed"
 else
     got=$(policy_of vphk-def)
-    [ "$got" = "$NS 2" ] && pass "dumpxml has vpack's element ($NS) with level 2" ||
-        fail "dumpxml policy: '$got'"
+    [ "$got" = "$NS 2" ] && vp_pass "dumpxml has vpack's element ($NS) with level 2" ||
+        vp_fail "dumpxml policy: '$got'"
     vp_virsh dumpxml vphk-def | grep -F 'powerpolicy' || true
 fi
 short_xml vphk-def5 5 > "$work/vphk-def5.xml"
 out=$("$VPACKCTL" define "$work/vphk-def5.xml" 2>&1) && rc=0 || rc=$?
 echo "vpackctl define (level 5): exit $rc: $out"
-[ $rc -eq 1 ] && pass "level 5 refused with exit 1" || fail "level 5: exit $rc"
+[ $rc -eq 1 ] && vp_pass "level 5 refused with exit 1" || vp_fail "level 5: exit $rc"
 if vp_virsh dominfo vphk-def5 >/dev/null 2>&1; then
-    fail "vphk-def5 was defined"
+    vp_fail "vphk-def5 was defined"
 else
-    pass "nothing defined for level 5"
+    vp_pass "nothing defined for level 5"
 fi
 [ -z "$(vp_foreign_vpackd "$agent_pid" "$stalled_pid")" ] || vp_log "note: another vpackd runs; set-policy does not use it"
 out=$("$VPACKCTL" set-policy vphk-def 1 --config 2>&1) && rc=0 || rc=$?
 echo "vpackctl set-policy vphk-def 1 --config: exit $rc: $out"
 got=$(policy_of --inactive vphk-def)
 if [ $rc -eq 0 ] && [ "$got" = "$NS 1" ]; then
-    pass "set-policy --config: level 1 in dumpxml --inactive"
+    vp_pass "set-policy --config: level 1 in dumpxml --inactive"
 elif [ $rc -eq 2 ] && "$VPACKCTL" set-policy --config vphk-def 1 >/dev/null 2>&1 &&
      [ "$(policy_of --inactive vphk-def)" = "$NS 1" ]; then
-    fail "set-policy refuses options after DOMAIN LEVEL, as its usage writes them" \
+    vp_fail "set-policy refuses options after DOMAIN LEVEL, as its usage writes them" \
          "(set-policy --config vphk-def 1 works)"
 else
-    fail "set-policy --config: exit $rc, policy '$got'"
+    vp_fail "set-policy --config: exit $rc, policy '$got'"
 fi
 
 echo

@@ -31,40 +31,19 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpho-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-VPACK_HOOK=${VPACK_HOOK:-$builddir/plugin/vpack-hook}
-NS=urn:vpack:powerpolicy:1
+vp_test hostile vpho-
 TESTUSER=vpacktest
-work=$(mktemp -d /tmp/vpack-hostile-test.XXXXXX)
 chmod 0755 "$work"
-sock=$work/vpackd.sock
 state=$work/state
-agent_pid=""
 created_user=""
+vp_on_exit '[ -z "$created_user" ] || userdel "$TESTUSER" 2>/dev/null || true'
 t_start=$SECONDS
 
-vp_require_root
 # What the unprivileged user runs must be in its reach: the checkout may be
 # under /root (mode 0700), where an installed program never is.
 vp_public_copy VPACKCTL_PUB "$VPACKCTL"
 vp_public_copy VPACK_HOOK_PUB "$VPACK_HOOK"
 
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 60
-    [ -z "$created_user" ] || userdel "$TESTUSER" 2>/dev/null || true
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 
 vp_install_deps
 command -v ss >/dev/null || vp__quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2
@@ -73,6 +52,7 @@ vp_build_guest
 vp_destroy_all_test_domains
 if ! id "$TESTUSER" >/dev/null 2>&1; then
     useradd -M -r -s /usr/sbin/nologin "$TESTUSER"
+    # shellcheck disable=SC2034 # read at the exit (vp_on_exit)
     created_user=1
 fi
 
@@ -85,18 +65,14 @@ grep -q "level=.0." "$work/a0.xml" || vp_die "could not make a level-0 copy of t
 chmod 0644 "$work"/*.xml
 
 port=$(vp_free_port)
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' --set control.socket="$sock" \
-    --set agent.state_dir="$state" --set metrics.port="$port" --set agent.log_level=debug \
-    >>"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-[ -S "$sock" ] || vp_die "vpackd did not open $sock"
+vp_start_agent --ready=socket -- --topology 'synthetic:"package:2 core:1 pu:1"' --set control.socket="$sock" \
+    --set agent.state_dir="$state" --set metrics.port="$port" --set agent.log_level=debug
 
 # The hook as libvirt runs it (as root): registers vpho-a.
 VPACK_SOCKET=$sock "$VPACK_HOOK" vpho-a started begin - < "$work/a.xml"
 rec=$state/domains/$uuid.json
 for _ in $(seq 50); do [ -s "$rec" ] && break; sleep 0.1; done
-[ -s "$rec" ] && pass "root's hook registered vpho-a ($rec)" || fail "no record after the root hook"
+[ -s "$rec" ] && vp_pass "root's hook registered vpho-a ($rec)" || vp_fail "no record after the root hook"
 sleep 2
 records() { (cd "$state/domains" && sha256sum -- * 2>/dev/null) || true; }
 # What explain says, without the measured columns (utilisation, delay, where
@@ -132,9 +108,9 @@ for req in '{"op":"rebalance"}' \
     what=$("$VP_PYTHON" -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["op"], d.get("event", d.get("dry_run", d.get("uuid", ""))))' "$req")
     reply=$(as_user_send "$req" || true)
     if grep -q "permission denied" <<<"$reply" && ! grep -q '"ok": *true' <<<"$reply"; then
-        pass "$TESTUSER: $what refused: $(head -c 120 <<<"$reply")"
+        vp_pass "$TESTUSER: $what refused: $(head -c 120 <<<"$reply")"
     else
-        fail "$TESTUSER: $what answered: $(head -c 300 <<<"$reply")"
+        vp_fail "$TESTUSER: $what answered: $(head -c 300 <<<"$reply")"
     fi
 done
 
@@ -144,34 +120,34 @@ for op in started reconnect stopped release; do
     rc=0
     runuser -u "$TESTUSER" -- env VPACK_SOCKET="$sock" timeout 15 "$VPACK_HOOK_PUB" vpho-a "$op" begin - \
         < "$xml" > "$work/hook.out" 2>&1 || rc=$?
-    [ $rc -eq 0 ] && pass "$TESTUSER: vpack-hook vpho-a $op exits 0 (libvirt must not fail the domain)" ||
-        fail "$TESTUSER: vpack-hook vpho-a $op exit $rc: $(cat "$work/hook.out")"
+    [ $rc -eq 0 ] && vp_pass "$TESTUSER: vpack-hook vpho-a $op exits 0 (libvirt must not fail the domain)" ||
+        vp_fail "$TESTUSER: vpack-hook vpho-a $op exit $rc: $(cat "$work/hook.out")"
 done
 echo "== non-root: set-policy"
 rc=0
 out=$(runuser -u "$TESTUSER" -- timeout 30 "$VPACKCTL_PUB" set-policy vpho-a 0 --live 2>&1) || rc=$?
 meta=$(vp_virsh metadata vpho-a --uri "$NS" --live 2>&1 || true)
 if [ $rc -ne 0 ] && grep -Eq "level=[\"']2[\"']" <<<"$meta"; then
-    pass "$TESTUSER: set-policy refused (exit $rc: $(head -n1 <<<"$out")); metadata still level 2"
+    vp_pass "$TESTUSER: set-policy refused (exit $rc: $(head -n1 <<<"$out")); metadata still level 2"
 else
-    fail "$TESTUSER: set-policy exit $rc: $out; metadata: $meta"
+    vp_fail "$TESTUSER: set-policy exit $rc: $out; metadata: $meta"
 fi
 sleep 2
 rec1=$(records)
 exp1=$(explain)
-[ -n "$rec0" ] && [ "$rec1" = "$rec0" ] && pass "the agent's records are unchanged ($(wc -l <<<"$rec1") file(s))" ||
-    fail "records changed: before '$rec0' after '$rec1'"
-[ "$exp1" = "$exp0" ] && pass "vpackctl explain vpho-a unchanged (level $(awk '$1 == "level" {print $2}' <<<"$exp1"))" ||
-    fail "explain changed:"$'\n'"$exp0"$'\n'"--->"$'\n'"$exp1"
+[ -n "$rec0" ] && [ "$rec1" = "$rec0" ] && vp_pass "the agent's records are unchanged ($(wc -l <<<"$rec1") file(s))" ||
+    vp_fail "records changed: before '$rec0' after '$rec1'"
+[ "$exp1" = "$exp0" ] && vp_pass "vpackctl explain vpho-a unchanged (level $(awk '$1 == "level" {print $2}' <<<"$exp1"))" ||
+    vp_fail "explain changed:"$'\n'"$exp0"$'\n'"--->"$'\n'"$exp1"
 
 echo "== metrics: loopback by default"
 lines=$(ss -ltnpH "sport = :$port" || true)
 echo "    $lines"
 if grep -q "127.0.0.1:$port" <<<"$lines" && grep -q "\"vpackd\",pid=$agent_pid" <<<"$lines" &&
    [ "$(wc -l <<<"$lines")" -eq 1 ]; then
-    pass "vpackd listens on 127.0.0.1:$port only"
+    vp_pass "vpackd listens on 127.0.0.1:$port only"
 else
-    fail "listening sockets for port $port: $lines"
+    vp_fail "listening sockets for port $port: $lines"
 fi
 
 # scrape_ok: /metrics answers 200 within 3 s; prints "CODE SECONDS".
@@ -193,9 +169,9 @@ scrapes_during() {
         sleep 1
     done
     local crc=0; wait $cpid || crc=$?
-    [ $crc -eq 0 ] || fail "$what: the client script failed ($crc)"
-    if [ $n -gt 0 ] && [ $bad -eq 0 ]; then pass "$what: $n scrapes, all 200, slowest ${worst}s"
-    else fail "$what: $bad of $n scrapes failed or slower than 3 s"; fi
+    [ $crc -eq 0 ] || vp_fail "$what: the client script failed ($crc)"
+    if [ $n -gt 0 ] && [ $bad -eq 0 ]; then vp_pass "$what: $n scrapes, all 200, slowest ${worst}s"
+    else vp_fail "$what: $bad of $n scrapes failed or slower than 3 s"; fi
 }
 
 echo "== metrics: slowloris"
@@ -246,8 +222,8 @@ print("; ".join(out))
 EOF
 )
 echo "    $big"
-if ! grep -q " 200 " <<<"$big"; then pass "huge headers refused: $big"; else fail "huge headers answered 200: $big"; fi
-scrape_ok && pass "a scrape after the huge headers answers 200 ($(scrape))" || fail "scrape after huge headers: $(scrape)"
+if ! grep -q " 200 " <<<"$big"; then vp_pass "huge headers refused: $big"; else vp_fail "huge headers answered 200: $big"; fi
+scrape_ok && vp_pass "a scrape after the huge headers answers 200 ($(scrape))" || vp_fail "scrape after huge headers: $(scrape)"
 
 echo "== metrics: many connections"
 many() {
@@ -267,8 +243,8 @@ print("    many: %d connections made, %d refused or timed out" % (len(conns), re
 EOF
 }
 scrapes_during "1000 connections not reading their answers" many
-kill -0 "$agent_pid" && pass "vpackd still running after the hostile HTTP clients" || fail "vpackd died"
-scrape_ok && pass "scrape after the hostile HTTP clients: $(scrape)" || fail "scrape afterwards: $(scrape)"
+kill -0 "$agent_pid" && vp_pass "vpackd still running after the hostile HTTP clients" || vp_fail "vpackd died"
+scrape_ok && vp_pass "scrape after the hostile HTTP clients: $(scrape)" || vp_fail "scrape afterwards: $(scrape)"
 
 echo "== hook: 1 MiB of garbage on stdin"
 head -c $((1 << 20)) /dev/urandom > "$work/garbage"
@@ -283,25 +259,22 @@ for g in garbage garbage.xml; do
         if [ "$op" = prepare ]; then
             if [ $rc -eq 1 ] && [ "$nerr" -eq 1 ] && grep -q "^vpack: domain 'vpho-g': " "$work/hook.err" &&
                [ ! -s "$work/hook.out" ]; then
-                pass "$g, $op: exit 1 in ${took}s: $(cat "$work/hook.err")"
+                vp_pass "$g, $op: exit 1 in ${took}s: $(cat "$work/hook.err")"
             else
-                fail "$g, $op: exit $rc, $nerr stderr line(s): $(head -c 300 "$work/hook.err")"
+                vp_fail "$g, $op: exit $rc, $nerr stderr line(s): $(head -c 300 "$work/hook.err")"
             fi
         elif [ $rc -eq 0 ] && [ ! -s "$work/hook.out" ] && [ "$nerr" -eq 0 ]; then
-            pass "$g, $op: exit 0 in ${took}s, nothing printed (syslog only)"
+            vp_pass "$g, $op: exit 0 in ${took}s, nothing printed (syslog only)"
         else
-            fail "$g, $op: exit $rc, stdout $(wc -c < "$work/hook.out") bytes, stderr: $(head -c 300 "$work/hook.err")"
+            vp_fail "$g, $op: exit $rc, stdout $(wc -c < "$work/hook.out") bytes, stderr: $(head -c 300 "$work/hook.err")"
         fi
     done
 done
-kill -0 "$agent_pid" && pass "vpackd still running" || fail "vpackd died"
-[ "$(records)" = "$rec0" ] && pass "vpho-a's record untouched by the garbage" || fail "records changed by the garbage"
+kill -0 "$agent_pid" && vp_pass "vpackd still running" || vp_fail "vpackd died"
+[ "$(records)" = "$rec0" ] && vp_pass "vpho-a's record untouched by the garbage" || vp_fail "records changed by the garbage"
 
 echo "== stop"
-kill -TERM "$agent_pid"
-rc=0; wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+vp_stop_agent_check
 
 echo
 echo "time: $((SECONDS - t_start)) s in all"

@@ -36,65 +36,29 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpin-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-VPACK_HOOK=${VPACK_HOOK:-$builddir/plugin/vpack-hook}
+vp_test intent vpin-
+vp_need_cpus 2
 VPACK_RESTRICT_AF=${VPACK_RESTRICT_AF:-$builddir/tests/integration/restrict-af}
-NS=urn:vpack:powerpolicy:1
 META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
 PIN1="<vcpupin vcpu='1' cpuset='1'/>"
-work=$(mktemp -d /tmp/vpack-intent-test.XXXXXX)
-sock=$work/vpackd.sock
 state=$work/state
-log=$work/vpackd.log
-agent_pid=""
 installed_numad=""
 t_start=$SECONDS
+vp_need_built "$VPACKD" "$VPACKCTL" "$VPACK_HOOK" "$VPACK_RESTRICT_AF"
+vp_on_exit '[ -z "$installed_numad" ] || vp__apt purge -y numad >/dev/null 2>&1 || echo "could not purge numad"'
 
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-for f in "$VPACKD" "$VPACKCTL" "$VPACK_HOOK" "$VPACK_RESTRICT_AF"; do
-    [ -x "$f" ] || vp_die "build first: no $f"
-done
-
-cleanup() {
-    local rc=$?
-    set +e
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$log" 60
-    vp_cleanup
-    if [ -n "$installed_numad" ]; then
-        vp__apt purge -y numad >/dev/null 2>&1 || echo "could not purge numad"
-    fi
-    rm -rf "$work"
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 ctl() { "$VPACKCTL" "$@" --socket "$sock"; }
 
-# start_agent [WRAPPER...] [-- OPTION...]: vpackd in the background, until its socket answers.
+# start_agent [WRAPPER...] [-- OPTION...]: vpackd in the background, until
+# it is connected to libvirt (the test asks it about the guests next).
 start_agent() {
     local wrap=()
     while [ $# -gt 0 ] && [ "$1" != -- ]; do wrap+=("$1"); shift; done
     [ "${1:-}" = -- ] && shift
-    echo "---- start $(date +%T) ${wrap[*]} $*" >>"$log"
-    "${wrap[@]}" "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    vp_start_agent --ready=libvirt "${wrap[@]}" -- --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$state" --set control.socket="$sock" \
         --set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000 \
-        --set metrics.enabled=false --set agent.log_level=debug "$@" >>"$log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 100); do
-        ctl version >/dev/null 2>&1 && ctl status --json 2>/dev/null |
-            grep -q '"libvirt_connected": *true' && return 0
-        kill -0 "$agent_pid" 2>/dev/null || vp_die "vpackd exited at start"
-        sleep 0.1
-    done
-    vp_die "vpackd did not answer on $sock"
+        --set metrics.enabled=false --set agent.log_level=debug "$@"
 }
 kill_agent() { kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=""; }
 stop_agent() {   # SIGTERM; sets stop_rc
@@ -115,9 +79,9 @@ check_pin1() {
     pin=$(vcpu1_pin vpin-p)
     aff=$(vp_thread_affinity vpin-p 1)
     if [ "$pin" = 1 ] && [ "$aff" = 1 ]; then
-        pass "vpin-p vCPU 1 keeps its guest pin ($1): pin $pin, thread on $aff"
+        vp_pass "vpin-p vCPU 1 keeps its guest pin ($1): pin $pin, thread on $aff"
     else
-        fail "vpin-p vCPU 1 lost its guest pin ($1): explain says pin $pin, thread allowed on $aff"
+        vp_fail "vpin-p vCPU 1 lost its guest pin ($1): explain says pin $pin, thread allowed on $aff"
     fi
 }
 # all_on_01 NAME: every thread of the domain may run on 0-1 (released).
@@ -154,8 +118,8 @@ start_agent
 sleep 4
 check_pin1 "after kill -9 and a restart of vpackd"
 req=$(explain_field vpin-p "d.get('request')")
-[ "$req" = live ] && pass "vpin-p's request: its live XML at first sight ($req)" ||
-    fail "vpin-p's request comes from '$req', not the live XML at first sight"
+[ "$req" = live ] && vp_pass "vpin-p's request: its live XML at first sight ($req)" ||
+    vp_fail "vpin-p's request comes from '$req', not the live XML at first sight"
 
 echo "== level0: a domain made level 0 while vpackd was down is released"
 vp_define_start vpin-a 2 idle "" "$META2"
@@ -171,23 +135,23 @@ for how in kill keep; do
     if t=$(vp_wait_for 30 vp_all_packed vpin-a vpin-b); then
         echo "    ($how) vpin-a and vpin-b packed after ${t}s: a: $(vp_pins vpin-a)"
     else
-        fail "($how) vpin-a and vpin-b not packed: a: $(vp_pins vpin-a) b: $(vp_pins vpin-b)"
+        vp_fail "($how) vpin-a and vpin-b not packed: a: $(vp_pins vpin-a) b: $(vp_pins vpin-b)"
         continue
     fi
     if [ $how = kill ]; then
         kill_agent
     else
         stop_agent
-        [ $stop_rc -eq 0 ] || fail "vpackd --keep-placement exited $stop_rc on SIGTERM"
+        [ $stop_rc -eq 0 ] || vp_fail "vpackd --keep-placement exited $stop_rc on SIGTERM"
     fi
     before=$(vp_pins vpin-a)
-    if all_on_01 vpin-a; then fail "($how) vpin-a was released before the restart: $before"; continue; fi
+    if all_on_01 vpin-a; then vp_fail "($how) vpin-a was released before the restart: $before"; continue; fi
     vp_virsh metadata vpin-a --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
     start_agent
     if t=$(vp_wait_for 6 all_on_01 vpin-a); then
-        pass "($how) level 0 while vpackd was down: released after the restart in ${t}s ($before -> $(vp_pins vpin-a))"
+        vp_pass "($how) level 0 while vpackd was down: released after the restart in ${t}s ($before -> $(vp_pins vpin-a))"
     else
-        fail "($how) vpin-a made level 0 while vpackd was down stays squeezed: $(vp_pins vpin-a)"
+        vp_fail "($how) vpin-a made level 0 while vpackd was down stays squeezed: $(vp_pins vpin-a)"
     fi
 done
 vp_virsh destroy vpin-a >/dev/null; vp_virsh destroy vpin-b >/dev/null
@@ -205,8 +169,8 @@ vp_virsh dumpxml vpin-t > "$work/t-live.xml"
 VPACK_SOCKET=$sock "$VPACK_HOOK" vpin-t started begin - < "$work/t-live.xml"
 sleep 2
 p=$(vcpu1_pin vpin-t)
-[ "$p" = 1 ] && pass "vpin-t (transient) registered by the hook: vCPU 1 pinned to $p" ||
-    fail "vpin-t's hook record not taken: vCPU 1 pin $p"
+[ "$p" = 1 ] && vp_pass "vpin-t (transient) registered by the hook: vCPU 1 pinned to $p" ||
+    vp_fail "vpin-t's hook record not taken: vCPU 1 pin $p"
 kill_agent
 vp_virsh destroy vpin-t >/dev/null
 rm -f "$(vp_console_log vpin-t)"
@@ -217,10 +181,10 @@ sleep 3
 p=$(vcpu1_pin vpin-t)
 req=$(explain_field vpin-t "d.get('request')")
 [ "$p" = None ] && [ "$req" = live ] &&
-    pass "re-created vpin-t: the old run's record discarded, vCPU 1 unpinned, request from the live XML" ||
-    fail "re-created vpin-t inherited the old record: vCPU 1 pin $p, request $req"
-grep -q "vpin-t: the record is of an earlier run" "$log" && pass "the stale record was named in the log" ||
-    fail "no log line for the stale record of vpin-t"
+    vp_pass "re-created vpin-t: the old run's record discarded, vCPU 1 unpinned, request from the live XML" ||
+    vp_fail "re-created vpin-t inherited the old record: vCPU 1 pin $p, request $req"
+grep -q "vpin-t: the record is of an earlier run" "$log" && vp_pass "the stale record was named in the log" ||
+    vp_fail "no log line for the stale record of vpin-t"
 vp_virsh destroy vpin-t >/dev/null
 
 echo "== records: a record of a domain that is not running is discarded"
@@ -231,37 +195,38 @@ ghost=$(cat /proc/sys/kernel/random/uuid)
 chmod 0600 "$state/domains/$ghost.json"
 start_agent
 sleep 2
-[ ! -e "$state/domains/$ghost.json" ] && pass "the record of a domain that is not running is gone at start" ||
-    fail "$state/domains/$ghost.json (no such domain running) kept"
+[ ! -e "$state/domains/$ghost.json" ] && vp_pass "the record of a domain that is not running is gone at start" ||
+    vp_fail "$state/domains/$ghost.json (no such domain running) kept"
 [ -e "$state/domains/$puuid.json" ] &&
-    pass "the running vpin-p's record is kept" || fail "the running vpin-p's record was discarded"
+    vp_pass "the running vpin-p's record is kept" || vp_fail "the running vpin-p's record was discarded"
 
 echo "== nonetlink: hotplug without uevents"
 stop_agent
 start_agent "$VPACK_RESTRICT_AF" unix,inet
 grep -q "reading the online CPUs each interval" "$log" &&
-    pass "no netlink socket: vpackd says it reads the online CPUs each interval" ||
-    fail "no netlink: $(grep -m1 'hotplug' "$log" || echo nothing logged)"
+    vp_pass "no netlink socket: vpackd says it reads the online CPUs each interval" ||
+    vp_fail "no netlink: $(grep -m1 'hotplug' "$log" || echo nothing logged)"
 sleep 2
 check_pin1 "before the hotplug"
 echo 0 > /sys/devices/system/cpu/cpu1/online
 sleep 3
 echo 1 > /sys/devices/system/cpu/cpu1/online
 if t=$(vp_wait_for 8 machine_has 0-1); then
-    pass "libvirt's machine cpuset has CPU 1 again after ${t}s"
+    vp_pass "libvirt's machine cpuset has CPU 1 again after ${t}s"
 else
-    fail "libvirt's machine cpuset: $(cat /sys/fs/cgroup/cpuset/machine/cpuset.cpus 2>/dev/null)"
+    vp_fail "libvirt's machine cpuset: $(cat /sys/fs/cgroup/cpuset/machine/cpuset.cpus 2>/dev/null)"
 fi
 vp_wait_for 8 pin1_on_1 >/dev/null || true
 check_pin1 "CPU 1 offline 3 s and back, no netlink"
-grep -q "online CPUs changed" "$log" && pass "the change was read from sysfs" ||
-    fail "no 'online CPUs changed' in the log"
+grep -q "online CPUs changed" "$log" && vp_pass "the change was read from sysfs" ||
+    vp_fail "no 'online CPUs changed' in the log"
 
 echo "== numad: placement='auto' is bounded by numad's placement"
 stop_agent
 if ! dpkg -s numad >/dev/null 2>&1; then
     vp__apt_update_once
     vp__quiet vp__apt install -y --no-install-recommends numad || vp_die "cannot install numad"
+    # shellcheck disable=SC2034 # read at the exit (vp_on_exit)
     installed_numad=1
 fi
 vp_domain_xml vpin-n 2 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='0'/>" |
@@ -278,21 +243,21 @@ echo "    numad chose NUMA nodes '$nodes' (CPUs $want)"
 start_agent
 sleep 2
 b=$(explain_field vpin-n "(d.get('cpuset'), d.get('bound_source'))")
-[ "$b" = "('$want', 'numad')" ] && pass "vpin-n's bound is numad's placement: $b" ||
-    fail "vpin-n's bound: $b (want the CPUs $want of nodes '$nodes', from numad)"
+[ "$b" = "('$want', 'numad')" ] && vp_pass "vpin-n's bound is numad's placement: $b" ||
+    vp_fail "vpin-n's bound: $b (want the CPUs $want of nodes '$nodes', from numad)"
 ctl explain vpin-n | grep '^bound' | sed 's/^/    /'
 
 echo "== stop"
 stop_agent
-[ $stop_rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $stop_rc on SIGTERM"
+[ $stop_rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $stop_rc on SIGTERM"
 aff=$(vp_pins vpin-n)
 ok=1
 for kv in $aff; do [ "${kv#*=}" = "$want" ] || ok=0; done
-[ $ok = 1 ] && pass "vpin-n after stop: every thread on its placement $want ($aff)" ||
-    fail "vpin-n after stop: $aff (placement $want)"
+[ $ok = 1 ] && vp_pass "vpin-n after stop: every thread on its placement $want ($aff)" ||
+    vp_fail "vpin-n after stop: $aff (placement $want)"
 aff=$(vp_thread_affinity vpin-p 1)
-[ "$aff" = 1 ] && pass "vpin-p vCPU 1 on its guest pin after vpackd stopped" ||
-    fail "vpin-p vCPU 1 allowed on $aff after vpackd stopped"
+[ "$aff" = 1 ] && vp_pass "vpin-p vCPU 1 on its guest pin after vpackd stopped" ||
+    vp_fail "vpin-p vCPU 1 allowed on $aff after vpackd stopped"
 
 echo
 echo "time: $((SECONDS - t_start)) s"

@@ -25,48 +25,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpmet-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
+vp_test metrics vpmet-
+vp_need_built "$VPACKD"
 PROMETHEUS=${PROMETHEUS:-prometheus}
 PROMTOOL=${PROMTOOL:-promtool}
-NS=urn:vpack:powerpolicy:1
 DOM=vpmet-a
-work=$(mktemp -d /tmp/vpack-metrics-test.XXXXXX)
-agent_pid=""
 prom_pid=""
 flood_pid=""
-
-vp_require_root
-[ -x "$VPACKD" ] || vp_die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
-
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$flood_pid"
-    vp_stop_pid "$prom_pid"
-    vp_stop_pid "$agent_pid"
-    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
-        echo "---- vpackd log (last 40 lines)"; tail -n 40 "$work/vpackd.log" 2>/dev/null || true
-        echo "---- prometheus log (last 15 lines)"; tail -n 15 "$work/prometheus.log" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
-
-
-wait_until() { # SECONDS CMD...: polls every 0.2 s
-    local deadline=$((SECONDS + $1)); shift
-    until "$@"; do
-        [ "$SECONDS" -lt "$deadline" ] || return 1
-        sleep 0.2
-    done
-}
+vp_on_exit --early 'vp_stop_pid "$flood_pid"; vp_stop_pid "$prom_pid"'
 
 VP_PACKAGES+=(prometheus curl python3)
 vp_install_deps
@@ -82,56 +48,54 @@ vp_wait_ready "$DOM"
 echo "== scrape"
 port=$(vp_free_port)
 url=http://127.0.0.1:$port
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
-    --set metrics.port="$port" --set control.socket="$work/vpackd.sock" \
-    --set agent.state_dir="$work/state" \
-    >>"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-wait_until 10 curl -sf -o /dev/null "$url/metrics" || vp_die "vpackd does not answer on $url/metrics"
+vp_start_agent --ready=socket -- --topology 'synthetic:"package:2 core:1 pu:1"' \
+    --set metrics.port="$port" --set control.socket="$sock" \
+    --set agent.state_dir="$work/state"
+vp_wait_until 10 curl -sf -o /dev/null "$url/metrics" || vp_die "vpackd does not answer on $url/metrics"
 grep -q "metrics on http://127.0.0.1:$port/metrics" "$work/vpackd.log" &&
-    pass "vpackd logs the metrics address" || fail "no 'metrics on' line in the log"
+    vp_pass "vpackd logs the metrics address" || vp_fail "no 'metrics on' line in the log"
 
 level_line="vpack_domain_level{domain=\"$DOM\"} 2"
 scrape() { curl -sf "$url/metrics" -o "$work/metrics.txt"; }
 has_level() { scrape && grep -qxF "$level_line" "$work/metrics.txt"; }
-if wait_until 15 has_level; then pass "$level_line"
-else fail "no '$level_line' in /metrics:"; grep vpack_domain "$work/metrics.txt" || true; fi
+if vp_wait_until 15 has_level; then vp_pass "$level_line"
+else vp_fail "no '$level_line' in /metrics:"; grep vpack_domain "$work/metrics.txt" || true; fi
 
 ctype=$(curl -s -o /dev/null -w '%{content_type}' "$url/metrics")
 [ "$ctype" = "text/plain; version=0.0.4; charset=utf-8" ] &&
-    pass "Content-Type: $ctype" || fail "Content-Type: '$ctype'"
+    vp_pass "Content-Type: $ctype" || vp_fail "Content-Type: '$ctype'"
 if out=$("$PROMTOOL" check metrics <"$work/metrics.txt" 2>&1); then
-    pass "promtool check metrics: no complaint${out:+ ($out)}"
+    vp_pass "promtool check metrics: no complaint${out:+ ($out)}"
 else
-    fail "promtool check metrics: $out"
+    vp_fail "promtool check metrics: $out"
 fi
 echo "$(grep -c '^vpack_' "$work/metrics.txt") samples in $(grep -c '^# TYPE' "$work/metrics.txt") families"
 grep -E "^vpack_(domain_[a-z]+|vcpu_[a-z_]+)\{domain=\"$DOM\"" "$work/metrics.txt" | sed 's/^/    /'
 grep -q "^vpack_domain_package{domain=\"$DOM\",package=\"[01]\"} 1$" "$work/metrics.txt" &&
-    pass "vpack_domain_package for $DOM" || fail "no vpack_domain_package for $DOM"
+    vp_pass "vpack_domain_package for $DOM" || vp_fail "no vpack_domain_package for $DOM"
 grep -q "^vpack_vcpu_delay_ratio{domain=\"$DOM\",vcpu=\"0\"} " "$work/metrics.txt" &&
-    pass "vpack_vcpu_delay_ratio for $DOM vCPU 0" || fail "no vpack_vcpu_delay_ratio for $DOM"
+    vp_pass "vpack_vcpu_delay_ratio for $DOM vCPU 0" || vp_fail "no vpack_vcpu_delay_ratio for $DOM"
 if ls /sys/devices/system/cpu/cpu0/cpuidle/state0/time >/dev/null 2>&1; then
     grep -q '^vpack_cpu_idle_state_residency_seconds_total{cpu="0",state=' "$work/metrics.txt" &&
-        pass "cpuidle residency of CPU 0" || fail "no cpuidle residency though the host has cpuidle"
+        vp_pass "cpuidle residency of CPU 0" || vp_fail "no cpuidle residency though the host has cpuidle"
 else
     echo "host has no cpuidle: residency not checked"
 fi
 if ls -d /sys/class/powercap/intel-rapl:[0-9]* >/dev/null 2>&1; then
     grep -q '^vpack_package_energy_joules_total{package=' "$work/metrics.txt" &&
-        pass "RAPL energy exported" || fail "host has RAPL but no vpack_package_energy_joules_total"
+        vp_pass "RAPL energy exported" || vp_fail "host has RAPL but no vpack_package_energy_joules_total"
 else
     grep -q 'vpack_package_energy' "$work/metrics.txt" &&
-        fail "no RAPL on this host, yet energy is exported" ||
-        pass "no RAPL on this host: no energy family at all"
+        vp_fail "no RAPL on this host, yet energy is exported" ||
+        vp_pass "no RAPL on this host: no energy family at all"
 fi
 code() { curl -s -o /dev/null -w '%{http_code}' "$@" || true; }
 [ "$(code "$url/")" = 200 ] && curl -s "$url/" | grep -q 'href="/metrics"' &&
-    pass "/ links /metrics" || fail "/ does not link /metrics"
-[ "$(code "$url/nope")" = 404 ] && pass "/nope: 404" || fail "/nope: $(code "$url/nope")"
-[ "$(code -X POST -d x=1 "$url/metrics")" = 405 ] && pass "POST /metrics: 405" ||
-    fail "POST /metrics: $(code -X POST -d x=1 "$url/metrics")"
-[ "$(code -I "$url/metrics")" = 200 ] && pass "HEAD /metrics: 200" || fail "HEAD /metrics"
+    vp_pass "/ links /metrics" || vp_fail "/ does not link /metrics"
+[ "$(code "$url/nope")" = 404 ] && vp_pass "/nope: 404" || vp_fail "/nope: $(code "$url/nope")"
+[ "$(code -X POST -d x=1 "$url/metrics")" = 405 ] && vp_pass "POST /metrics: 405" ||
+    vp_fail "POST /metrics: $(code -X POST -d x=1 "$url/metrics")"
+[ "$(code -I "$url/metrics")" = 200 ] && vp_pass "HEAD /metrics: 200" || vp_fail "HEAD /metrics"
 
 echo "== prometheus"
 pport=$(vp_free_port)
@@ -149,7 +113,7 @@ EOF
 "$PROMETHEUS" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
     --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
 prom_pid=$!
-wait_until 30 curl -sf -o /dev/null "http://127.0.0.1:$pport/-/ready" ||
+vp_wait_until 30 curl -sf -o /dev/null "http://127.0.0.1:$pport/-/ready" ||
     vp_die "Prometheus not ready on port $pport"
 # Prints the value of the query's single sample, or nothing. Polled: read
 # with shell built-ins, no interpreter.
@@ -162,27 +126,27 @@ prom_query() {
 query="vpack_domain_level{domain=\"$DOM\"}"
 level_in_prom() { [ "$(prom_query "$query")" = 2 ]; }
 start=$SECONDS
-if wait_until 30 level_in_prom; then
-    pass "Prometheus: $query = $(prom_query "$query") after $((SECONDS - start)) s"
+if vp_wait_until 30 level_in_prom; then
+    vp_pass "Prometheus: $query = $(prom_query "$query") after $((SECONDS - start)) s"
     echo "   $(curl -s "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$query")"
 else
-    fail "Prometheus: $query = '$(prom_query "$query")'"
+    vp_fail "Prometheus: $query = '$(prom_query "$query")'"
     curl -s "http://127.0.0.1:$pport/api/v1/targets" | "$VP_PYTHON" -c 'import json, sys
 for t in json.load(sys.stdin)["data"]["activeTargets"]:
     print("   target", t["scrapeUrl"], t["health"], t.get("lastError", ""))' || true
 fi
 echo "   Prometheus: up = $(prom_query 'up{job="vpackd"}'), scrape_samples_scraped = $(prom_query 'scrape_samples_scraped{job="vpackd"}')"
 samples=$(prom_query 'vpack_samples_total')
-[ -n "$samples" ] && pass "Prometheus has vpack_samples_total = $samples" || fail "no vpack_samples_total in Prometheus"
+[ -n "$samples" ] && vp_pass "Prometheus has vpack_samples_total = $samples" || vp_fail "no vpack_samples_total in Prometheus"
 
 echo "== oversized request"
 big=$(head -c 102400 /dev/zero | tr '\0' a)
 c=$(code -H "X-Big: $big" "$url/metrics")
 case $c in
-431 | 413 | 400 | 000) pass "100 KiB header: $c" ;;
-*) fail "100 KiB header answered $c" ;;
+431 | 413 | 400 | 000) vp_pass "100 KiB header: $c" ;;
+*) vp_fail "100 KiB header answered $c" ;;
 esac
-[ "$(code "$url/metrics")" = 200 ] && pass "/metrics answers after it" || fail "/metrics broken after an oversized request"
+[ "$(code "$url/metrics")" = 200 ] && vp_pass "/metrics answers after it" || vp_fail "/metrics broken after an oversized request"
 
 echo "== flood"
 cat >"$work/flood.py" <<'EOF'
@@ -194,28 +158,24 @@ time.sleep(120)
 EOF
 "$VP_PYTHON" "$work/flood.py" "$port" 200 >"$work/flood.out" 2>&1 &
 flood_pid=$!
-wait_until 15 grep -q holding "$work/flood.out" || vp_die "flood: $(cat "$work/flood.out")"
+vp_wait_until 15 grep -q holding "$work/flood.out" || vp_die "flood: $(cat "$work/flood.out")"
 t=$(curl -s -o /dev/null --max-time 10 -w '%{http_code} %{time_total}' "$url/metrics" || true)
 echo "   with 200 idle connections held: HTTP ${t% *} in ${t#* } s"
 if [ "${t% *}" = 200 ] && awk -v t="${t#* }" 'BEGIN {exit !(t < 3)}'; then
-    pass "scrape during the flood: 200 in ${t#* } s"
+    vp_pass "scrape during the flood: 200 in ${t#* } s"
 else
-    fail "scrape during the flood: '$t'"
+    vp_fail "scrape during the flood: '$t'"
 fi
 established=$(ss -Htn state established "( sport = :$port )" | wc -l)
 echo "   server-side connections still established: $established (limit 64)"
 vp_stop_pid "$flood_pid"; flood_pid=""
-[ "$(code "$url/metrics")" = 200 ] && pass "/metrics answers after the flood" || fail "/metrics after the flood"
-kill -0 "$agent_pid" 2>/dev/null && pass "vpackd still running" || fail "vpackd died"
+[ "$(code "$url/metrics")" = 200 ] && vp_pass "/metrics answers after the flood" || vp_fail "/metrics after the flood"
+kill -0 "$agent_pid" 2>/dev/null && vp_pass "vpackd still running" || vp_fail "vpackd died"
 
 echo "== stop"
 vp_stop_pid "$prom_pid"; prom_pid=""
-kill -TERM "$agent_pid"
-rc=0
-wait "$agent_pid" || rc=$?
-agent_pid=""
-[ "$rc" -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc"
-curl -s -o /dev/null --max-time 2 "$url/metrics" && fail "the port still answers" ||
-    pass "metrics port closed"
+vp_stop_agent_check
+curl -s -o /dev/null --max-time 2 "$url/metrics" && vp_fail "the port still answers" ||
+    vp_pass "metrics port closed"
 
 vp_verdict

@@ -18,30 +18,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vprec-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
+vp_test record vprec-
 DOM=vprec-a
-work=$(mktemp -d /tmp/vpack-record-test.XXXXXX)
-agent_pid=""
-
-vp_require_root
-[ -x "$VPACKD" ] || vp_die "no vpackd at $VPACKD (set VPACKD or VPACK_BUILDDIR)"
-[ -x "$VPACKCTL" ] || vp_die "no vpackctl at $VPACKCTL (set VPACKCTL or VPACK_BUILDDIR)"
-
-cleanup() {
-    local rc=$?
-    vp_stop_pid "$agent_pid"
-    if [ $rc -ne 0 ] || [ "$VP_FAILURES" -ne 0 ]; then
-        echo "---- vpackd log (last 30 lines)"; tail -n 30 "$work/vpackd.log" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
+vp_need_built "$VPACKD" "$VPACKCTL"
 
 vp_install_deps
 command -v jq >/dev/null || { VP_PACKAGES+=(jq); vp_install_deps; }
@@ -54,13 +33,9 @@ vp_define_start "$DOM" 2 busy:1 "<vcpupin vcpu='1' cpuset='1'/>" \
 vp_wait_ready "$DOM"
 
 echo "== record"
-sock=$work/vpackd.sock
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
-    --set control.socket="$sock" --set agent.state_dir="$work/state" \
-    >>"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-vp_wait_for 15 "$VPACKCTL" status --socket "$sock" >/dev/null ||
-    vp_die "vpackd does not answer on $sock"
+# The recording is of the guests, through the agent: libvirt connected.
+vp_start_agent --ready=libvirt -- --topology 'synthetic:"package:2 core:1 pu:1"' \
+    --set control.socket="$sock" --set agent.state_dir="$work/state"
 trace=$work/trace.jsonl
 if "$VPACKCTL" record --duration 6 --output "$trace" --socket "$sock" 2>"$work/record.err"; then
     vp_pass "record exits 0: $(cat "$work/record.err")"

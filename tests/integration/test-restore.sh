@@ -35,71 +35,26 @@ here=$(cd "$(dirname "$0")" && pwd)
 VP_VCPU_CPUSET=""
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
-# shellcheck disable=SC2034 # used by lib.sh
-VP_PREFIX=vprs-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-builddir=$(cd "$builddir" && pwd) || vp_die "no build directory $builddir"
-HOOK=$builddir/plugin/vpack-hook
-VPACKD=$builddir/agent/vpackd
-VPACKCTL=$builddir/ctl/vpackctl
-NS=urn:vpack:powerpolicy:1
+vp_test restore vprs-
+vp_need_cpus 2
+HOOK=$VPACK_HOOK
 REQ_NS=urn:vpack:request:1
 META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
 PIN1="<vcpupin vcpu='1' cpuset='1'/>"
-HOOK_DIR=/etc/libvirt/hooks/qemu.d
-HOOK_LINK=$HOOK_DIR/vpack
 RUN_DIR=/run/vpack
 SOCK=$RUN_DIR/vpackd.sock
-work=$(mktemp -d /tmp/vpack-restore-test.XXXXXX)
-log=$work/vpackd.log
-agent_pid=""
-hook_installed=""
+vp_need_built "$HOOK" "$VPACKD" "$VPACKCTL"
+# A domain with a managed save image cannot be undefined: the images go too.
+vp_on_exit 'for d in vprs-a vprs-b; do vp_virsh managedsave-remove "$d" >/dev/null 2>&1; done'
 
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-for f in "$HOOK" "$VPACKD" "$VPACKCTL"; do
-    [ -x "$f" ] || vp_die "$f not built (ninja -C $builddir)"
-done
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 ctl() { "$VPACKCTL" "$@" --socket "$SOCK"; }
 
-cleanup() {
-    local rc=$?
-    set +e
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$log" 60
-    [ -n "$VP_KEEP_DOMAINS" ] || vp_destroy_all_test_domains
-    for d in vprs-a vprs-b; do vp_virsh managedsave-remove "$d" >/dev/null 2>&1; done
-    if [ -n "$hook_installed" ]; then
-        [ "$(readlink "$HOOK_LINK" 2>/dev/null)" = "$HOOK" ] && rm -f "$HOOK_LINK"
-        rm -f "$VP_MARKDIR/hook-link"
-        # libvirtd forgets the hook at its next restart; one this shell
-        # started is stopped by vp_cleanup.
-        if pid=$(vp__daemon_pid libvirtd) && [ "$pid" != "$VP_STARTED_LIBVIRTD_PID" ]; then
-            vp_restart_libvirtd || vp_log "WARNING: libvirtd could not be restarted"
-        fi
-    fi
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
-
+# The test checks the guests' pins through the agent next: libvirt connected.
 start_agent() {
-    echo "---- start $(date +%T)" >>"$log"
-    "$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+    vp_start_agent --ready=libvirt --socket="$SOCK" -- --topology 'synthetic:"package:2 core:1 pu:1"' \
         --set agent.state_dir="$RUN_DIR" --set control.socket="$SOCK" \
         --set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000 \
-        --set metrics.enabled=false --set agent.log_level=debug >>"$log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 100); do
-        ctl status --json 2>/dev/null | grep -q '"libvirt_connected": *true' && return 0
-        kill -0 "$agent_pid" 2>/dev/null || vp_die "vpackd exited at start"
-        sleep 0.1
-    done
-    vp_die "vpackd did not answer on $SOCK"
+        --set metrics.enabled=false --set agent.log_level=debug
 }
 # request_meta NAME: vpack's request metadata in the live XML ("" when none).
 request_meta() { vp_virsh metadata "$1" "$REQ_NS" 2>/dev/null || true; }
@@ -125,22 +80,22 @@ first_move_from_full() {
     local line
     line=$(tail -n "+$(($1 + 1))" "$log" | grep -m1 "domain vprs-a: vcpu 0 " || true)
     case $line in
-    *" 0-1 -> "*) pass "vprs-a started unpinned $2, then packed: ${line#vpackd\[info\]: }" ;;
-    *) fail "vprs-a did not start with its full mask $2: first pin of vCPU 0: ${line:-none, it was on the saved pins}" ;;
+    *" 0-1 -> "*) vp_pass "vprs-a started unpinned $2, then packed: ${line#vpackd\[info\]: }" ;;
+    *) vp_fail "vprs-a did not start with its full mask $2: first pin of vCPU 0: ${line:-none, it was on the saved pins}" ;;
     esac
 }
 wait_packed() {   # WHAT
     if vp_wait_for 60 vp_all_packed vprs-a >/dev/null; then
-        pass "vprs-a packed $1: $(vp_pins vprs-a)"
+        vp_pass "vprs-a packed $1: $(vp_pins vprs-a)"
     else
-        fail "vprs-a not packed within 60 s $1: $(vp_pins vprs-a)"
+        vp_fail "vprs-a not packed within 60 s $1: $(vp_pins vprs-a)"
     fi
 }
 check_b_pin() {   # WHEN
     if [ "$(vp_thread_affinity vprs-b 1)" = 1 ]; then
-        pass "vprs-b vCPU 1 on its own pin, CPU 1 ($1)"
+        vp_pass "vprs-b vCPU 1 on its own pin, CPU 1 ($1)"
     else
-        fail "vprs-b vCPU 1 on $(vp_thread_affinity vprs-b 1), its own pin is CPU 1 ($1)"
+        vp_fail "vprs-b vCPU 1 on $(vp_thread_affinity vprs-b 1), its own pin is CPU 1 ($1)"
     fi
 }
 
@@ -149,13 +104,7 @@ vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
 vp_wait_no_other_vpackd 900 "installing the hook"
-if [ -e "$HOOK_LINK" ] || [ -L "$HOOK_LINK" ]; then
-    vp_die "$HOOK_LINK exists: not replacing it"
-fi
-mkdir -p "$HOOK_DIR"
-ln -s "$HOOK" "$HOOK_LINK"
-hook_installed=1
-mkdir -p "$VP_MARKDIR" && printf '%s\n%s\n' "$HOOK_LINK" "$HOOK" > "$VP_MARKDIR/hook-link"
+vp_install_hook "$HOOK"
 vp_restart_libvirtd || vp_die "libvirtd could not be restarted to see the hook"
 [ -S "$SOCK" ] && ctl status >/dev/null 2>&1 && vp_die "a vpackd answers on $SOCK"
 
@@ -169,9 +118,9 @@ wait_packed "at first"
 check_b_pin "packed"
 meta=$(request_meta vprs-a)
 case $meta in
-*request*vcpupin*) fail "vprs-a's request metadata holds a pin it never asked for: $meta" ;;
-*request*) pass "vprs-a's live XML holds vpack's request: $(echo "$meta" | tr -d '\n ')" ;;
-*) fail "vprs-a's live XML has no request metadata ($REQ_NS)" ;;
+*request*vcpupin*) vp_fail "vprs-a's request metadata holds a pin it never asked for: $meta" ;;
+*request*) vp_pass "vprs-a's live XML holds vpack's request: $(echo "$meta" | tr -d '\n ')" ;;
+*) vp_fail "vprs-a's live XML has no request metadata ($REQ_NS)" ;;
 esac
 
 echo "== migrate: the hook on the XML libvirt migrates"
@@ -179,16 +128,16 @@ vp_virsh dumpxml --migratable vprs-a > "$work/a-migratable.xml"
 vp_virsh dumpxml --migratable vprs-b > "$work/b-migratable.xml"
 if "$HOOK" vprs-a migrate begin - < "$work/a-migratable.xml" > "$work/a-in.xml" &&
    [ -s "$work/a-in.xml" ] && ! grep -Eq '<(vcpu|emulator|iothread)pin|urn:vpack:request' "$work/a-in.xml"; then
-    pass "migrate begin on vprs-a's migratable XML: no pin, no request left"
+    vp_pass "migrate begin on vprs-a's migratable XML: no pin, no request left"
 else
-    fail "migrate begin on vprs-a: $(grep -E 'pin |request' "$work/a-in.xml" | tr -s ' \n' ' ')"
+    vp_fail "migrate begin on vprs-a: $(grep -E 'pin |request' "$work/a-in.xml" | tr -s ' \n' ' ')"
 fi
 if "$HOOK" vprs-b migrate begin - < "$work/b-migratable.xml" > "$work/b-in.xml" &&
    [ "$(grep -Ec '<(vcpu|emulator|iothread)pin' "$work/b-in.xml")" = 1 ] &&
    grep -Eq "<vcpupin vcpu=.1. cpuset=.1./>" "$work/b-in.xml"; then
-    pass "migrate begin on vprs-b's migratable XML: its own pin only"
+    vp_pass "migrate begin on vprs-b's migratable XML: its own pin only"
 else
-    fail "migrate begin on vprs-b: $(grep -E 'pin |request' "$work/b-in.xml" | tr -s ' \n' ' ')"
+    vp_fail "migrate begin on vprs-b: $(grep -E 'pin |request' "$work/b-in.xml" | tr -s ' \n' ' ')"
 fi
 
 echo "== save and restore"
@@ -203,9 +152,9 @@ for d in vprs-a vprs-b; do
     vp_virsh restore "$work/$d.save" >/dev/null || vp_die "virsh restore $d failed"
 done
 if vp_wait_for 10 grep -q "domain vprs-a: registered by the hook" "$log" >/dev/null; then
-    pass "vpackd: $(grep "domain vprs-a: registered by the hook" "$log" | tail -n1)"
+    vp_pass "vpackd: $(grep "domain vprs-a: registered by the hook" "$log" | tail -n1)"
 else
-    fail "vpackd did not log vprs-a's registration by the hook"
+    vp_fail "vpackd did not log vprs-a's registration by the hook"
 fi
 wait_packed "again after the restore"
 first_move_from_full "$since" "after the restore"
@@ -223,37 +172,37 @@ kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=""
 rm -f "$RUN_DIR/domains/$uuid_a.json"
 start_agent
 if vp_wait_for 10 grep -q "domain vprs-a: .*request.*metadata" "$log" >/dev/null; then
-    pass "vpackd: $(grep "domain vprs-a: .*request.*metadata" "$log" | tail -n1)"
+    vp_pass "vpackd: $(grep "domain vprs-a: .*request.*metadata" "$log" | tail -n1)"
 else
-    fail "vpackd did not take vprs-a's request from its metadata"
+    vp_fail "vpackd did not take vprs-a's request from its metadata"
 fi
 sleep 2
 
 echo "== stop"
 stop_rc=0
 kill -TERM "$agent_pid"; wait "$agent_pid" || stop_rc=$?; agent_pid=""
-if [ $stop_rc -eq 0 ]; then pass "vpackd exited 0 on SIGTERM"; else fail "vpackd exited $stop_rc on SIGTERM"; fi
+if [ $stop_rc -eq 0 ]; then vp_pass "vpackd exited 0 on SIGTERM"; else vp_fail "vpackd exited $stop_rc on SIGTERM"; fi
 grep "stopping: restored" "$log" | tail -n1
 if vp_all_on 0-1 vprs-a; then
-    pass "every thread of vprs-a back on 0-1: $(vp_pins vprs-a)"
+    vp_pass "every thread of vprs-a back on 0-1: $(vp_pins vprs-a)"
 else
-    fail "vprs-a still narrowed with vpack stopped: $(vp_pins vprs-a) (want every thread on 0-1)"
+    vp_fail "vprs-a still narrowed with vpack stopped: $(vp_pins vprs-a) (want every thread on 0-1)"
 fi
 if b_own; then
-    pass "vprs-b has exactly its own pin: $(vp_pins vprs-b)"
+    vp_pass "vprs-b has exactly its own pin: $(vp_pins vprs-b)"
 else
-    fail "vprs-b: $(vp_pins vprs-b) (want vcpu0=0-1 vcpu1=1 emulator=0-1)"
+    vp_fail "vprs-b: $(vp_pins vprs-b) (want vcpu0=0-1 vcpu1=1 emulator=0-1)"
 fi
 if live_pins vprs-b | grep -qx "vcpupin 1 1"; then
-    pass "vprs-b's live XML keeps <vcpupin vcpu='1' cpuset='1'/>"
+    vp_pass "vprs-b's live XML keeps <vcpupin vcpu='1' cpuset='1'/>"
 else
-    fail "vprs-b's live pins: $(live_pins vprs-b | tr '\n' ';')"
+    vp_fail "vprs-b's live pins: $(live_pins vprs-b | tr '\n' ';')"
 fi
 for d in vprs-a vprs-b; do
     if [ -z "$(request_meta "$d")" ]; then
-        pass "$d: vpack's request metadata removed at stop"
+        vp_pass "$d: vpack's request metadata removed at stop"
     else
-        fail "$d: vpack's request metadata left behind: $(request_meta "$d" | tr -d '\n')"
+        vp_fail "$d: vpack's request metadata left behind: $(request_meta "$d" | tr -d '\n')"
     fi
 done
 

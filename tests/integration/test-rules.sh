@@ -30,20 +30,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vprule-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-srcdir=${VPACK_SRCDIR:-$here/../..}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
+vp_test rules vprule-
+vp_need_cpus 2
 NOVA_NS=http://openstack.org/xmlns/libvirt/nova/1.1
 NOVA_BLOCK=$srcdir/tests/data/fixtures/nova/instance-flavor-extra-specs.xml
-vp_agent_test rules
 conf=$work/vpackd.conf
 [ -r "$NOVA_BLOCK" ] || vp_die "missing $NOVA_BLOCK"
 
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 
 # write_conf RULES: the whole configuration file, with RULES at its end.
 write_conf() {
@@ -70,12 +63,8 @@ $1
 EOF
 }
 
-start_agent() {
-    "$VPACKD" -c "$conf" >>"$work/vpackd.log" 2>&1 &
-    agent_pid=$!
-    for _ in $(seq 50); do [ -S "$sock" ] && return 0; sleep 0.1; done
-    vp_die "vpackd did not open $sock"
-}
+# The test asks the agent about the guests next (explain): libvirt connected.
+start_agent() { vp_start_agent --ready=libvirt -- -c "$conf"; }
 
 # explain_field NAME KEY: one key of `vpackctl explain --json` ("null" for
 # null, "?" while the agent does not know the domain yet). Polled: read with
@@ -99,9 +88,9 @@ level_is() {
 expect_level() {
     local t
     if t=$(vp_wait_for 10 level_is "$1" "$2" "$3" "$4"); then
-        pass "$1: level $2 from $3${4:+ $4} ($5, after ${t}s)"
+        vp_pass "$1: level $2 from $3${4:+ $4} ($5, after ${t}s)"
     else
-        fail "$1: level $(explain_field "$1" level) from $(explain_field "$1" level_source)" \
+        vp_fail "$1: level $(explain_field "$1" level) from $(explain_field "$1" level_source)" \
              "$(explain_field "$1" rule), expected $2 from $3 $4 ($5)"
     fi
 }
@@ -119,16 +108,16 @@ level = 3'
 rc=0; out=$("$VPACKD" -c "$conf" --check-config 2>&1) || rc=$?
 line=$(grep -n '^level = 3' "$conf" | cut -d: -f1)
 if [ $rc -ne 0 ] && grep -qF "$conf: line $line: rule \"bad\".level: '3' is not a power policy level" <<<"$out"; then
-    pass "a bad rule is refused with file, line and key: $out"
+    vp_pass "a bad rule is refused with file, line and key: $out"
 else
-    fail "bad rule: exit $rc, '$out' (wanted $conf: line $line: rule \"bad\".level)"
+    vp_fail "bad rule: exit $rc, '$out' (wanted $conf: line $line: rule \"bad\".level)"
 fi
 write_conf '[rule "half"]
 level = 2'
 rc=0; out=$("$VPACKD" -c "$conf" --check-config 2>&1) || rc=$?
 line=$(grep -n '^\[rule "half"\]' "$conf" | cut -d: -f1)
 [ $rc -ne 0 ] && grep -qF "$conf: line $line: rule \"half\": no condition" <<<"$out" &&
-    pass "a rule without a condition is refused: $out" || fail "rule without condition: exit $rc, '$out'"
+    vp_pass "a rule without a condition is refused: $out" || vp_fail "rule without condition: exit $rc, '$out'"
 
 echo "== guests"
 nova_meta=$(cat "$NOVA_BLOCK")
@@ -141,9 +130,9 @@ vp_define_start vprule-none-1 1 idle
 for d in nova-1 web-1 own-1 none-1; do vp_wait_ready vprule-$d; done
 # libvirt keeps Nova's block as Nova wrote it: the flavor is there, in Nova's namespace.
 live=$(vp_virsh metadata vprule-nova-1 --uri "$NOVA_NS")
-grep -q 'flavor name="m1.lowgravity"' <<<"$live" && pass "libvirt kept Nova's block" ||
-    fail "Nova's block not in the live definition: $live"
-vp_virsh dumpxml vprule-nova-1 | grep -q powerpolicy && fail "vprule-nova-1 has a vpack element"
+grep -q 'flavor name="m1.lowgravity"' <<<"$live" && vp_pass "libvirt kept Nova's block" ||
+    vp_fail "Nova's block not in the live definition: $live"
+vp_virsh dumpxml vprule-nova-1 | grep -q powerpolicy && vp_fail "vprule-nova-1 has a vpack element"
 sleep 2   # the boots' tail
 vp_domain_costs 5 vprule-nova-1 vprule-web-1 vprule-own-1 vprule-none-1 | sed 's/^/guest cost (CPUs): /'
 # Packed, two idle guests share one 1-core package; the watermarks are 0.9
@@ -169,24 +158,24 @@ expect_level vprule-own-1 0 domain null "own element over a matching rule"
 expect_level vprule-none-1 0 default null "nothing matches"
 txt=$("$VPACKCTL" explain vprule-nova-1 --socket "$sock")
 grep -qx 'level *2 (rule "nova-lowgravity" in vpackd.conf)' <<<"$txt" &&
-    pass "explain's text names the rule" || fail "explain's text: $(grep '^level' <<<"$txt")"
+    vp_pass "explain's text names the rule" || vp_fail "explain's text: $(grep '^level' <<<"$txt")"
 txt=$("$VPACKCTL" explain vprule-own-1 --socket "$sock")
 grep -q "^level *0 (set in the domain's metadata)" <<<"$txt" &&
-    pass "explain's text: own element" || fail "explain's text for own-1: $(grep '^level' <<<"$txt")"
+    vp_pass "explain's text: own element" || vp_fail "explain's text for own-1: $(grep '^level' <<<"$txt")"
 st=$("$VPACKCTL" status --json --socket "$sock" | "$VP_PYTHON" -c "
 import json, sys
 for d in json.load(sys.stdin)['domains']:
     print(d['name'], d['level'], d['level_source'], d['rule'])" | sort)
-grep -qx 'vprule-web-1 2 rule web' <<<"$st" && pass "status JSON has the rule" ||
-    fail "status JSON: $st"
+grep -qx 'vprule-web-1 2 rule web' <<<"$st" && vp_pass "status JSON has the rule" ||
+    vp_fail "status JSON: $st"
 if t=$(vp_wait_for 20 vp_all_packed vprule-nova-1 vprule-web-1); then
-    pass "the two rule-given level-2 guests packed on CPU $(vp_packed_cpu vprule-nova-1 vprule-web-1) after ${t}s"
+    vp_pass "the two rule-given level-2 guests packed on CPU $(vp_packed_cpu vprule-nova-1 vprule-web-1) after ${t}s"
 else
-    fail "not packed: nova-1 $(vp_pins vprule-nova-1), web-1 $(vp_pins vprule-web-1)"
+    vp_fail "not packed: nova-1 $(vp_pins vprule-nova-1), web-1 $(vp_pins vprule-web-1)"
 fi
 sleep 3
-vp_all_on 0-1 vprule-own-1 vprule-none-1 && pass "level-0 guests never restricted" ||
-    fail "level-0 guests restricted: own-1 $(vp_pins vprule-own-1), none-1 $(vp_pins vprule-none-1)"
+vp_all_on 0-1 vprule-own-1 vprule-none-1 && vp_pass "level-0 guests never restricted" ||
+    vp_fail "level-0 guests restricted: own-1 $(vp_pins vprule-own-1), none-1 $(vp_pins vprule-none-1)"
 
 echo "== rewrite"
 # What a manager does to its own metadata (virDomainSetMetadata in its
@@ -195,9 +184,9 @@ vp_virsh metadata vprule-nova-1 --uri "$NOVA_NS" --key nova --live \
     --set '<instance><flavor name="m1.large"/></instance>' >/dev/null
 expect_level vprule-nova-1 0 default null "flavor rewritten live: no rule matches"
 if t=$(vp_wait_for 5 vp_all_on 0-1 vprule-nova-1); then
-    pass "vprule-nova-1 given its full mask back after ${t}s"
+    vp_pass "vprule-nova-1 given its full mask back after ${t}s"
 else
-    fail "vprule-nova-1 still restricted: $(vp_pins vprule-nova-1)"
+    vp_fail "vprule-nova-1 still restricted: $(vp_pins vprule-nova-1)"
 fi
 
 echo "== sighup"
@@ -224,14 +213,14 @@ expect_level vprule-web-1 1 rule web "same rule, new level"
 expect_level vprule-none-1 2 rule none "default -> rule"
 expect_level vprule-own-1 0 domain null "own element over nova-any"
 grep -q 'configuration reloaded (4 power policy rules)' "$work/vpackd.log" &&
-    pass "reload logged with 4 rules" || fail "no reload line in the log"
+    vp_pass "reload logged with 4 rules" || vp_fail "no reload line in the log"
 if t=$(vp_wait_for 20 vp_all_packed vprule-nova-1 vprule-none-1); then
-    pass "the new level-2 guests packed after ${t}s"
+    vp_pass "the new level-2 guests packed after ${t}s"
 else
-    fail "not packed after SIGHUP: nova-1 $(vp_pins vprule-nova-1), none-1 $(vp_pins vprule-none-1)"
+    vp_fail "not packed after SIGHUP: nova-1 $(vp_pins vprule-nova-1), none-1 $(vp_pins vprule-none-1)"
 fi
-vp_all_on 0-1 vprule-own-1 && pass "vprule-own-1 still unrestricted" ||
-    fail "vprule-own-1 restricted: $(vp_pins vprule-own-1)"
+vp_all_on 0-1 vprule-own-1 && vp_pass "vprule-own-1 still unrestricted" ||
+    vp_fail "vprule-own-1 restricted: $(vp_pins vprule-own-1)"
 # A broken file: nothing changes, the agent says why and goes on.
 write_conf '[rule "web"]
 level = 0
@@ -239,19 +228,16 @@ name = vprule-web-*
 metadata_path = flavor/@name'
 kill -HUP "$agent_pid"
 sleep 2
-kill -0 "$agent_pid" && pass "vpackd still running after a broken SIGHUP" || fail "vpackd died"
+kill -0 "$agent_pid" && vp_pass "vpackd still running after a broken SIGHUP" || vp_fail "vpackd died"
 grep -q "$conf: line .*metadata_path needs metadata_namespace" "$work/vpackd.log" &&
-    pass "the broken file's error is logged" || fail "no error logged for the broken file"
-level_is vprule-web-1 1 rule web && pass "rules unchanged after a broken SIGHUP" ||
-    fail "vprule-web-1 changed after a broken SIGHUP: $(explain_field vprule-web-1 level)"
+    vp_pass "the broken file's error is logged" || vp_fail "no error logged for the broken file"
+level_is vprule-web-1 1 rule web && vp_pass "rules unchanged after a broken SIGHUP" ||
+    vp_fail "vprule-web-1 changed after a broken SIGHUP: $(explain_field vprule-web-1 level)"
 
 echo "== stop"
-kill -TERM "$agent_pid"
-rc=0; wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && pass "vpackd exited 0 on SIGTERM" || fail "vpackd exited $rc on SIGTERM"
+vp_stop_agent_check
 for d in vprule-nova-1 vprule-web-1 vprule-own-1 vprule-none-1; do
-    vp_all_on 0-1 "$d" && pass "$d unrestricted after stop" || fail "$d left at $(vp_pins "$d")"
+    vp_all_on 0-1 "$d" && vp_pass "$d unrestricted after stop" || vp_fail "$d left at $(vp_pins "$d")"
 done
 
 echo

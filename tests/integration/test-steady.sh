@@ -32,13 +32,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vpst-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-NS=urn:vpack:powerpolicy:1
+vp_test steady vpst-
+vp_need_cpus 2
 STEADY_S=${STEADY_S:-10}
-vp_agent_test steady
 
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
 # counters NAME...: the values of vpackd's counters, one line, in that order.
@@ -80,14 +76,11 @@ vp_fit_watermarks 0.6 0.8 0.1 "two idle guests packed must leave the load step (
 # Short pack delay and residency: the plan settles within seconds. The band
 # is 0.05 rather than the default 0.02 so that other work on a shared test
 # machine moves the per-CPU load past it less often; the step is +1 CPU.
-"$VPACKD" --topology 'synthetic:"package:2 core:1 pu:1"' \
+vp_start_agent --ready=socket -- --topology 'synthetic:"package:2 core:1 pu:1"' \
     --set agent.state_dir="$work/state" --set control.socket="$sock" \
     --set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000 \
     --set agent.steady_band=0.05 "${VP_WATERMARKS[@]}" \
-    --set metrics.enabled=false --set agent.log_level=debug >>"$work/vpackd.log" 2>&1 &
-agent_pid=$!
-for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
-[ -S "$sock" ] || vp_die "vpackd did not open $sock"
+    --set metrics.enabled=false --set agent.log_level=debug
 
 echo "== read"
 pk=""
@@ -134,20 +127,13 @@ vp_wait_for 30 settled >/dev/null || vp_log "vpackd did not skip two intervals i
 # The host's busy CPUs over the window (/proc/stat), for the failure
 # messages: other work that starts after the headroom check moves the load
 # vpackd sees, and then planning and pins are right, not a fault.
-cpu_line() { grep '^cpu ' /proc/stat; }
-busy_cpus() { # FIRST_LINE SECOND_LINE
-    awk -v n="$(nproc)" 'NR == 1 { for (i = 2; i <= 9; i++) t0 += $i; i0 = $5 + $6 }
-        NR == 2 { for (i = 2; i <= 9; i++) t1 += $i; i1 = $5 + $6 }
-        END { dt = t1 - t0; printf "%.2f", (dt > 0 ? n * (1 - (i1 - i0) / dt) : 0) }' \
-        <(printf '%s\n%s\n' "$1" "$2")
-}
 read -r c0 p0 f0 s0 n0 r0 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
-h0=$(cpu_line)
+h0=$(vp_cpu_line)
 sleep "$STEADY_S"
-h1=$(cpu_line)
+h1=$(vp_cpu_line)
 read -r c1 p1 f1 s1 n1 r1 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
 n=$((n1 - n0))
-busy=$(busy_cpus "$h0" "$h1")
+busy=$(vp_busy_cpus "$h0" "$h1")
 echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0)); host busy $busy CPUs"
 [ "$n" -ge $((STEADY_S - 1)) ] || vp_fail "only $n sampling intervals in ${STEADY_S}s"
 if [ $((c1 - c0)) -eq 0 ]; then
@@ -215,11 +201,7 @@ if vp_wait_for 3 agent_on "$pk" >/dev/null; then
 else
     vp_fail "vpackd's threads on '$(agent_cpus)' after the re-pack, want '$pk'"
 fi
-kill -TERM "$agent_pid"
-rc=0
-wait "$agent_pid" || rc=$?
-agent_pid=""
-[ $rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $rc on SIGTERM"
+vp_stop_agent_check
 if grep -Eq "stopping: vpackd's [0-9]+ threads on CPUs 0-1 again" "$work/vpackd.log"; then
     vp_pass "on SIGTERM vpackd's threads got CPUs 0-1 (its start affinity) back"
 else

@@ -45,50 +45,24 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-VP_PREFIX=vptr-
-builddir=${VPACK_BUILDDIR:-$here/../../build}
-VPACKD=${VPACKD:-$builddir/agent/vpackd}
-VPACKCTL=${VPACKCTL:-$builddir/ctl/vpackctl}
-VPACK_HOOK=${VPACK_HOOK:-$builddir/plugin/vpack-hook}
-NS=urn:vpack:powerpolicy:1
+vp_test trust vptr-
 TESTUSER=vptrust
 CTLGROUP=vptrctl
 IDLE_MS=3000
-work=$(mktemp -d /tmp/vpack-trust-test.XXXXXX)
 chmod 0755 "$work"
-sock=$work/vpackd.sock
 state=$work/state
-log=$work/vpackd.log
-agent_pid=""
 other_pid=""
 bg_pids=()
 created_user=""
 created_group=""
 t_start=$SECONDS
-
-vp_require_root
-for f in "$VPACKD" "$VPACKCTL" "$VPACK_HOOK"; do [ -x "$f" ] || vp_die "build first: no $f"; done
+vp_need_built "$VPACKD" "$VPACKCTL" "$VPACK_HOOK"
 vp_public_copy VPACKCTL_PUB "$VPACKCTL"
 install -m 0644 "$here/trust-clients.py" "$work/clients.py"
+vp_on_exit --early 'for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done; vp_stop_pid "$other_pid"'
+vp_on_exit '[ -z "$created_group" ] || groupdel "$CTLGROUP" 2>/dev/null'
+vp_on_exit '[ -z "$created_user" ] || userdel "$TESTUSER" 2>/dev/null'
 
-cleanup() {
-    local rc=$? p
-    set +e
-    for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null; done
-    [ -z "$agent_pid" ] || kill -CONT "$agent_pid" 2>/dev/null
-    vp_stop_pid "$other_pid"
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$log" 60
-    [ -z "$created_user" ] || userdel "$TESTUSER" 2>/dev/null
-    [ -z "$created_group" ] || groupdel "$CTLGROUP" 2>/dev/null
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
 MEMBER=(setpriv --reuid="$TESTUSER" --regid=nogroup --init-groups --)
 # The system's python3, VP_PYTHON (a root-only pyenv shim on PATH is out of nobody's reach).
@@ -103,6 +77,9 @@ word() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -n1; }
 # waits (10 s at most) until it says it started and SOCKET answers, or it
 # exits. Running: VAR is its pid, returns 0. Exited: VAR is empty,
 # launch_rc its exit code, launch_log what it logged, returns 1.
+# (Not vp_start_agent: a refused start is a result here, not the end of the
+# test, and a second vpackd on a socket the first one serves is told from it
+# only by its own "started" line.)
 launch() {
     local var=$1 st=$2 so=$3 pid from; shift 3
     echo "---- start $(date +%T) state $st socket $so $*" >>"$log"
@@ -139,7 +116,7 @@ stop_agent() {   # SIGTERM; checks exit 0, sets stop_rc
     kill -TERM "$agent_pid"
     wait "$agent_pid" || stop_rc=$?
     agent_pid=""
-    [ $stop_rc -eq 0 ] || fail "vpackd exited $stop_rc on SIGTERM"
+    [ $stop_rc -eq 0 ] || vp_fail "vpackd exited $stop_rc on SIGTERM"
 }
 # wait_line FILE SECONDS: until FILE has a line (a background client is ready).
 wait_line() {
@@ -158,9 +135,11 @@ vp_start_libvirtd
 vp_build_guest
 vp_destroy_all_test_domains
 getent passwd nobody >/dev/null && getent group nogroup >/dev/null || vp_die "no user nobody / group nogroup"
+# shellcheck disable=SC2034 # read at the exit (vp_on_exit)
 if ! getent group "$CTLGROUP" >/dev/null; then groupadd -r "$CTLGROUP"; created_group=1; fi
 if ! id "$TESTUSER" >/dev/null 2>&1; then
     useradd -M -r -g nogroup -G "$CTLGROUP" -s /usr/sbin/nologin "$TESTUSER"
+    # shellcheck disable=SC2034 # read at the exit (vp_on_exit)
     created_user=1
 fi
 id -nG "$TESTUSER" | grep -qw "$CTLGROUP" || vp_die "$TESTUSER is not in $CTLGROUP"
@@ -180,42 +159,42 @@ run_bg "$work/hog.out" "${NOBODY[@]}" "$PY" "$work/clients.py" hog "$sock" 64 tr
 wait_line "$work/hog.out" 20 || vp_die "the trickling clients did not connect: $(cat "$work/hog.out")"
 ready=$(head -n1 "$work/hog.out")
 echo "    nobody: $ready"
-[ "$(word connected "$ready")" = 64 ] || fail "nobody could not open 64 connections: $ready"
+[ "$(word connected "$ready")" = 64 ] || vp_fail "nobody could not open 64 connections: $ready"
 extra=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$sock" '{"op":"version"}' || true)
-grep -q "too many clients" <<<"$extra" && pass "a 65th unprivileged client is refused: $extra" ||
-    fail "a 65th unprivileged client got: $extra"
+grep -q "too many clients" <<<"$extra" && vp_pass "a 65th unprivileged client is refused: $extra" ||
+    vp_fail "a 65th unprivileged client got: $extra"
 t0=$(now_ms); rc=0; out=$(ctl status 2>&1) || rc=$?; dt=$(( $(now_ms) - t0 ))
 [ $rc -eq 0 ] && [ $dt -lt 2000 ] &&
-    pass "root's vpackctl status answers in ${dt} ms while nobody holds 64 connections" ||
-    fail "root's vpackctl status: exit $rc in ${dt} ms: $(head -n2 <<<"$out")"
+    vp_pass "root's vpackctl status answers in ${dt} ms while nobody holds 64 connections" ||
+    vp_fail "root's vpackctl status: exit $rc in ${dt} ms: $(head -n2 <<<"$out")"
 rc=0; out=$(ctl rebalance 2>&1) || rc=$?
-[ $rc -eq 0 ] && pass "root's vpackctl rebalance works: $(head -n1 <<<"$out")" ||
-    fail "root's vpackctl rebalance: exit $rc: $out"
+[ $rc -eq 0 ] && vp_pass "root's vpackctl rebalance works: $(head -n1 <<<"$out")" ||
+    vp_fail "root's vpackctl rebalance: exit $rc: $out"
 rm -f "$state/domains/$uuid.json"
 hook_started "$sock"
 for _ in $(seq 20); do [ -s "$state/domains/$uuid.json" ] && break; sleep 0.1; done
-[ -s "$state/domains/$uuid.json" ] && pass "the hook (root) registered vptr-a meanwhile" ||
-    fail "the hook's registration was lost: no $state/domains/$uuid.json"
+[ -s "$state/domains/$uuid.json" ] && vp_pass "the hook (root) registered vptr-a meanwhile" ||
+    vp_fail "the hook's registration was lost: no $state/domains/$uuid.json"
 wait "$bg" || true
 done_line=$(tail -n1 "$work/hog.out")
 echo "    nobody: $done_line"
 if [ "$(word closed "$done_line")" = 64 ] &&
    awk -v f="$(word first "$done_line")" -v l="$(word last "$done_line")" -v i=$IDLE_MS \
        'BEGIN {exit !(f >= 0.9 * i / 1000 && l <= i / 1000 + 2)}'; then
-    pass "the agent closed all 64 trickling clients after $(word first "$done_line")..$(word last "$done_line") s (idle_timeout_ms $IDLE_MS), bytes without a newline do not keep a client"
+    vp_pass "the agent closed all 64 trickling clients after $(word first "$done_line")..$(word last "$done_line") s (idle_timeout_ms $IDLE_MS), bytes without a newline do not keep a client"
 else
-    fail "trickling clients not closed on time: $done_line (idle_timeout_ms $IDLE_MS)"
+    vp_fail "trickling clients not closed on time: $done_line (idle_timeout_ms $IDLE_MS)"
 fi
 run_bg "$work/polite.out" "${NOBODY[@]}" "$PY" "$work/clients.py" hog "$sock" 64 polite 5
 wait_line "$work/polite.out" 20 || vp_die "the polite clients did not connect"
 echo "    nobody: $(head -n1 "$work/polite.out")"
 rc=0; out=$(ctl status 2>&1) || rc=$?
-[ $rc -eq 0 ] && pass "root's status with 64 polite unprivileged clients connected: exit 0" ||
-    fail "root's status with 64 polite clients: exit $rc: $(head -n2 <<<"$out")"
+[ $rc -eq 0 ] && vp_pass "root's status with 64 polite unprivileged clients connected: exit 0" ||
+    vp_fail "root's status with 64 polite clients: exit $rc: $(head -n2 <<<"$out")"
 wait "$bg" || true
 done_line=$(tail -n1 "$work/polite.out")
-[ "$(word closed "$done_line")" = 0 ] && pass "clients sending whole requests are kept ($done_line)" ||
-    fail "polite clients were closed: $done_line"
+[ "$(word closed "$done_line")" = 0 ] && vp_pass "clients sending whole requests are kept ($done_line)" ||
+    vp_fail "polite clients were closed: $done_line"
 
 echo "== memory: nobody pipelines and never reads (issue 27, A)"
 # 64 unprivileged clients send status requests as fast as the socket takes
@@ -234,17 +213,17 @@ for _ in 1 2 3 4 5 6; do
     sleep 1
     r=$(rss_kb); [ "$r" -gt "$peak" ] && peak=$r
     t0=$(now_ms); rc=0; ctl status >/dev/null 2>&1 || rc=$?; dt=$(( $(now_ms) - t0 ))
-    [ $rc -eq 0 ] || fail "root's status during the flood: exit $rc"
+    [ $rc -eq 0 ] || vp_fail "root's status during the flood: exit $rc"
     [ $dt -gt $worst ] && worst=$dt
 done
 wait "$bg" || true
 echo "    nobody: $(tail -n1 "$work/flood.out")"
 grow=$(( (peak - rss0) / 1024 ))
-[ "$grow" -lt 32 ] && pass "vpackd's RSS grew by ${grow} MiB under the flood ($((rss0 / 1024)) -> $((peak / 1024)) MiB; limit 32)" ||
-    fail "vpackd's RSS grew by ${grow} MiB under the flood ($((rss0 / 1024)) -> $((peak / 1024)) MiB)"
-[ $worst -lt 2000 ] && pass "root's status answered during the flood (slowest ${worst} ms)" ||
-    fail "root's status took ${worst} ms during the flood"
-kill -0 "$agent_pid" && pass "vpackd running after the flood" || fail "vpackd died under the flood"
+[ "$grow" -lt 32 ] && vp_pass "vpackd's RSS grew by ${grow} MiB under the flood ($((rss0 / 1024)) -> $((peak / 1024)) MiB; limit 32)" ||
+    vp_fail "vpackd's RSS grew by ${grow} MiB under the flood ($((rss0 / 1024)) -> $((peak / 1024)) MiB)"
+[ $worst -lt 2000 ] && vp_pass "root's status answered during the flood (slowest ${worst} ms)" ||
+    vp_fail "root's status took ${worst} ms during the flood"
+kill -0 "$agent_pid" && vp_pass "vpackd running after the flood" || vp_fail "vpackd died under the flood"
 
 echo "== restart: nobody and the lock file"
 stop_agent
@@ -254,9 +233,9 @@ run_bg "$work/lock.out" "${NOBODY[@]}" "$PY" "$work/clients.py" lockhold "$lock"
 wait_line "$work/lock.out" 10 || vp_die "lockhold did not start"
 echo "    nobody: $(cat "$work/lock.out")"
 if launch agent_pid "$state" "$sock"; then
-    pass "vpackd restarts while nobody tries the lock ($(cat "$work/lock.out"))"
+    vp_pass "vpackd restarts while nobody tries the lock ($(cat "$work/lock.out"))"
 else
-    fail "vpackd did not restart: exit $launch_rc: $(grep '\[error\]' <<<"$launch_log" | head -n1)"
+    vp_fail "vpackd did not restart: exit $launch_rc: $(grep '\[error\]' <<<"$launch_log" | head -n1)"
 fi
 { kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; } || true
 [ -n "$agent_pid" ] && stop_agent
@@ -265,11 +244,11 @@ run_bg "$work/lock.out" "${NOBODY[@]}" "$PY" "$work/clients.py" lockhold "$lock"
 wait_line "$work/lock.out" 10 || vp_die "lockhold did not start"
 echo "    0644 lock file: nobody: $(cat "$work/lock.out")"
 if launch agent_pid "$state" "$sock"; then
-    pass "vpackd starts although nobody holds a flock on the old 0644 lock file; now $(stat -c '%A %U' "$lock")"
+    vp_pass "vpackd starts although nobody holds a flock on the old 0644 lock file; now $(stat -c '%A %U' "$lock")"
 else
-    fail "nobody's flock on a 0644 lock file keeps vpackd from starting: exit $launch_rc: $(grep '\[error\]' <<<"$launch_log" | head -n1)"
+    vp_fail "nobody's flock on a 0644 lock file keeps vpackd from starting: exit $launch_rc: $(grep '\[error\]' <<<"$launch_log" | head -n1)"
 fi
-[ "$(stat -c '%a %u' "$lock")" = "600 0" ] || fail "the lock file is $(stat -c '%a %U' "$lock"), not 0600 root"
+[ "$(stat -c '%a %u' "$lock")" = "600 0" ] || vp_fail "the lock file is $(stat -c '%a %U' "$lock"), not 0600 root"
 { kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; } || true
 [ -n "$agent_pid" ] && stop_agent
 
@@ -278,16 +257,16 @@ echo "== statedir: only root's own directories are trusted"
 refused() {
     local what=$1 st=$2 so=$3 expect=$4 msg
     if launch other_pid "$st" "$so"; then
-        fail "$what: vpackd started"
+        vp_fail "$what: vpackd started"
         hook_started "$so" || true
         vp_stop_pid "$other_pid"; other_pid=""
         return
     fi
     msg=$(grep '\[error\]' <<<"$launch_log" | head -n1)
     if [ "$launch_rc" = 1 ] && grep -qF -- "$expect" <<<"$msg" && [ ! -e "$so" ]; then
-        pass "$what: exit 1: $msg"
+        vp_pass "$what: exit 1: $msg"
     else
-        fail "$what: exit $launch_rc, socket $([ -e "$so" ] && echo created || echo absent): $msg"
+        vp_fail "$what: exit $launch_rc, socket $([ -e "$so" ] && echo created || echo absent): $msg"
     fi
 }
 evil=$work/evil
@@ -296,10 +275,10 @@ printf 'root only\n' > "$work/secret"; chmod 0600 "$work/secret"
 "${NOBODY[@]}" ln -s "$work/secret" "$evil/domains/$uuid.json.tmp"
 "${NOBODY[@]}" ln -s "$work/created-through-a-link" "$evil/vpackd.lock"
 refused "state directory owned by nobody, with planted links" "$evil" "$work/s1.sock" "$evil"
-[ "$(cat "$work/secret")" = "root only" ] && pass "the root-only file behind domains/$uuid.json.tmp is unchanged" ||
-    fail "the root-only file was overwritten through a link: $(head -c 100 "$work/secret")"
-[ ! -e "$work/created-through-a-link" ] && pass "no file created through the vpackd.lock link" ||
-    fail "vpackd created $work/created-through-a-link through the vpackd.lock link"
+[ "$(cat "$work/secret")" = "root only" ] && vp_pass "the root-only file behind domains/$uuid.json.tmp is unchanged" ||
+    vp_fail "the root-only file was overwritten through a link: $(head -c 100 "$work/secret")"
+[ ! -e "$work/created-through-a-link" ] && vp_pass "no file created through the vpackd.lock link" ||
+    vp_fail "vpackd created $work/created-through-a-link through the vpackd.lock link"
 install -d -m 0777 "$work/open"
 refused "world-writable state directory (0777)" "$work/open" "$work/s2.sock" "$work/open"
 install -d -o nobody -g nogroup -m 0755 "$work/sockdir"
@@ -341,9 +320,9 @@ print("    steps seen:", " ".join(steps) or "none")
 sys.exit(0 if steps == ["open", "fsync", "rename", "dirsync"] else 1)
 EOF
 then
-    pass "the record is written to a new O_EXCL|O_NOFOLLOW temp file, fsynced, renamed, the directory fsynced"
+    vp_pass "the record is written to a new O_EXCL|O_NOFOLLOW temp file, fsynced, renamed, the directory fsynced"
 else
-    fail "the record is not written atomically with fsync (strace in $work/strace.out)"
+    vp_fail "the record is not written atomically with fsync (strace in $work/strace.out)"
 fi
 stop_agent
 
@@ -364,13 +343,13 @@ print("plan:", s.get("reason", "none"), "| plans:", s["counters"]["plans"])'
 before=$(reported)
 for _ in 1 2 3; do
     rc=0; out=$("${NOBODY[@]}" "$VPACKCTL_PUB" rebalance --dry-run --socket "$sock" 2>&1) || rc=$?
-    [ $rc -eq 0 ] && grep -qF "(dry run: nothing applied)" <<<"$out" || fail "nobody's dry run: exit $rc: $out"
+    [ $rc -eq 0 ] && grep -qF "(dry run: nothing applied)" <<<"$out" || vp_fail "nobody's dry run: exit $rc: $out"
 done
 after=$(reported)
 echo "$before" | head -n1 | sed 's/^/    before: /'
 echo "$after" | head -n1 | sed 's/^/    after:  /'
-[ "$before" = "$after" ] && pass "status and metrics unchanged by 3 unprivileged dry runs ($(head -n1 <<<"$after"))" ||
-    fail "dry runs changed what is reported:"$'\n'"$(diff <(echo "$before") <(echo "$after"))"
+[ "$before" = "$after" ] && vp_pass "status and metrics unchanged by 3 unprivileged dry runs ($(head -n1 <<<"$after"))" ||
+    vp_fail "dry runs changed what is reported:"$'\n'"$(diff <(echo "$before") <(echo "$after"))"
 stop_agent
 start_agent
 sleep 2
@@ -381,18 +360,18 @@ wait "$bg" || true
 burst=$(cat "$work/burst.out")
 planned=$(( $(grep -c "dry run: planned" "$log" || true) - planned0 ))
 echo "    nobody: $burst; root: $lat"
-[ "$(word answers "$burst")" = 3000 ] || fail "the burst was not answered: $burst"
+[ "$(word answers "$burst")" = 3000 ] || vp_fail "the burst was not answered: $burst"
 # At most one dry plan per interval (1 s), one more for an interval boundary.
 if [ "$planned" -ge 1 ] &&
    awk -v n="$planned" -v s="$(word seconds "$burst")" 'BEGIN {exit !(n <= s + 2)}'; then
-    pass "3000 dry runs in $(word seconds "$burst") s cost $planned plan(s)"
+    vp_pass "3000 dry runs in $(word seconds "$burst") s cost $planned plan(s)"
 else
-    fail "3000 dry runs in $(word seconds "$burst") s cost $planned plans (logged 'dry run: planned')"
+    vp_fail "3000 dry runs in $(word seconds "$burst") s cost $planned plans (logged 'dry run: planned')"
 fi
 if [ "$(word failed "$lat")" = 0 ] && [ "$(word max_ms "$lat")" -lt 100 ]; then
-    pass "root's status during 3000 pipelined dry runs: $lat"
+    vp_pass "root's status during 3000 pipelined dry runs: $lat"
 else
-    fail "root's status held up by nobody's dry runs: $lat"
+    vp_fail "root's status held up by nobody's dry runs: $lat"
 fi
 
 echo "== two: one agent per libvirt connection"
@@ -400,23 +379,23 @@ echo "== two: one agent per libvirt connection"
 # the socket's own check stops it.
 ino=$(stat -c %i "$sock")
 if launch other_pid "$work/state2" "$sock" --set agent.libvirt_uri=qemu+unix:///system; then
-    fail "a second vpackd (another state directory and URI spelling, the same socket) started"
+    vp_fail "a second vpackd (another state directory and URI spelling, the same socket) started"
     vp_stop_pid "$other_pid"; other_pid=""
 else
     msg=$(grep '\[error\]' <<<"$launch_log" | head -n1)
     [ "$launch_rc" = 1 ] && grep -q "another vpackd serves it" <<<"$msg" &&
-        pass "second vpackd, same socket: exit 1: $msg" ||
-        fail "second vpackd, same socket: exit $launch_rc: $msg"
+        vp_pass "second vpackd, same socket: exit 1: $msg" ||
+        vp_fail "second vpackd, same socket: exit $launch_rc: $msg"
 fi
 [ -S "$sock" ] && [ "$(stat -c %i "$sock")" = "$ino" ] && ctl version >/dev/null &&
-    pass "the first vpackd still serves its socket" || fail "the first vpackd lost its socket"
+    vp_pass "the first vpackd still serves its socket" || vp_fail "the first vpackd lost its socket"
 if launch other_pid "$work/state2" "$work/other.sock"; then
-    fail "a second vpackd (another state directory and socket, the same libvirt URI) started"
+    vp_fail "a second vpackd (another state directory and socket, the same libvirt URI) started"
     vp_stop_pid "$other_pid"; other_pid=""
 else
     msg=$(grep '\[error\]' <<<"$launch_log" | head -n1)
-    [ "$launch_rc" = 1 ] && grep -q "another vpackd" <<<"$msg" && pass "second vpackd, other socket: exit 1: $msg" ||
-        fail "second vpackd, other socket: exit $launch_rc: $msg"
+    [ "$launch_rc" = 1 ] && grep -q "another vpackd" <<<"$msg" && vp_pass "second vpackd, other socket: exit 1: $msg" ||
+        vp_fail "second vpackd, other socket: exit $launch_rc: $msg"
 fi
 stop_agent
 
@@ -424,11 +403,11 @@ echo "== groups: the control group by SO_PEERGROUPS"
 start_agent --set control.group="$CTLGROUP"
 req='{"op":"rebalance","dry_run":false}'
 out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
-grep -q '"ok": *true' <<<"$out" && pass "$TESTUSER (in $CTLGROUP as a supplementary group) may rebalance" ||
-    fail "$TESTUSER may not rebalance: $out"
+grep -q '"ok": *true' <<<"$out" && vp_pass "$TESTUSER (in $CTLGROUP as a supplementary group) may rebalance" ||
+    vp_fail "$TESTUSER may not rebalance: $out"
 out=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
-grep -q "permission denied" <<<"$out" && pass "nobody may not: $(head -c 100 <<<"$out")" ||
-    fail "nobody's rebalance: $out"
+grep -q "permission denied" <<<"$out" && vp_pass "nobody may not: $(head -c 100 <<<"$out")" ||
+    vp_fail "nobody's rebalance: $out"
 kill -STOP "$agent_pid"
 run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$sock" "$req"
 wait_line "$work/forked.out" 10 || true
@@ -437,12 +416,12 @@ kill -CONT "$agent_pid"
 wait "$bg" || true
 out=$(tail -n1 "$work/forked.out")
 grep -q '"ok": *true' <<<"$out" &&
-    pass "$TESTUSER may rebalance also when the connecting process is gone: $out" ||
-    fail "$TESTUSER refused when the connecting process is gone: $out"
+    vp_pass "$TESTUSER may rebalance also when the connecting process is gone: $out" ||
+    vp_fail "$TESTUSER refused when the connecting process is gone: $out"
 
 echo "== stop"
 stop_agent
-[ $stop_rc -ne 0 ] || pass "vpackd exited 0 on SIGTERM"
+[ $stop_rc -ne 0 ] || vp_pass "vpackd exited 0 on SIGTERM"
 
 echo
 echo "time: $((SECONDS - t_start)) s in all (guest ready after $((t_guest - t_start)) s)"

@@ -8,7 +8,6 @@
 # (meson's "skipped") without them.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-VP_PREFIX=vpvirt-
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
@@ -23,28 +22,14 @@ case $dom in vpvirt-*) ;; *) vp_die "VPACK_TEST_DOMAIN must start with vpvirt-" 
 # test with the same domain name.
 exec 8>/run/lock/vpack-virt-adapter.lock
 flock -w 500 8 || vp_die "another run of this test holds /run/lock/vpack-virt-adapter.lock"
-
-# Only our own domains: other tests run their guests beside ours.
-remove_domains() {
-    local d
-    for d in "$dom" "$dom-stopped"; do
-        virsh -q -c "$VP_URI" destroy "$d" >/dev/null 2>&1 || true
-        virsh -q -c "$VP_URI" undefine "$d" >/dev/null 2>&1 || true
-    done
-}
-cleanup() {
-    local rc=$?
-    set +e
-    [ -z "$VP_KEEP_DOMAINS" ] && remove_domains
-    vp_stop_libvirtd
-    return "$rc"
-}
-trap cleanup EXIT
+# Under that lock every vpvirt-* domain is this run's (or an aborted run's):
+# the exit removes them all.
+vp_test virt-adapter vpvirt-
 
 vp_install_deps
 vp_start_libvirtd
 vp_build_guest
-remove_domains                          # leftovers of an aborted run
+vp_destroy_all_test_domains             # leftovers of an aborted run
 vp_define_start "$dom" 2 busy:1
 vp_wait_ready "$dom" || vp_die "$dom did not boot"
 

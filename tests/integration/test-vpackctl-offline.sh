@@ -18,18 +18,12 @@ ctl=${1:-${VPACKCTL:-${VPACK_BUILDDIR:-}/ctl/vpackctl}}
 [ -x "$ctl" ] || { echo "test-vpackctl-offline: no vpackctl at '$ctl' (set VPACKCTL)" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
-. "$here/lib.sh"   # for VP_PYTHON only
+. "$here/lib.sh"   # VP_PYTHON, vp_fail and vp_verdict (no root, no libvirt)
 
 tmp=$(mktemp -d)
 fake_pids=()   # the stand-in agents of the 'wait' checks
 trap 'kill "${fake_pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
 nosock=$tmp/run/vpackd.sock          # its directory does not exist either
-failures=0
-
-fail() {
-    echo "test-vpackctl-offline: FAIL: $*" >&2
-    failures=$((failures + 1))
-}
 
 # run ARGS...: runs vpackctl with VPACK_SOCKET unset; sets rc, out, err.
 run() {
@@ -41,27 +35,27 @@ run() {
 
 # expect WHAT RC: checks the exit code of the last run.
 expect_rc() {
-    [ "$rc" -eq "$2" ] || fail "$1: exit code $rc, expected $2 (stderr: '$err')"
+    [ "$rc" -eq "$2" ] || vp_fail "$1: exit code $rc, expected $2 (stderr: '$err')"
 }
 
 # expect_err WHAT TEXT: stderr of the last run is one line that contains TEXT.
 expect_err() {
     if [ -z "$err" ] || [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ]; then
-        fail "$1: stderr is not one line: '$err'"
+        vp_fail "$1: stderr is not one line: '$err'"
     fi
     case $err in
     *"$2"*) ;;
-    *) fail "$1: stderr '$err' does not contain '$2'" ;;
+    *) vp_fail "$1: stderr '$err' does not contain '$2'" ;;
     esac
 }
 
 expect_no_out() {
-    [ -z "$out" ] || fail "$1: unexpected stdout: '$out'"
+    [ -z "$out" ] || vp_fail "$1: unexpected stdout: '$out'"
 }
 
 # expect_out WHAT TEXT: stdout of the last run is TEXT.
 expect_out() {
-    [ "$out" = "$2" ] || fail "$1: stdout '$out', expected '$2'"
+    [ "$out" = "$2" ] || vp_fail "$1: stdout '$out', expected '$2'"
 }
 
 # ---- no agent: exit 3, one line naming the socket -----------------------
@@ -114,25 +108,25 @@ expect_err "status (path too long)" "the socket path is longer than"
 run version --socket "$nosock"
 expect_rc "version (no agent)" 0
 [ "$(printf '%s\n' "$out" | head -n1)" = "vpackctl $("$ctl" --version | cut -d' ' -f2)" ] ||
-    fail "version (no agent): first line '$(printf '%s\n' "$out" | head -n1)'"
+    vp_fail "version (no agent): first line '$(printf '%s\n' "$out" | head -n1)'"
 case $out in
 *"vpackd not reachable at $nosock: No such file or directory"*) ;;
-*) fail "version (no agent): stdout '$out' does not say vpackd is not reachable" ;;
+*) vp_fail "version (no agent): stdout '$out' does not say vpackd is not reachable" ;;
 esac
-[ -z "$err" ] || fail "version (no agent): unexpected stderr '$err'"
+[ -z "$err" ] || vp_fail "version (no agent): unexpected stderr '$err'"
 
 run version --json --socket "$nosock"
 expect_rc "version --json (no agent)" 0
 case $out in
 '{"vpackctl":"'*'","vpackd":null}') ;;
-*) fail "version --json (no agent): stdout '$out'" ;;
+*) vp_fail "version --json (no agent): stdout '$out'" ;;
 esac
 
 run --version
 expect_rc "--version" 0
 case $out in
 "vpackctl "[0-9]*) ;;
-*) fail "--version: stdout '$out'" ;;
+*) vp_fail "--version: stdout '$out'" ;;
 esac
 
 # ---- --help: usage on stdout, exit 0 --------------------------------------
@@ -142,13 +136,13 @@ for cmd in status rebalance explain version wait; do
         expect_rc "$cmd $h" 0
         case $out in
         "Usage: vpackctl $cmd"*) ;;
-        *) fail "$cmd $h: stdout does not start with 'Usage: vpackctl $cmd': '$out'" ;;
+        *) vp_fail "$cmd $h: stdout does not start with 'Usage: vpackctl $cmd': '$out'" ;;
         esac
         case $out in
         *--socket*) ;;
-        *) fail "$cmd $h: usage does not mention --socket" ;;
+        *) vp_fail "$cmd $h: usage does not mention --socket" ;;
         esac
-        [ -z "$err" ] || fail "$cmd $h: unexpected stderr '$err'"
+        [ -z "$err" ] || vp_fail "$cmd $h: unexpected stderr '$err'"
     done
 done
 # --help wins over the arguments, and needs no agent.
@@ -159,7 +153,7 @@ expect_rc "--help" 0
 for cmd in status rebalance explain topology plan version wait; do
     case $out in
     *"  $cmd "*) ;;
-    *) fail "--help: command '$cmd' missing from the list" ;;
+    *) vp_fail "--help: command '$cmd' missing from the list" ;;
     esac
 done
 
@@ -225,7 +219,7 @@ fake_agent() {
         "$tmp/$name.log" >"$tmp/$name.ready" &
     fake_pids+=($!)
     read -r -t 10 ready <"$tmp/$name.ready" || true
-    [ "$ready" = ready ] || fail "fake agent $name did not start"
+    [ "$ready" = ready ] || vp_fail "fake agent $name did not start"
 }
 # The status answers: no plan yet, both packages active, package 1 parked,
 # and two of three packages parked (a made-up host, for parked=N).
@@ -239,9 +233,9 @@ if [ -x "$VP_PYTHON" ]; then
     run wait --for packed --timeout 10 --socket "$tmp/steps.sock"
     expect_rc "wait packed (third look)" 0
     expect_out "wait packed (third look)" "packages 0 active, 1 parked; demand 0.40 CPUs"
-    [ -z "$err" ] || fail "wait packed (third look): unexpected stderr '$err'"
+    [ -z "$err" ] || vp_fail "wait packed (third look): unexpected stderr '$err'"
     [ "$(grep -c connect "$tmp/steps.log")" = 1 ] && [ "$(grep -c request "$tmp/steps.log")" = 3 ] ||
-        fail "wait packed (third look): expected 1 connection and 3 requests, saw $(sort "$tmp/steps.log" | uniq -c | tr -s ' \n' ' ')"
+        vp_fail "wait packed (third look): expected 1 connection and 3 requests, saw $(sort "$tmp/steps.log" | uniq -c | tr -s ' \n' ' ')"
     # No plan yet: even "spread" does not hold (every package is active before it).
     fake_agent noplan "$nopl"
     run wait --for spread --timeout 0.5 --socket "$tmp/noplan.sock"
@@ -255,7 +249,7 @@ if [ -x "$VP_PYTHON" ]; then
     expect_out "wait packed (timeout)" "packages 0 active, 1 active; demand 1.20 CPUs"
     expect_err "wait packed (timeout)" "vpackctl: wait: packed not reached within 0.6 s"
     n=$(grep -c request "$tmp/spread.log")
-    [ "$n" -ge 2 ] && [ "$n" -le 6 ] || fail "wait packed (timeout): $n looks in 0.6 s, expected 2 to 6 (one each 0.5 s)"
+    [ "$n" -ge 2 ] && [ "$n" -le 6 ] || vp_fail "wait packed (timeout): $n looks in 0.6 s, expected 2 to 6 (one each 0.5 s)"
     # Each condition on each state, --timeout 0: one look.
     fake_agent packed "$pack"
     fake_agent two "$two"
@@ -284,7 +278,7 @@ EOF2
     expect_rc "wait --json" 0
     case $out in
     '{"reason":"packed",'*'"state":"parked"'*) ;;
-    *) fail "wait --json: stdout '$out'" ;;
+    *) vp_fail "wait --json: stdout '$out'" ;;
     esac
     # The agent drops the connection while we wait: 3, not a timeout.
     fake_agent drop "$sprd" CLOSE
@@ -305,11 +299,7 @@ expect_rc "no command" 2
 expect_no_out "no command"
 case $err in
 "Usage: vpackctl COMMAND"*) ;;
-*) fail "no command: stderr does not start with the usage: '$err'" ;;
+*) vp_fail "no command: stderr does not start with the usage: '$err'" ;;
 esac
 
-if [ "$failures" -ne 0 ]; then
-    echo "test-vpackctl-offline: $failures check(s) failed" >&2
-    exit 1
-fi
-echo ok
+vp_verdict
