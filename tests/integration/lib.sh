@@ -378,11 +378,9 @@ vp_verdict() {
     exit 1
 }
 
-# vp_log_tail_on_failure RC FILE [LINES]: for a test's exit: when RC or
-# VP_FAILURES says something failed, the last LINES (60) of FILE, then the
-# failed checks again. vp__tail_logs_on_failure RC LINES FILE...: the same
-# for each FILE there is (each once).
-vp_log_tail_on_failure() { vp__tail_logs_on_failure "$1" "${3:-60}" "$2"; }
+# vp__tail_logs_on_failure RC LINES FILE...: for a test's exit: when RC or
+# VP_FAILURES says something failed, the last LINES of each FILE there is
+# (each once), then the failed checks again.
 vp__tail_logs_on_failure() {
     local lines=$2 f seen=" "
     [ "$1" -ne 0 ] || [ "$VP_FAILURES" -ne 0 ] || return 0

@@ -36,25 +36,21 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh"
-# shellcheck disable=SC2034 # used by lib.sh
-VP_PREFIX=vppkg-
-srcdir=$(cd "${VPACK_SRCDIR:-$here/../..}" && pwd)
-NS=urn:vpack:powerpolicy:1
+# Builds its own programs: only srcdir of vp_test's settings is used.
+vp_test package vppkg-
+vp_need_cpus 2
 UNIT=/lib/systemd/system/vpackd.service
 WANTS=/etc/systemd/system/multi-user.target.wants/vpackd.service
 CONF=/etc/vpack/vpackd.conf
-HOOK_LINK=/etc/libvirt/hooks/qemu.d/vpack
+HOOK_LINK=$VP_HOOK_LINK
 RUN_DIR=/run/vpack
-
-work=$(mktemp -d /tmp/vpack-package-test.XXXXXX)
-agent_pid=""
 installed=""
+# The package's prerm stops its vpackd, which gives the pins back: first.
+vp_on_exit --early '[ -z "$installed" ] || { vp_log "cleanup: purging the vpack package"; vp_purge_test_package; }'
+# A libvirtd this script did not start forgets the hook on a restart; one
+# it started, vp_cleanup stops.
+vp_on_exit '[ -z "$installed" ] || [ -n "$VP_STARTED_LIBVIRTD_PID" ] || vp_restart_libvirtd'
 
-vp_require_root
-[ "$(nproc --all)" -ge 2 ] || vp_die "needs 2 CPUs"
-
-fail() { vp_fail "$@"; }
-pass() { vp_pass "$@"; }
 # Pids of running processes of the installed /usr/sbin/vpackd.
 package_vpackd() {
     local p
@@ -63,24 +59,6 @@ package_vpackd() {
     done
     return 0
 }
-
-cleanup() {
-    local rc=$?
-    set +e
-    if [ -n "$installed" ]; then
-        vp_log "cleanup: purging the vpack package"
-        vp_purge_test_package
-    fi
-    vp_stop_pid "$agent_pid"
-    vp_log_tail_on_failure $rc "$work/vpackd.log" 40
-    # A libvirtd this script did not start forgets the hook on a restart;
-    # one it started, vp_cleanup stops.
-    if [ -n "$installed" ] && [ -z "$VP_STARTED_LIBVIRTD_PID" ]; then vp_restart_libvirtd; fi
-    rm -rf "$work"
-    vp_cleanup
-    return $rc
-}
-trap cleanup EXIT
 
 # Whatever an earlier, killed test left (its guests, its vpackd, the package
 # it installed) goes first.
@@ -116,27 +94,27 @@ t0=$SECONDS
 # A standard build: no nocheck or noopt from the environment.
 if (cd "$work/src/vpack" && env -u DEB_BUILD_OPTIONS dpkg-buildpackage -us -uc -b) \
         > "$work/build.log" 2>&1; then
-    pass "dpkg-buildpackage -us -uc -b built the package in $((SECONDS - t0)) s"
+    vp_pass "dpkg-buildpackage -us -uc -b built the package in $((SECONDS - t0)) s"
 else
     tail -n 40 "$work/build.log"
     vp_die "dpkg-buildpackage failed"
 fi
 version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$srcdir/meson.build")
 deb=$work/src/vpack_${version}_$(dpkg --print-architecture).deb
-[ -f "$deb" ] && pass "built $(basename "$deb") (meson.build's version $version)" ||
+[ -f "$deb" ] && vp_pass "built $(basename "$deb") (meson.build's version $version)" ||
     vp_die "no $(basename "$deb"): $(ls "$work/src")"
 grep -q 'meson test --suite unit' "$work/build.log" &&
     grep -qE '^Fail: +0 *$' "$work/build.log" &&
-    pass "the build ran the unit tests: $(grep -E '^Ok: ' "$work/build.log" | tr -s ' ')" ||
-    fail "the build did not run the unit tests, or one failed"
+    vp_pass "the build ran the unit tests: $(grep -E '^Ok: ' "$work/build.log" | tr -s ' ')" ||
+    vp_fail "the build did not run the unit tests, or one failed"
 
 echo "== lintian"
 lintian --pedantic --display-info "$work"/src/vpack_*.changes > "$work/lintian.log" 2>&1 || true
 { grep -v 'running with root privileges' "$work/lintian.log" || true; } | sed 's/^/  /'
 if grep -qE '^(E|W|I|X):' "$work/lintian.log"; then
-    fail "lintian: $(grep -cE '^(E|W|I|X):' "$work/lintian.log") tag(s) not overridden"
+    vp_fail "lintian: $(grep -cE '^(E|W|I|X):' "$work/lintian.log") tag(s) not overridden"
 else
-    pass "lintian: no error, warning or info tag ($(grep -c '^P:' "$work/lintian.log" || true) pedantic)"
+    vp_pass "lintian: no error, warning or info tag ($(grep -c '^P:' "$work/lintian.log" || true) pedantic)"
 fi
 
 echo "== install"
@@ -147,25 +125,25 @@ installed=1
 vp__quiet vp__apt install -y --no-install-recommends "$deb" ||
     vp_die "apt-get install $(basename "$deb") failed"
 [ "$(dpkg-query -W -f='${Status} ${Version}' vpack)" = "install ok installed $version" ] &&
-    pass "vpack $version installed" || fail "dpkg says: $(dpkg-query -W -f='${Status} ${Version}' vpack)"
+    vp_pass "vpack $version installed" || vp_fail "dpkg says: $(dpkg-query -W -f='${Status} ${Version}' vpack)"
 dpkg -L vpack > "$work/files"
 for f in /usr/sbin/vpackd /usr/bin/vpackctl /usr/bin/vpack-hook "$UNIT" "$CONF" "$HOOK_LINK" \
          /usr/share/man/man8/vpackd.8.gz /usr/share/man/man1/vpackctl.1.gz \
          /usr/share/man/man5/vpackd.conf.5.gz /usr/share/man/man8/vpack-hook.8.gz \
          /usr/share/doc/vpack/copyright; do
-    if grep -qxF "$f" "$work/files" && { [ -e "$f" ] || [ -L "$f" ]; }; then pass "installed $f"
-    else fail "$f is not installed"; fi
+    if grep -qxF "$f" "$work/files" && { [ -e "$f" ] || [ -L "$f" ]; }; then vp_pass "installed $f"
+    else vp_fail "$f is not installed"; fi
 done
 [ "$(readlink "$HOOK_LINK")" = /usr/bin/vpack-hook ] && [ -x "$HOOK_LINK" ] &&
-    pass "hook link $HOOK_LINK -> /usr/bin/vpack-hook" || fail "hook link: $(ls -l "$HOOK_LINK" 2>&1)"
+    vp_pass "hook link $HOOK_LINK -> /usr/bin/vpack-hook" || vp_fail "hook link: $(ls -l "$HOOK_LINK" 2>&1)"
 dpkg-query -W -f='${Conffiles}\n' vpack | grep -q "^ $CONF " &&
-    pass "$CONF is a conffile" || fail "$CONF is not a conffile: $(dpkg-query -W -f='${Conffiles}' vpack)"
-[ "$(readlink "$WANTS")" = "$UNIT" ] && pass "unit enabled: $WANTS -> $UNIT" ||
-    fail "unit not enabled: $(ls -l "$WANTS" 2>&1)"
-[ -z "$(package_vpackd)" ] && pass "vpackd not started by the installation" ||
-    fail "vpackd runs after installation: $(package_vpackd)"
+    vp_pass "$CONF is a conffile" || vp_fail "$CONF is not a conffile: $(dpkg-query -W -f='${Conffiles}' vpack)"
+[ "$(readlink "$WANTS")" = "$UNIT" ] && vp_pass "unit enabled: $WANTS -> $UNIT" ||
+    vp_fail "unit not enabled: $(ls -l "$WANTS" 2>&1)"
+[ -z "$(package_vpackd)" ] && vp_pass "vpackd not started by the installation" ||
+    vp_fail "vpackd runs after installation: $(package_vpackd)"
 v=$(vpackctl version 2>/dev/null | head -n1) || true
-[[ $v == *"$version"* ]] && pass "vpackctl version: $v" || fail "vpackctl version says '$v'"
+[[ $v == *"$version"* ]] && vp_pass "vpackctl version: $v" || vp_fail "vpackctl version says '$v'"
 
 echo "== hook"
 vp_start_libvirtd
@@ -176,12 +154,12 @@ vp_wait_no_other_vpackd 900 "restarting libvirtd and starting vpackd on the defa
 vp_restart_libvirtd
 vp_define vppkg-bad 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='7'/>"
 if out=$(vp_virsh start vppkg-bad 2>&1); then
-    fail "the installed hook let a level-7 domain start"
+    vp_fail "the installed hook let a level-7 domain start"
     vp_virsh destroy vppkg-bad >/dev/null 2>&1 || true
 elif [[ $out == *"vpack: domain 'vppkg-bad'"*"invalid power policy level '7'"* ]]; then
-    pass "the installed hook refused level 7: ${out##*: vpack: }"
+    vp_pass "the installed hook refused level 7: ${out##*: vpack: }"
 else
-    fail "vppkg-bad did not start, but not because of vpack: $out"
+    vp_fail "vppkg-bad did not start, but not because of vpack: $out"
 fi
 
 echo "== agent"
@@ -194,8 +172,8 @@ vp_wait_ready vppkg-b
 asked_a=$(vp_pins vppkg-a)
 asked_b=$(vp_pins vppkg-b)
 [ "$asked_a" = "vcpu0=0-1 vcpu1=0 emulator=0-1" ] && [ "$asked_b" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] &&
-    pass "guest pins before vpackd: a: $asked_a; b: $asked_b" ||
-    fail "unexpected pins before vpackd: a: $asked_a; b: $asked_b"
+    vp_pass "guest pins before vpackd: a: $asked_a; b: $asked_b" ||
+    vp_fail "unexpected pins before vpackd: a: $asked_a; b: $asked_b"
 # The operator's edits: this 2-CPU host as two packages (the tests' topology
 # override), watermarks the packed load sits well under, a free metrics port.
 port=$(vp_free_port)
@@ -206,7 +184,7 @@ sed -i -e 's|^# topology = host$|topology = synthetic:"package:2 core:1 pu:1"|' 
 [ "$(grep -cE '^(topology|pack_watermark|spread_watermark|port) = ' "$CONF")" = 4 ] ||
     vp_die "could not edit $CONF: $(grep -vE '^(#|$)' "$CONF" | tr '\n' ' ')"
 out=$(/usr/sbin/vpackd --config "$CONF" --check-config 2>&1) &&
-    pass "vpackd --check-config accepts the edited conffile" || fail "vpackd --check-config: $out"
+    vp_pass "vpackd --check-config accepts the edited conffile" || vp_fail "vpackd --check-config: $out"
 vp_fit_watermarks 0.9 0.95 0.3 "the packed load must stay clear of the pack watermark"
 sed -i -e "s/^pack_watermark = .*/pack_watermark = ${VP_WATERMARKS[1]#*=}/" \
        -e "s/^spread_watermark = .*/spread_watermark = ${VP_WATERMARKS[3]#*=}/" "$CONF"
@@ -230,52 +208,45 @@ vp_log "starting the unit's command line: $exec_start"
     VPACK_TEST_OWNER="$VPACK_TEST_OWNER" "${unit_env[@]}" "${cmd[@]}") \
     < /dev/null >> "$work/vpackd.log" 2>&1 &
 agent_pid=$!
-if vp_wait_for 10 test -S "$RUN_DIR/vpackd.sock" >/dev/null; then pass "vpackd opened $RUN_DIR/vpackd.sock"
+if vp_wait_for 10 test -S "$RUN_DIR/vpackd.sock" >/dev/null; then vp_pass "vpackd opened $RUN_DIR/vpackd.sock"
 else vp_die "vpackd did not open $RUN_DIR/vpackd.sock"; fi
-[ "$(package_vpackd)" = "$agent_pid" ] || fail "vpackd runs as $(package_vpackd), not as $agent_pid"
+[ "$(package_vpackd)" = "$agent_pid" ] || vp_fail "vpackd runs as $(package_vpackd), not as $agent_pid"
 # Packed onto one CPU, whichever the policy keeps awake (the busier: other
 # load on the machine decides), vppkg-a's guest pin (vCPU 1 on CPU 0) kept.
-packed_keeping_pin() {
-    local c
-    for c in 0 1; do
-        [ "$(vp_pins vppkg-b)" = "vcpu0=$c vcpu1=$c emulator=$c" ] &&
-            [ "$(vp_pins vppkg-a)" = "vcpu0=$c vcpu1=0 emulator=$c" ] && return 0
-    done
-    return 1
-}
-if t=$(vp_wait_for 30 packed_keeping_pin); then
-    pass "both guests packed onto one CPU after ${t}s, vppkg-a's guest pin kept:" \
+if t=$(vp_wait_for 30 vp_packed_keeping_pin vppkg-a 1 0 vppkg-b); then
+    vp_pass "both guests packed onto one CPU after ${t}s, vppkg-a's guest pin kept:" \
          "a: $(vp_pins vppkg-a); b: $(vp_pins vppkg-b)"
 else
-    fail "not packed: a: $(vp_pins vppkg-a); b: $(vp_pins vppkg-b)"
+    vp_fail "not packed: a: $(vp_pins vppkg-a); b: $(vp_pins vppkg-b)"
 fi
 out=$(vpackctl status 2>&1) && [[ $out == *vppkg-a* ]] &&
-    pass "vpackctl status on the default socket lists vppkg-a" || fail "vpackctl status: $out"
+    vp_pass "vpackctl status on the default socket lists vppkg-a" || vp_fail "vpackctl status: $out"
 out=$(curl -s "http://127.0.0.1:$port/metrics") && [[ $out == *vpack_* ]] &&
-    pass "metrics served on the configured port $port" || fail "no metrics on port $port"
+    vp_pass "metrics served on the configured port $port" || vp_fail "no metrics on port $port"
 
 echo "== purge"
 vp_log "apt-get purge -y vpack"
 cp "$work/files" "$work/files.installed"
-if vp__quiet vp__apt purge -y vpack; then pass "apt-get purge -y vpack"
-else fail "apt-get purge -y vpack failed"; fi
+if vp__quiet vp__apt purge -y vpack; then vp_pass "apt-get purge -y vpack"
+else vp_fail "apt-get purge -y vpack failed"; fi
 if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
-    fail "still known to dpkg: $(dpkg-query -W -f='${Status}' vpack)"
+    vp_fail "still known to dpkg: $(dpkg-query -W -f='${Status}' vpack)"
 else
+    # shellcheck disable=SC2034 # read at the exit (vp_on_exit)
     installed=""
     rm -f "$VP_MARKDIR/package"
-    pass "dpkg no longer knows vpack"
+    vp_pass "dpkg no longer knows vpack"
 fi
 if kill -0 "$agent_pid" 2>/dev/null; then
-    fail "vpackd still runs after the purge"
+    vp_fail "vpackd still runs after the purge"
 else
     rc=0; wait "$agent_pid" || rc=$?
     agent_pid=""
-    [ "$rc" -eq 0 ] && pass "the prerm stopped vpackd; it exited 0" || fail "vpackd exited $rc"
+    [ "$rc" -eq 0 ] && vp_pass "the prerm stopped vpackd; it exited 0" || vp_fail "vpackd exited $rc"
 fi
 a=$(vp_pins vppkg-a); b=$(vp_pins vppkg-b)
-[ "$a" = "$asked_a" ] && pass "vppkg-a back to its own pins: $a" || fail "vppkg-a left at $a (asked $asked_a)"
-[ "$b" = "$asked_b" ] && pass "vppkg-b back to its own pins: $b" || fail "vppkg-b left at $b (asked $asked_b)"
+[ "$a" = "$asked_a" ] && vp_pass "vppkg-a back to its own pins: $a" || vp_fail "vppkg-a left at $a (asked $asked_a)"
+[ "$b" = "$asked_b" ] && vp_pass "vppkg-b back to its own pins: $b" || vp_fail "vppkg-b left at $b (asked $asked_b)"
 left=()
 while IFS= read -r f; do
     case $f in /.|"") continue ;; esac
@@ -293,14 +264,14 @@ while IFS= read -r f; do left+=("$f"); done < <(
     find /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked \
          /etc/systemd/system -name 'vpackd*' 2>/dev/null; ls -d /var/lib/dpkg/info/vpack.* 2>/dev/null)
 [ "${#left[@]}" -eq 0 ] &&
-    pass "nothing of vpack left ($(wc -l < "$work/files.installed") paths dpkg listed, /etc/vpack, $RUN_DIR, the hook link, the unit and its enablement)" ||
-    fail "left after the purge: ${left[*]}"
-[ -z "$(package_vpackd)" ] || fail "a vpackd from the package still runs: $(package_vpackd)"
+    vp_pass "nothing of vpack left ($(wc -l < "$work/files.installed") paths dpkg listed, /etc/vpack, $RUN_DIR, the hook link, the unit and its enablement)" ||
+    vp_fail "left after the purge: ${left[*]}"
+[ -z "$(package_vpackd)" ] || vp_fail "a vpackd from the package still runs: $(package_vpackd)"
 vp_restart_libvirtd
 if out=$(vp_virsh start vppkg-bad 2>&1); then
-    pass "after libvirtd's restart no vpack hook runs: the level-7 domain starts"
+    vp_pass "after libvirtd's restart no vpack hook runs: the level-7 domain starts"
 else
-    fail "the level-7 domain does not start after the purge: $out"
+    vp_fail "the level-7 domain does not start after the purge: $out"
 fi
 vp_virsh destroy vppkg-bad >/dev/null 2>&1 || true
 
