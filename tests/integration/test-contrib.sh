@@ -6,7 +6,8 @@
 # vpackd, against a real libvirtd with one real QEMU (TCG) guest. Steps:
 #
 #   names       every vpack_* metric the rules and the dashboard use is one
-#               lib/prom.c renders (histograms: _bucket, _sum, _count)
+#               lib/prom.c or its counters table (include/vpack/counters.h) renders
+#               (histograms: _bucket, _sum, _count)
 #   rules       `promtool check rules contrib/prometheus/vpack-alerts.yml`
 #   config      `promtool check config` on a copy of
 #               contrib/prometheus/prometheus.yml beside a copy of the rules
@@ -24,7 +25,7 @@
 #               level-2 guest (vpcon-a, 1 vCPU) starts, so that the agent
 #               places it while Prometheus watches (a rebalance to annotate)
 #   exposition  vpackd's /metrics has vpack_domain_level{domain="vpcon-a"} 2,
-#               passes `promtool check metrics`, renders only lib/prom.c's
+#               passes `promtool check metrics`, renders only those names
 #               names, and lacks a family only where the host lacks its
 #               source (energy without RAPL, idle-state residency without
 #               cpuidle)
@@ -80,10 +81,13 @@ command -v "$PROMTOOL" >/dev/null || vp_die "no promtool binary ($PROMTOOL)"
 command -v "$PROMETHEUS" >/dev/null || vp_die "no prometheus binary ($PROMETHEUS)"
 
 # ------------------------------------------------------------------ names
-vp_log "names: metrics used by the rules and the dashboard exist in lib/prom.c"
-"$VP_PYTHON" - "$top/lib/prom.c" "$rules" "$dashboard" <<'EOF'
+# The names vpackd renders: lib/prom.c's, and the counters' table it renders
+# them from (include/vpack/counters.h).
+names="$top/lib/prom.c:$top/include/vpack/counters.h"
+vp_log "names: metrics used by the rules and the dashboard exist in lib/prom.c or counters.h"
+"$VP_PYTHON" - "$names" "$rules" "$dashboard" <<'EOF'
 import re, sys
-src = open(sys.argv[1]).read()
+src = "".join(open(p).read() for p in sys.argv[1].split(":"))
 known = set(re.findall(r'"(vpack_[a-z0-9_]+)"', src))
 if not known:
     sys.exit("no metric names found in %s" % sys.argv[1])
@@ -259,14 +263,17 @@ vp_wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || tr
                           vp_die "vpackd does not report $DOM at level 2 on a package"; }
 "$PROMTOOL" check metrics <"$work/metrics.prom" >"$work/check-metrics.log" 2>&1 \
     || { cat "$work/check-metrics.log"; vp_die "vpackd's exposition fails promtool check metrics"; }
-# Families vpackd renders here: all lib/prom.c names, except those whose
-# source this host lacks. Writes the exported family names to families.txt.
-"$VP_PYTHON" - "$top/lib/prom.c" "$work/metrics.prom" "$work/families.txt" <<'EOF'
+# Families vpackd renders here: all the names of lib/prom.c and counters.h,
+# except those whose source this host lacks. Writes the exported family
+# names to families.txt.
+"$VP_PYTHON" - "$names" "$work/metrics.prom" "$work/families.txt" <<'EOF'
 import glob, re, sys
-known = set(re.findall(r'"(vpack_[a-z0-9_]+)"', open(sys.argv[1]).read()))
+known = set(re.findall(r'"(vpack_[a-z0-9_]+)"',
+                       "".join(open(p).read() for p in sys.argv[1].split(":"))))
 fams = set(re.findall(r'^# TYPE (\S+)', open(sys.argv[2]).read(), re.M))
 if fams - known:
-    sys.exit("vpackd renders families lib/prom.c does not name: %s" % sorted(fams - known))
+    sys.exit("vpackd renders families lib/prom.c and counters.h do not name: %s"
+             % sorted(fams - known))
 rapl = bool(glob.glob("/sys/class/powercap/intel-rapl:[0-9]*"))
 cpuidle = bool(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*/time"))
 why = {"vpack_package_energy_joules_total":
