@@ -42,10 +42,11 @@
  *     carries the last interval alone (cpu_busy_now), a snapshot counts only
  *     when that interval was over the trigger too (its CPUs' busy or its
  *     threads' util_now; the worst delay_now): smoothing falls slowly, and
- *     one busy interval would otherwise count twice. When only load outside
- *     the guests is over (their threads' util, smoothed and util_now, are not,
- *     and no delay is), it takes spread_samples + 1 snapshots: a burst of at
- *     most one interval that straddles two ticks is over in two, never three.
+ *     one busy interval would otherwise count twice. When the guests' own
+ *     threads' util, smoothed and util_now, is under the trigger, the load
+ *     over it (or the delay it makes the vCPUs wait) is someone else's: it
+ *     takes spread_samples + 1 snapshots, since a burst of at most one
+ *     interval that straddles two ticks is over in two, never three.
  *     It spreads at once when
  *     the guests' own threads asked for more than all the active cores in the
  *     last interval alone (every thread's util_now plus the delay_now of those
