@@ -20,20 +20,20 @@ static int remember(struct planner *pl, const struct dom_info *di, const int *id
     unsigned nv = di->d->nvcpus;
 
     ds->name = strdup(di->d->name);
-    ds->pkgs = malloc((nids ? nids : 1) * sizeof(int));
+    ds->pkg_ids = malloc((nids ? nids : 1) * sizeof(int));
     ds->busy = malloc(nv ? nv : 1);
-    if (!ds->name || !ds->pkgs || !ds->busy) {
+    if (!ds->name || !ds->pkg_ids || !ds->busy) {
         vpack__plan_dom_state_clear(ds);
         memset(ds, 0, sizeof(*ds));
         return -ENOMEM;
     }
-    memcpy(ds->pkgs, ids, nids * sizeof(int));
+    memcpy(ds->pkg_ids, ids, nids * sizeof(int));
     for (unsigned i = 0; i < nv; i++)
         ds->busy[i] = vpack__plan_vcpu_busy(pl, di, i);
     ds->nbusy = nv;
     ds->npkgs = nids;
     ds->placed_ms = placed;
-    ds->light_pkg = di->light_pk >= 0 ? pl->topo->packages[di->light_pk].id : -1;
+    ds->light_pkg_id = di->light_pk >= 0 ? pkg_id(pl, di->light_pk) : -1;
     ds->l3 = di->l3;
     ds->seen = pl->st->generation;
     pl->nnew++;
@@ -47,7 +47,7 @@ static bool same_pkgs(const struct dom_state *prev, const int *ids, unsigned n)
     for (unsigned i = 0; i < n; i++) {
         bool found = false;
         for (unsigned j = 0; j < n && !found; j++)
-            found = prev->pkgs[j] == ids[i];
+            found = prev->pkg_ids[j] == ids[i];
         if (!found)
             return false;
     }
@@ -119,18 +119,18 @@ static int build_domain(struct planner *pl, struct dom_info *di, struct vpack_pl
         if (di->light_pk >= 0 && !(lmask = union_mask(pl, di, &di->light_pk, 1)))
             return -ENOMEM;
         for (unsigned i = 0; i < di->npk; i++)
-            ids[nids++] = pl->topo->packages[di->pk[i]].id;
+            ids[nids++] = pkg_id(pl, di->pk[i]);
         if (di->light_pk >= 0) {
             bool have = false;
             for (unsigned i = 0; i < di->npk; i++)
                 have = have || di->pk[i] == di->light_pk;
             if (!have)
-                ids[nids++] = pl->topo->packages[di->light_pk].id;
+                ids[nids++] = pkg_id(pl, di->light_pk);
         }
     } else if (!di->managed || pl->lifted) {
         for (unsigned p = 0; p < pl->P; p++)
             if (in_bound(pl, di, (int)p))
-                ids[nids++] = pl->topo->packages[p].id;
+                ids[nids++] = pkg_id(pl, (int)p);
     }
 
     out->name = strdup(d->name);
@@ -168,7 +168,6 @@ static int build_domain(struct planner *pl, struct dom_info *di, struct vpack_pl
 /* Fills the plan and the next state's domains. Returns -ENOMEM, or -EINVAL for duplicate names. */
 int vpack__plan_build_plan(struct planner *pl)
 {
-    const struct vpack_topology *topo = pl->topo;
     struct vpack_plan *plan = pl->plan;
     unsigned nactive = 0;
     bool waiting_moved = false;
@@ -184,11 +183,11 @@ int vpack__plan_build_plan(struct planner *pl)
     plan->demand = pl->demand;
     plan->why = pl->why;
     plan->lifted = pl->lifted;
-    plan->wakeup_package = pl->wake >= 0 ? topo->packages[pl->wake].id : -1;
+    plan->wakeup_package = pl->wake >= 0 ? pkg_id(pl, pl->wake) : -1;
     for (unsigned i = 0; i < pl->P; i++)
         if (pl->active[pl->order[i]]) {
-            pl->active_ids[plan->nactive] = topo->packages[pl->order[i]].id;
-            plan->active_packages[plan->nactive++] = topo->packages[pl->order[i]].id;
+            pl->active_ids[plan->nactive] = pkg_id(pl, pl->order[i]);
+            plan->active_packages[plan->nactive++] = pkg_id(pl, pl->order[i]);
         }
 
     for (unsigned i = 0; i < pl->snap->ndomains; i++) {
@@ -196,7 +195,7 @@ int vpack__plan_build_plan(struct planner *pl)
         struct vpack_plan_domain *pd = &plan->domains[i];
         int *ids = pl->cand;
         for (unsigned k = 0; k < di->npk; k++)
-            ids[k] = topo->packages[di->pk[k]].id;
+            ids[k] = pkg_id(pl, di->pk[k]);
         di->moved = di->managed && !pl->lifted && !same_pkgs(di->prev, ids, di->npk);
         plan->ndomains = i + 1;
         if ((ret = build_domain(pl, di, pd)) < 0)
@@ -215,6 +214,6 @@ int vpack__plan_build_plan(struct planner *pl)
             return -EINVAL; /* duplicate domain names */
     /* A delay spread that moved none of the waiting domains does not grow again. */
     if (pl->delay_spreading && !waiting_moved)
-        pl->delay_fruitless = true;
+        pl->count.delay_fruitless = true;
     return 0;
 }

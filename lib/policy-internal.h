@@ -4,13 +4,27 @@
  * state, the planner's working state and each phase's entry point. Not
  * installed; nothing outside lib/policy*.c includes it.
  *
+ * The phases, in the order vpack_plan_compute() runs them; each reads what
+ * the ones before it wrote and calls none of the others:
+ *
  *   policy.c        the state, the driver vpack_plan_compute() and the plan's lifetime
- *   policy-load.c   describing domains: level, bound, demand, where load runs (rule 1-3)
- *   policy-pack.c   the demand, the preference order and the packages chosen (rules 4-6)
- *   policy-damp.c   spread fast, pack slowly: hysteresis, residency, delay spread (rules 4, 8)
+ *   policy-load.c   describe: the packages, each domain (level, bound, long-running
+ *                   vCPUs, where its load runs) and the preference order (rules 1-3, 5, 8)
+ *   policy-count.c  how many packages: demand, lower bound, spread fast and pack
+ *                   slowly, lifted (rules 4, 6)
+ *   policy-select.c which packages: in preference order, and those minimum
+ *                   residency holds (rules 4, 5)
  *   policy-place.c  placing domains and light load on the active packages (rules 7, 8)
  *   policy-l3.c     packing each domain into the fewest L3 caches of its package (rule 9)
  *   policy-build.c  the plan's masks and the next state (rules 2, 10, 11)
+ *
+ * Package ids and indexes: an id is the topology's package number (what a
+ * plan, a reason and the state between plans hold: the state outlives a
+ * topology); an index is a position in topo->packages (what every per-package
+ * array of the planner is indexed by). Ids live in names ending in _id or
+ * _ids; everything else that names a package (p, pk, *_pk) is an index. The
+ * previous plan's ids become indexes once, in policy-load.c (dom_info.prev_pk,
+ * was_active), and indexes become ids only through pkg_id().
  */
 #ifndef VPACK_POLICY_INTERNAL_H
 #define VPACK_POLICY_INTERNAL_H
@@ -35,24 +49,30 @@
 struct dom_state {
     char *name;
     unsigned npkgs;
-    int *pkgs;          /* package ids it was placed on */
+    int *pkg_ids;       /* package ids it was placed on */
     uint64_t placed_ms; /* policy time of its last move */
     unsigned seen;      /* generation it was last seen in */
     unsigned nbusy;
     unsigned char *busy; /* per vCPU position: long-running in the last plan */
-    int light_pkg;      /* level 2: package id of its light vCPUs when apart, else -1 */
+    int light_pkg_id;   /* level 2: package id of its light vCPUs when apart, else -1 */
     uint64_t l3;        /* L3 caches (bit k: l3[k] of its one package) it was kept in, or 0 */
+};
+
+/* What counting (rule 4) carries from one plan to the next: policy-count.c
+ * starts from the state's copy and the next state takes the planner's whole. */
+struct count_state {
+    unsigned ndemand;      /* package count chosen for the demand (before pins/holds) */
+    unsigned over_count;   /* consecutive snapshots over the spread triggers */
+    uint64_t under_ms;     /* how long the lower bound stayed under the active count */
+    bool delay_spread;     /* the packages were last added for run-queue delay */
+    bool delay_fruitless;  /* that spread moved no waiting domain: do not grow for delay */
 };
 
 struct vpack_policy_state {
     bool initialized;
     uint64_t now_ms;
     unsigned generation;
-    unsigned over_count;   /* consecutive snapshots over the spread triggers */
-    uint64_t under_ms;     /* how long the lower bound stayed under the active count */
-    unsigned ndemand;      /* package count chosen for the demand (before pins/holds) */
-    bool delay_spread;     /* the packages were last added for run-queue delay */
-    bool delay_fruitless;  /* that spread moved no waiting domain: do not grow for delay */
+    struct count_state count;
     unsigned nactive;
     int *active_ids;       /* previous plan's active packages */
     unsigned ndoms;
@@ -89,6 +109,9 @@ struct dom_info {
     uint64_t l3;           /* L3 caches of its one package it is kept in (bit k: l3[k]), or 0 */
     const vpack_cpuset *l3mask; /* their CPUs within its bound, or NULL: the whole package */
     struct dom_state *prev;
+    unsigned nprev_pk;     /* prev->npkgs */
+    int *prev_pk;          /* prev->pkg_ids as indexes, -1 for a package no longer there */
+    int prev_light_pk;     /* prev->light_pkg_id as an index, or -1 */
     unsigned npk;
     int *pk;               /* chosen package indexes */
     bool moved;
@@ -135,19 +158,17 @@ struct planner {
     double spread_demand;  /* what spreads: the active packages' busy or the threads' util */
     double max_delay_now;  /* worst delay_now of a vCPU vpack may move */
     unsigned nforced;      /* packages that pins and bounds keep awake */
-    unsigned nlow;         /* fewest packages that hold the demand */
 
-    /* Hysteresis: how many packages and why; the counters go to the next state. */
-    unsigned ndemand;      /* package count chosen for the demand */
+    /* The count (policy-count.c): how many packages and why. */
+    unsigned nlow;         /* fewest packages that hold the demand */
+    struct count_state count; /* the next state's; count.ndemand: the count for the demand */
+    unsigned nselect;      /* packages to select: the count, those pins keep awake, or all */
     bool spreading, lifted;
     bool delay_spreading;  /* this plan adds a package for run-queue delay */
     enum vpack_plan_why why;
     char reason[256];
-    unsigned over_count;
     unsigned over_need;    /* samples this trigger needs: spread_samples, one more for load
-                            * outside the guests alone (vpack__plan_choose_count) */
-    uint64_t under_ms;
-    bool delay_spread, delay_fruitless;
+                            * outside the guests alone */
     int wake;              /* wake-up package index, or -1 */
 
     /* Output: the plan and the next state's domains. */
@@ -160,6 +181,12 @@ struct planner {
 static inline bool thread_pinned(const struct vpack_thread_sample *t)
 {
     return t->pin != NULL;
+}
+
+/* The id of package index p. */
+static inline int pkg_id(const struct planner *pl, int p)
+{
+    return pl->topo->packages[p].id;
 }
 
 static inline bool in_bound(const struct planner *pl, const struct dom_info *di, int p)
@@ -181,27 +208,26 @@ int vpack__plan_dom_state_cmp(const void *a, const void *b);
 struct dom_state *vpack__plan_state_find(struct vpack_policy_state *s, const char *name);
 vpack_cpuset *vpack__plan_pool_new(struct mask_pool *pool);
 
-/* policy-load.c */
+/* policy-load.c: describe. Returns 0 or -ENOMEM. */
+int vpack__plan_describe(struct planner *pl);
+/* Queries on the description, for the phases after it: */
 double vpack__plan_free_room(const struct planner *pl, int p);
-void vpack__plan_describe_domains(struct planner *pl);
 /* Whether vpack places thread j (rather than leaving it its free mask). */
 bool vpack__plan_thread_placed(const struct planner *pl, const struct dom_info *di, unsigned j);
-
-/* policy-damp.c */
+/* Whether vCPU i is long-running (rule 8). */
 bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i);
-void vpack__plan_choose_count(struct planner *pl);
-void vpack__plan_hold_resident(struct planner *pl);
 
-/* policy-pack.c */
-unsigned vpack__plan_packages_for(const struct planner *pl, double demand, double share);
+/* policy-count.c: how many. */
+void vpack__plan_count(struct planner *pl);
 /*
  * True while a spread trigger is being counted but not reached (rule 4): the
  * load over it is one interval old, perhaps a burst that is gone in the next.
  * Domains that stay where they are keep their packages meanwhile (rules 7, 8).
  */
 bool vpack__plan_unconfirmed(const struct planner *pl);
-void vpack__plan_size_demand(struct planner *pl);
-void vpack__plan_activate_packages(struct planner *pl);
+
+/* policy-select.c: which. */
+void vpack__plan_select(struct planner *pl);
 
 /* policy-place.c */
 void vpack__plan_set_room(struct planner *pl);

@@ -83,7 +83,7 @@ static int l3_rooms(struct planner *pl, struct l3_plan *lp)
         const struct dom_info *di = &pl->di[i];
         const struct vpack_domain_sample *d = di->d;
         const struct dom_state *ds = di->prev;
-        int pp = ds && ds->l3 && ds->npkgs == 1 ? vpack_topology_package_index(topo, ds->pkgs[0]) : -1;
+        int pp = ds && ds->l3 && di->nprev_pk == 1 ? di->prev_pk[0] : -1;
         uint64_t was = pp >= 0 && lp->off[pp + 1] > lp->off[pp] && !(ds->l3 >> topo->packages[pp].nl3)
                            ? ds->l3
                            : 0;
@@ -198,7 +198,7 @@ static uint64_t choose_l3(struct planner *pl, struct l3_plan *lp, const struct d
 
     /* Sticky: where it was kept while that still holds it; from several
      * caches to one as soon as one holds it under the pack watermark. */
-    if (ds && ds->l3 && ds->npkgs == 1 && ds->pkgs[0] == pkg->id && !(ds->l3 >> nk) &&
+    if (ds && ds->l3 && di->nprev_pk == 1 && di->prev_pk[0] == p && !(ds->l3 >> nk) &&
         l3_in_bound(pl, di, p, ds->l3))
         prev = ds->l3;
     /* A load one interval old (a spread trigger still being counted) moves nothing. */
@@ -308,7 +308,7 @@ int vpack__plan_place_l3(struct planner *pl)
             const int p = di->pk[0];
             const double load = placed_load(di);
             const struct dom_state *ds = di->prev;
-            bool stays = ds && ds->l3 && ds->npkgs == 1 && ds->pkgs[0] == pl->topo->packages[p].id;
+            bool stays = ds && ds->l3 && di->nprev_pk == 1 && di->prev_pk[0] == p;
             if (di->l3mask || (pass == 0 && !stays))
                 continue;
             uint64_t bits = choose_l3(pl, &lp, di, p, load);

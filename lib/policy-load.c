@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The planner's first phase: what each domain is (level, bound, long-running
- * vCPUs, memory home), where the load vpack places runs now, and which
- * packages guest pins and bounds keep awake (rules 1-3 of vpack/policy.h).
+ * The planner's first phase, describe: each package's cores, usable CPUs and
+ * load; what each domain is (level, bound, long-running vCPUs, memory home,
+ * its previous packages as indexes), where the load vpack places runs now,
+ * which packages guest pins and bounds keep awake (rules 1-3 and 8 of
+ * vpack/policy.h); and from all that the packages' preference order (rule
+ * 5), which counting measures the active packages by and selecting takes
+ * packages in.
  */
 
 #include "policy-internal.h"
@@ -12,6 +16,74 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * Whether vCPU i of a domain is long-running: at busy_vcpu, with hysteresis
+ * around it for a vCPU the previous plan classed (rule 8).
+ */
+bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i)
+{
+    const struct dom_state *ds = di->prev;
+    double b = pl->par->busy_vcpu, u = di->d->vcpus[i].util;
+
+    if (ds && ds->busy && ds->nbusy == di->d->nvcpus)
+        return ds->busy[i] ? u >= b * (1 - BUSY_HYSTERESIS) - EPS
+                           : u >= b * (1 + BUSY_HYSTERESIS) - EPS;
+    return u >= b;
+}
+
+/* Per-package capacity (physical cores), usable CPUs, load, and the previous plan. */
+static void observe_packages(struct planner *pl)
+{
+    const struct vpack_topology *topo = pl->topo;
+    const struct vpack_snapshot *snap = pl->snap;
+
+    for (unsigned p = 0; p < pl->P; p++) {
+        pl->cap[p] = topo->packages[p].ncores ? topo->packages[p].ncores : 1;
+        pl->pkg_mask[p] = topo->packages[p].cpus;
+        pl->order[p] = (int)p;
+        pl->by_cap[p] = (int)p;
+    }
+    for (unsigned c = 0; c < snap->ncpus; c++) {
+        int p = vpack_topology_package_of(topo, (int)c);
+        if (p < 0 || snap->cpu_busy[c] < 0)
+            continue;
+        double b = snap->cpu_busy[c] > 1 ? 1 : snap->cpu_busy[c];
+        pl->load[p] += b;
+        pl->total_busy += b;
+        if (snap->cpu_busy_now && snap->cpu_busy_now[c] >= 0) {
+            double n = snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
+            pl->load_now[p] += n;
+            pl->total_busy_now += n;
+        }
+    }
+    pl->have_now = snap->cpu_busy_now != NULL;
+    for (unsigned i = 0; i < pl->st->nactive; i++) {
+        int p = vpack_topology_package_index(topo, pl->st->active_ids[i]);
+        if (p >= 0)
+            pl->was_active[p] = true;
+    }
+}
+
+/* The previous plan's packages of a domain as indexes of this topology. */
+static int prev_packages(struct planner *pl, struct dom_info *di)
+{
+    const struct dom_state *ds = di->prev;
+
+    di->prev_light_pk = -1;
+    if (!ds)
+        return 0;
+    if (ds->light_pkg_id >= 0)
+        di->prev_light_pk = vpack_topology_package_index(pl->topo, ds->light_pkg_id);
+    if (!ds->npkgs)
+        return 0;
+    if (!(di->prev_pk = malloc(ds->npkgs * sizeof(*di->prev_pk))))
+        return -ENOMEM;
+    for (unsigned k = 0; k < ds->npkgs; k++)
+        di->prev_pk[k] = vpack_topology_package_index(pl->topo, ds->pkg_ids[k]);
+    di->nprev_pk = ds->npkgs;
+    return 0;
+}
 
 static int effective_level(const struct planner *pl, int level)
 {
@@ -169,21 +241,18 @@ static void attribute_domain(struct planner *pl, struct dom_info *di)
             continue;
         int p = t->cpu >= 0 ? vpack_topology_package_of(pl->topo, t->cpu) : -1;
         /* Light vCPUs the last plan kept apart run on their own package. */
-        if (p < 0 && j < d->nvcpus && di->level >= 2 && di->prev && di->prev->light_pkg >= 0 &&
+        if (p < 0 && j < d->nvcpus && di->level >= 2 && di->prev_light_pk >= 0 &&
             !vpack__plan_vcpu_busy(pl, di, j))
-            p = vpack_topology_package_index(pl->topo, di->prev->light_pkg);
+            p = di->prev_light_pk;
         if (p >= 0)
             here[p] += t->util;
         else
             rest += t->util;
     }
-    if (rest > EPS && di->prev) {
-        for (unsigned k = 0; k < di->prev->npkgs; k++) {
-            int p = vpack_topology_package_index(pl->topo, di->prev->pkgs[k]);
-            if (p >= 0)
-                pl->cand[nc++] = p;
-        }
-    }
+    if (rest > EPS)
+        for (unsigned k = 0; k < di->nprev_pk; k++)
+            if (di->prev_pk[k] >= 0)
+                pl->cand[nc++] = di->prev_pk[k];
     if (rest > EPS && nc == 0)
         for (unsigned p = 0; p < pl->P; p++)
             if (in_bound(pl, di, (int)p))
@@ -270,12 +339,14 @@ static void mark_forced(struct planner *pl, const struct dom_info *di)
         force_awake(pl, single_package(pl, di->bound), bound_util);
 }
 
-void vpack__plan_describe_domains(struct planner *pl)
+static int describe_domains(struct planner *pl)
 {
     for (unsigned i = 0; i < pl->snap->ndomains; i++) {
         struct dom_info *di = &pl->di[i];
         di->d = &pl->snap->domains[i];
         di->prev = vpack__plan_state_find(pl->st, di->d->name);
+        if (prev_packages(pl, di) < 0)
+            return -ENOMEM;
         describe_domain(pl, di, &pl->bounds[i]);
         pl->threads_total += di->total;
         pl->threads_now += di->util_now;
@@ -289,4 +360,53 @@ void vpack__plan_describe_domains(struct planner *pl)
         }
         mark_forced(pl, di);
     }
+    return 0;
+}
+
+/* Rule 5's preference order: what pins keep awake, was active, holds memory, is awake, runs placed load. */
+static int pkg_pref_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct planner *pl = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (pl->forced[x] != pl->forced[y])
+        return pl->forced[x] ? -1 : 1;
+    if (pl->was_active[x] != pl->was_active[y])
+        return pl->was_active[x] ? -1 : 1;
+    if (fabs(pl->mem_w[x] - pl->mem_w[y]) > EPS)
+        return pl->mem_w[x] > pl->mem_w[y] ? -1 : 1;
+    if (pl->awake[x] != pl->awake[y])
+        return pl->awake[x] ? -1 : 1;
+    if (fabs(pl->own[x] - pl->own[y]) > EPS)
+        return pl->own[x] > pl->own[y] ? -1 : 1;
+    return pkg_id(pl, x) - pkg_id(pl, y);
+}
+
+static int cap_desc_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct planner *pl = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (pl->cap[x] != pl->cap[y])
+        return pl->cap[x] > pl->cap[y] ? -1 : 1;
+    return pkg_pref_cmp(a, b, ctx);
+}
+
+/* Which packages are awake, kept awake, and the preference order (rule 5). */
+static void rank_packages(struct planner *pl)
+{
+    for (unsigned p = 0; p < pl->P; p++) {
+        /* Load vpack places moves with its domains: it keeps nothing awake. */
+        pl->awake[p] = pl->load[p] - pl->own[p] >= AWAKE_SHARE * pl->cap[p];
+        pl->nforced += pl->forced[p];
+    }
+    qsort_r(pl->order, pl->P, sizeof(int), pkg_pref_cmp, pl);
+    qsort_r(pl->by_cap, pl->P, sizeof(int), cap_desc_cmp, pl);
+}
+
+int vpack__plan_describe(struct planner *pl)
+{
+    observe_packages(pl);
+    if (describe_domains(pl) < 0)
+        return -ENOMEM;
+    rank_packages(pl);
+    return 0;
 }

@@ -31,14 +31,15 @@ void vpack__plan_set_room(struct planner *pl)
         pl->room[p] = vpack__plan_free_room(pl, (int)p);
 }
 
-static bool pkgs_in_active(const struct planner *pl, const struct dom_state *ds)
+/* Whether every package of its previous plan is here and active. */
+static bool pkgs_in_active(const struct planner *pl, const struct dom_info *di)
 {
-    for (unsigned i = 0; i < ds->npkgs; i++) {
-        int p = vpack_topology_package_index(pl->topo, ds->pkgs[i]);
+    for (unsigned i = 0; i < di->nprev_pk; i++) {
+        int p = di->prev_pk[i];
         if (p < 0 || !pl->active[p])
             return false;
     }
-    return ds->npkgs > 0;
+    return di->nprev_pk > 0;
 }
 
 static double room_of(const struct planner *pl, const int *pk, unsigned n)
@@ -66,7 +67,7 @@ static int room_desc_cmp(const void *a, const void *b, void *ctx)
     double rx = floor(pl->room[x] / ROOM_STEP + EPS), ry = floor(pl->room[y] / ROOM_STEP + EPS);
     if (rx != ry)
         return rx > ry ? -1 : 1;
-    return pl->topo->packages[x].id - pl->topo->packages[y].id;
+    return pkg_id(pl, x) - pkg_id(pl, y);
 }
 
 /* Formats package ids of the indexes in pk as "0,1". */
@@ -75,8 +76,7 @@ static void fmt_pkgs(const struct planner *pl, const int *pk, unsigned n, char *
     size_t off = 0;
     buf[0] = '\0';
     for (unsigned i = 0; i < n && off < len; i++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : "",
-                                pl->topo->packages[pk[i]].id);
+        off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "," : "", pkg_id(pl, pk[i]));
 }
 
 /* Its bound lies wholly in parked packages: wake the first of them, if it has load. */
@@ -93,7 +93,7 @@ static void wake_parked(struct planner *pl, struct dom_info *di)
             snprintf(di->reason, sizeof(di->reason),
                      "idle, and its cpuset allows only parked package %d: left within "
                      "its cpuset, the package stays parked",
-                     pl->topo->packages[p].id);
+                     pkg_id(pl, p));
             return;
         }
         pl->active[p] = true;
@@ -124,10 +124,10 @@ static bool stay_put(struct planner *pl, struct dom_info *di, unsigned nc)
     unsigned n = 0;
     char pk[128];
 
-    if (!prev || !prev->npkgs || prev->npkgs > 64 || !pkgs_in_active(pl, prev))
+    if (!prev || !di->nprev_pk || di->nprev_pk > 64 || !pkgs_in_active(pl, di))
         return false;
-    for (unsigned i = 0; i < prev->npkgs; i++) {
-        int p = vpack_topology_package_index(pl->topo, prev->pkgs[i]);
+    for (unsigned i = 0; i < di->nprev_pk; i++) {
+        int p = di->prev_pk[i];
         if (!in_bound(pl, di, p))
             return false;
         tmp[n++] = p;
@@ -154,7 +154,7 @@ static void put_on(struct planner *pl, struct dom_info *di, int p, const char *w
     di->pk[di->npk++] = p;
     pl->room[p] -= di->movable;
     snprintf(di->reason, sizeof(di->reason), "packed on package %d: %.2f CPUs fit%s",
-             pl->topo->packages[p].id, di->movable, why);
+             pkg_id(pl, p), di->movable, why);
 }
 
 /*
@@ -255,16 +255,15 @@ static unsigned candidates(struct planner *pl, const struct dom_info *di)
 /* An all-light level 2 domain stays on its package while that is active and has room. */
 static bool light_stays(struct planner *pl, struct dom_info *di)
 {
-    const struct dom_state *ds = di->prev;
-    if (!ds || ds->npkgs != 1 || !pkgs_in_active(pl, ds))
+    if (di->nprev_pk != 1 || !pkgs_in_active(pl, di))
         return false;
-    int p = vpack_topology_package_index(pl->topo, ds->pkgs[0]);
+    int p = di->prev_pk[0];
     if (!in_bound(pl, di, p) || (pl->room[p] + EPS < di->light && !vpack__plan_unconfirmed(pl)))
         return false;
     di->pk[di->npk++] = p;
     pl->room[p] -= di->light;
     snprintf(di->reason, sizeof(di->reason), "stays on package %d: light load (%.2f CPUs) fits",
-             pl->topo->packages[p].id, di->light);
+             pkg_id(pl, p), di->light);
     return true;
 }
 
@@ -317,7 +316,7 @@ static void place_all_light(struct planner *pl, struct dom_info *di)
     di->pk[di->npk++] = p;
     pl->room[p] -= di->light;
     snprintf(di->reason, sizeof(di->reason), "on wake-up package %d: light load (%.2f CPUs)",
-             pl->topo->packages[p].id, di->light);
+             pkg_id(pl, p), di->light);
 }
 
 /* Places one managed domain that does not stay where it is (rule 7). */
@@ -387,8 +386,7 @@ int vpack__plan_place_managed(struct planner *pl)
  */
 static int light_apart(struct planner *pl, const struct dom_info *di)
 {
-    const struct dom_state *ds = di->prev;
-    int p = ds && ds->light_pkg >= 0 ? vpack_topology_package_index(pl->topo, ds->light_pkg) : -1;
+    int p = di->prev_light_pk;
 
     if (p >= 0 && pl->active[p] && in_bound(pl, di, p) &&
         pl->room[p] + EPS >= di->light)
@@ -445,7 +443,7 @@ int vpack__plan_place_light(struct planner *pl)
             bool with = false;
             /* Beside them while a load one interval old crowds them (a spread trigger
              * still being counted) if they were beside them before. */
-            bool was_with = vpack__plan_unconfirmed(pl) && di->prev && di->prev->light_pkg < 0;
+            bool was_with = vpack__plan_unconfirmed(pl) && di->prev && di->prev->light_pkg_id < 0;
             for (unsigned k = 0; k < di->npk && !with && di->light > EPS; k++)
                 if (pl->room[di->pk[k]] + EPS >= di->light || was_with) {
                     pl->room[di->pk[k]] -= di->light;
@@ -456,7 +454,7 @@ int vpack__plan_place_light(struct planner *pl)
                 size_t len = strlen(di->reason);
                 snprintf(di->reason + len, sizeof(di->reason) - len,
                          "; light vCPUs on package %d: no room beside the others",
-                         pl->topo->packages[di->light_pk].id);
+                         pkg_id(pl, di->light_pk));
             }
             continue;
         }

@@ -4,7 +4,8 @@
  * here say how, not what. Nothing in the planner does I/O or reads a clock:
  * time is the sum of the snapshots' intervals. This file holds the policy
  * state, the plan's lifetime and vpack_plan_compute(), which runs the phases
- * of lib/policy-*.c in order (lib/policy-internal.h lists them).
+ * of lib/policy-*.c in order (lib/policy-internal.h lists them): describe,
+ * count, select, place, build.
  */
 
 #include "policy-internal.h"
@@ -47,7 +48,7 @@ struct vpack_policy_state *vpack_policy_state_new(void)
 void vpack__plan_dom_state_clear(struct dom_state *ds)
 {
     free(ds->name);
-    free(ds->pkgs);
+    free(ds->pkg_ids);
     free(ds->busy);
 }
 
@@ -81,7 +82,7 @@ struct vpack_policy_state *vpack_policy_state_dup(const struct vpack_policy_stat
         const struct dom_state *from = &s->doms[c->ndoms];
         struct dom_state *to = &c->doms[c->ndoms];
         *to = *from;
-        to->pkgs = NULL;
+        to->pkg_ids = NULL;
         to->busy = NULL;
         if (!(to->name = strdup(from->name)))
             goto fail;
@@ -91,12 +92,12 @@ struct vpack_policy_state *vpack_policy_state_dup(const struct vpack_policy_stat
         }
         if (from->nbusy)
             memcpy(to->busy, from->busy, from->nbusy);
-        if (from->npkgs && !(to->pkgs = malloc(from->npkgs * sizeof(*to->pkgs)))) {
+        if (from->npkgs && !(to->pkg_ids = malloc(from->npkgs * sizeof(*to->pkg_ids)))) {
             c->ndoms++; /* its name is freed with the rest */
             goto fail;
         }
         if (from->npkgs)
-            memcpy(to->pkgs, from->pkgs, from->npkgs * sizeof(*to->pkgs));
+            memcpy(to->pkg_ids, from->pkg_ids, from->npkgs * sizeof(*to->pkg_ids));
     }
     return c;
 fail:
@@ -223,8 +224,10 @@ static void planner_free(struct planner *pl, int ret)
         free(pl->newdoms);
     }
     if (pl->di)
-        for (unsigned i = 0; i < pl->snap->ndomains; i++)
+        for (unsigned i = 0; i < pl->snap->ndomains; i++) {
             free(pl->di[i].pk);
+            free(pl->di[i].prev_pk);
+        }
     if (pl->plan) {
         if (!pl->plan->priv)
             pool_free(pl->pool);
@@ -252,39 +255,6 @@ static void planner_free(struct planner *pl, int ret)
     free(pl->active_ids);
 }
 
-/* Per-package capacity (physical cores), usable CPUs, load, and the previous plan. */
-static void observe_packages(struct planner *pl)
-{
-    const struct vpack_topology *topo = pl->topo;
-    const struct vpack_snapshot *snap = pl->snap;
-
-    for (unsigned p = 0; p < pl->P; p++) {
-        pl->cap[p] = topo->packages[p].ncores ? topo->packages[p].ncores : 1;
-        pl->pkg_mask[p] = topo->packages[p].cpus;
-        pl->order[p] = (int)p;
-        pl->by_cap[p] = (int)p;
-    }
-    for (unsigned c = 0; c < snap->ncpus; c++) {
-        int p = vpack_topology_package_of(topo, (int)c);
-        if (p < 0 || snap->cpu_busy[c] < 0)
-            continue;
-        double b = snap->cpu_busy[c] > 1 ? 1 : snap->cpu_busy[c];
-        pl->load[p] += b;
-        pl->total_busy += b;
-        if (snap->cpu_busy_now && snap->cpu_busy_now[c] >= 0) {
-            double n = snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
-            pl->load_now[p] += n;
-            pl->total_busy_now += n;
-        }
-    }
-    pl->have_now = snap->cpu_busy_now != NULL;
-    for (unsigned i = 0; i < pl->st->nactive; i++) {
-        int p = vpack_topology_package_index(topo, pl->st->active_ids[i]);
-        if (p >= 0)
-            pl->was_active[p] = true;
-    }
-}
-
 /* Moves the next state into st: nothing can fail here. */
 static void commit_state(struct planner *pl)
 {
@@ -302,11 +272,7 @@ static void commit_state(struct planner *pl)
     pl->active_ids = NULL;
     st->initialized = true;
     st->now_ms = pl->now;
-    st->over_count = pl->over_count;
-    st->under_ms = pl->under_ms;
-    st->delay_spread = pl->delay_spread;
-    st->delay_fruitless = pl->delay_fruitless;
-    st->ndemand = pl->ndemand;
+    st->count = pl->count;
     st->generation++;
 }
 
@@ -325,11 +291,10 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
 
     if ((ret = planner_alloc(&pl)) < 0)
         goto cleanup;
-    observe_packages(&pl);
-    vpack__plan_describe_domains(&pl);
-    vpack__plan_size_demand(&pl);
-    vpack__plan_choose_count(&pl);
-    vpack__plan_activate_packages(&pl);
+    if ((ret = vpack__plan_describe(&pl)) < 0)
+        goto cleanup;
+    vpack__plan_count(&pl);
+    vpack__plan_select(&pl);
     vpack__plan_set_room(&pl);
     if ((ret = vpack__plan_place_managed(&pl)) < 0 || (ret = vpack__plan_place_light(&pl)) < 0 ||
         (ret = vpack__plan_place_l3(&pl)) < 0 ||
@@ -347,7 +312,7 @@ cleanup:
 bool vpack_policy_state_settled(const struct vpack_policy_state *s,
                                 const struct vpack_policy_params *params)
 {
-    if (!s->initialized || s->ndemand == 0 || s->over_count || s->under_ms)
+    if (!s->initialized || s->count.ndemand == 0 || s->count.over_count || s->count.under_ms)
         return false;
     for (unsigned i = 0; i < s->ndoms; i++)
         if (s->now_ms - s->doms[i].placed_ms < params->min_residency_ms)

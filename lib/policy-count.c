@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Damping (rules 4 and 8 of vpack/policy.h): spread fast, pack slowly, the
- * delay-spread latch, minimum residency and the long-running hysteresis.
+ * How many packages (rules 4 and 6 of vpack/policy.h): the demand, the lower
+ * bound, and the count with its damping: spread fast, pack slowly, the
+ * delay-spread latch; every package needed lifts the restrictions. Reads the
+ * description of policy-load.c, writes the count (pl->nselect, pl->count,
+ * the plan's why and reason); which packages make it up is policy-select.c's.
  */
 
 #include "policy-internal.h"
@@ -12,45 +15,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * Whether vCPU i of a domain is long-running: at busy_vcpu, with hysteresis
- * around it for a vCPU the previous plan classed (rule 8).
- */
-bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i)
+/* The fewest packages whose cores * share hold demand: the largest first (rule 4). */
+static unsigned packages_for(const struct planner *pl, double demand, double share)
 {
-    const struct dom_state *ds = di->prev;
-    double b = pl->par->busy_vcpu, u = di->d->vcpus[i].util;
-
-    if (ds && ds->busy && ds->nbusy == di->d->nvcpus)
-        return ds->busy[i] ? u >= b * (1 - BUSY_HYSTERESIS) - EPS
-                           : u >= b * (1 + BUSY_HYSTERESIS) - EPS;
-    return u >= b;
+    double acc = 0;
+    for (unsigned i = 0; i < pl->P; i++) {
+        acc += pl->cap[pl->by_cap[i]] * share;
+        if (acc + EPS >= demand)
+            return i + 1;
+    }
+    return pl->P;
 }
 
 static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double cap_prev)
 {
     const struct vpack_policy_params *par = pl->par;
+    struct count_state *c = &pl->count;
 
-    pl->ndemand = pl->nlow > nprev + 1 ? pl->nlow : nprev + 1;
+    c->ndemand = pl->nlow > nprev + 1 ? pl->nlow : nprev + 1;
     pl->spreading = true;
     pl->why = VPACK_WHY_SPREAD;
     pl->delay_spreading = !over_load && pl->spread_demand <= cap_prev + EPS;
-    pl->delay_spread = pl->delay_spreading;
-    pl->over_count = 0;
-    pl->under_ms = 0;
+    c->delay_spread = pl->delay_spreading;
+    c->over_count = 0;
+    c->under_ms = 0;
     if (!pl->delay_spreading && pl->spread_demand <= cap_prev + EPS &&
         pl->wanted_now > cap_prev + EPS)
         snprintf(pl->reason, sizeof(pl->reason),
                  "spread to %u of %u packages: the last interval asked for %.2f CPUs "
                  "(run time and run-queue delay), over all of %.0f cores",
-                 pl->ndemand, pl->P, pl->wanted_now, cap_prev);
+                 c->ndemand, pl->P, pl->wanted_now, cap_prev);
     else if (!pl->delay_spreading)
         snprintf(pl->reason, sizeof(pl->reason),
                  "spread to %u of %u packages: load %.2f CPUs over %.0f%% of %.0f cores",
-                 pl->ndemand, pl->P, pl->spread_demand, par->spread_watermark * 100, cap_prev);
+                 c->ndemand, pl->P, pl->spread_demand, par->spread_watermark * 100, cap_prev);
     else
         snprintf(pl->reason, sizeof(pl->reason),
-                 "spread to %u of %u packages: run-queue delay %.0f%% over %.0f%%", pl->ndemand,
+                 "spread to %u of %u packages: run-queue delay %.0f%% over %.0f%%", c->ndemand,
                  pl->P, pl->max_delay * 100, par->delay_threshold * 100);
 }
 
@@ -61,41 +62,43 @@ static void spread_to(struct planner *pl, unsigned nprev, bool over_load, double
 static void pack_later(struct planner *pl)
 {
     const struct vpack_policy_params *par = pl->par;
-    uint64_t wait = par->pack_delay_ms + (pl->delay_spread ? par->min_residency_ms : 0);
+    struct count_state *c = &pl->count;
+    uint64_t wait = par->pack_delay_ms + (c->delay_spread ? par->min_residency_ms : 0);
 
-    pl->under_ms += pl->snap->interval_ms;
-    if (pl->under_ms >= wait) {
-        pl->ndemand = pl->nlow;
-        pl->under_ms = 0;
-        pl->delay_spread = false;
-        pl->delay_fruitless = false;
+    c->under_ms += pl->snap->interval_ms;
+    if (c->under_ms >= wait) {
+        c->ndemand = pl->nlow;
+        c->under_ms = 0;
+        c->delay_spread = false;
+        c->delay_fruitless = false;
         pl->why = VPACK_WHY_PACK;
         snprintf(pl->reason, sizeof(pl->reason),
                  "packed to %u of %u packages: load %.2f CPUs stayed low for %llu ms",
-                 pl->ndemand, pl->P, pl->demand, (unsigned long long)wait);
+                 c->ndemand, pl->P, pl->demand, (unsigned long long)wait);
     } else {
         snprintf(pl->reason, sizeof(pl->reason),
                  "%u of %u packages: load %.2f CPUs would fit %u, packing in %llu ms%s",
-                 pl->ndemand, pl->P, pl->demand, pl->nlow,
-                 (unsigned long long)(wait - pl->under_ms),
-                 pl->delay_spread ? " (after a run-queue delay spread)" : "");
+                 c->ndemand, pl->P, pl->demand, pl->nlow,
+                 (unsigned long long)(wait - c->under_ms),
+                 c->delay_spread ? " (after a run-queue delay spread)" : "");
     }
 }
 
 static void hold(struct planner *pl)
 {
-    const unsigned n = pl->ndemand, P = pl->P;
+    const struct count_state *c = &pl->count;
+    const unsigned n = c->ndemand, P = pl->P;
 
-    pl->under_ms = 0;
-    if (pl->max_delay > pl->par->delay_threshold && pl->delay_fruitless)
+    pl->count.under_ms = 0;
+    if (pl->max_delay > pl->par->delay_threshold && c->delay_fruitless)
         snprintf(pl->reason, sizeof(pl->reason),
                  "%u of %u packages: run-queue delay %.0f%%, but the last spread moved no "
                  "waiting vCPU",
                  n, P, pl->max_delay * 100);
-    else if (pl->over_count)
+    else if (c->over_count)
         snprintf(pl->reason, sizeof(pl->reason),
                  "%u of %u packages: over the spread trigger %u of %u samples%s", n, P,
-                 pl->over_count, pl->over_need,
+                 c->over_count, pl->over_need,
                  pl->over_need > pl->par->spread_samples ? " (load outside the guests)" : "");
     else
         snprintf(pl->reason, sizeof(pl->reason), "%u of %u packages: load %.2f CPUs", n, P,
@@ -108,45 +111,31 @@ static void hold(struct planner *pl)
  */
 static void active_load(const struct planner *pl, unsigned n, double *busy, double *busy_now)
 {
-    const struct vpack_snapshot *snap = pl->snap;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
         *busy += pl->load[pl->order[i]];
-    if (!pl->have_now)
-        return;
-    for (unsigned c = 0; c < snap->ncpus; c++) {
-        int p = vpack_topology_package_of(pl->topo, (int)c);
-        if (p < 0 || snap->cpu_busy_now[c] < 0)
-            continue;
-        for (unsigned i = 0; i < n; i++)
-            if (pl->order[i] == p)
-                *busy_now += snap->cpu_busy_now[c] > 1 ? 1 : snap->cpu_busy_now[c];
+        *busy_now += pl->load_now[pl->order[i]];
     }
 }
 
 /* How many packages the demand needs (rule 4): spread fast, pack slowly. */
-void vpack__plan_choose_count(struct planner *pl)
+static void choose_count(struct planner *pl)
 {
     const struct vpack_policy_state *st = pl->st;
     const struct vpack_policy_params *par = pl->par;
+    struct count_state *c = &pl->count;
     const unsigned P = pl->P;
 
     pl->why = VPACK_WHY_HOLD;
-    pl->over_count = st->over_count;
     pl->over_need = par->spread_samples;
-    pl->under_ms = st->under_ms;
-    pl->delay_spread = st->delay_spread;
-    pl->delay_fruitless = st->delay_fruitless;
-    if (!st->initialized || st->ndemand == 0) {
-        pl->ndemand = pl->nlow;
-        pl->over_count = 0;
-        pl->under_ms = 0;
-        pl->delay_spread = pl->delay_fruitless = false;
+    *c = st->count;
+    if (!st->initialized || st->count.ndemand == 0) {
+        *c = (struct count_state){.ndemand = pl->nlow};
         pl->why = VPACK_WHY_FIRST;
         snprintf(pl->reason, sizeof(pl->reason),
-                 "first plan: load %.2f CPUs needs %u of %u packages", pl->demand, pl->ndemand, P);
+                 "first plan: load %.2f CPUs needs %u of %u packages", pl->demand, c->ndemand, P);
         return;
     }
-    unsigned nprev = st->ndemand > P ? P : st->ndemand;
+    unsigned nprev = st->count.ndemand > P ? P : st->count.ndemand;
     /* The first nprev packages in preference order are the ones sized for the
      * demand; packages only pins keep awake come on top and do not count. */
     double cap_prev = 0;
@@ -166,7 +155,7 @@ void vpack__plan_choose_count(struct planner *pl)
     pl->spread_demand = spread_demand;
     double spread_demand_now =
         active_busy_now > pl->threads_now ? active_busy_now : pl->threads_now;
-    bool over_load = vpack__plan_packages_for(pl, spread_demand, par->spread_watermark) > nprev;
+    bool over_load = packages_for(pl, spread_demand, par->spread_watermark) > nprev;
     /*
      * Where the snapshot carries the last interval alone, a sample counts only
      * when that interval was over too: smoothing falls slowly, so one busy
@@ -174,9 +163,8 @@ void vpack__plan_choose_count(struct planner *pl)
      * one-interval burst outside the guests (or the agent's own pin calls)
      * would spread every guest. A load that stays spreads spread_samples later.
      */
-    bool over_load_now = !pl->have_now ||
-                         vpack__plan_packages_for(pl, spread_demand_now, par->spread_watermark) >
-                             nprev;
+    bool over_load_now =
+        !pl->have_now || packages_for(pl, spread_demand_now, par->spread_watermark) > nprev;
     /* At once when the guests' own threads asked for more than all the active cores in the
      * last interval alone (run time, and the run-queue delay of those vpack may move) and
      * their run time alone filled the active cores to the spread watermark: a step that
@@ -191,12 +179,11 @@ void vpack__plan_choose_count(struct planner *pl)
     bool over_all = over_now || (!pl->have_now && spread_demand > cap_prev + EPS);
     /* A delay spread that moved no waiting vCPU is no evidence: do not grow on it. */
     if (pl->max_delay <= par->delay_threshold / 2)
-        pl->delay_fruitless = false;
-    bool over_delay = pl->max_delay > par->delay_threshold && !pl->delay_fruitless &&
+        c->delay_fruitless = false;
+    bool over_delay = pl->max_delay > par->delay_threshold && !c->delay_fruitless &&
                       (!pl->have_now || pl->max_delay_now > par->delay_threshold);
     /* With every package active there is nowhere to spread to. */
-    pl->over_count =
-        ((over_load && over_load_now) || over_delay) && nprev < P ? pl->over_count + 1 : 0;
+    c->over_count = ((over_load && over_load_now) || over_delay) && nprev < P ? c->over_count + 1 : 0;
     /*
      * Load outside the guests alone spreads one sample later than theirs: a
      * burst of another process of at most one interval that straddles two
@@ -206,13 +193,12 @@ void vpack__plan_choose_count(struct planner *pl)
      * their own run time is under the trigger, their delay is someone else's
      * load. Only the guests' own load over the trigger counts as before.
      */
-    bool guests_over =
-        vpack__plan_packages_for(pl, pl->threads_total, par->spread_watermark) > nprev &&
-        (!pl->have_now ||
-         vpack__plan_packages_for(pl, pl->threads_now, par->spread_watermark) > nprev);
+    bool guests_over = packages_for(pl, pl->threads_total, par->spread_watermark) > nprev &&
+                       (!pl->have_now ||
+                        packages_for(pl, pl->threads_now, par->spread_watermark) > nprev);
     pl->over_need = par->spread_samples + (pl->have_now && !guests_over ? 1 : 0);
-    pl->ndemand = nprev;
-    if (nprev < P && (over_all || pl->over_count >= pl->over_need))
+    c->ndemand = nprev;
+    if (nprev < P && (over_all || c->over_count >= pl->over_need))
         spread_to(pl, nprev, over_load || over_all, cap_prev);
     else if (pl->nlow < nprev && !over_load && pl->max_delay <= par->delay_threshold / 2)
         pack_later(pl);
@@ -220,28 +206,29 @@ void vpack__plan_choose_count(struct planner *pl)
         hold(pl);
 }
 
-bool vpack__plan_unconfirmed(const struct planner *pl)
+void vpack__plan_count(struct planner *pl)
 {
-    return !pl->spreading && pl->over_count > 0 && pl->over_count < pl->over_need;
+    const unsigned P = pl->P;
+
+    pl->demand = pl->total_busy > pl->threads_total ? pl->total_busy : pl->threads_total;
+    pl->demand_now = pl->total_busy_now > pl->threads_now ? pl->total_busy_now : pl->threads_now;
+    pl->nlow = packages_for(pl, pl->demand, pl->par->pack_watermark);
+    choose_count(pl);
+
+    /* Rule 6. One package: lifted once its load passes the pack watermark. */
+    unsigned n = pl->count.ndemand;
+    pl->lifted = n >= P && (P > 1 || pl->demand > pl->par->pack_watermark * pl->cap[0] + EPS);
+    if (pl->nforced > n)
+        n = pl->nforced;
+    pl->nselect = pl->lifted ? P : n;
+    if (pl->lifted) {
+        size_t len = strlen(pl->reason);
+        snprintf(pl->reason + len, sizeof(pl->reason) - len,
+                 "; all %u packages active: restrictions lifted", P);
+    }
 }
 
-/* A domain placed recently keeps its packages awake while packing (rule 4). */
-void vpack__plan_hold_resident(struct planner *pl)
+bool vpack__plan_unconfirmed(const struct planner *pl)
 {
-    for (unsigned i = 0; i < pl->snap->ndomains; i++) {
-        struct dom_info *di = &pl->di[i];
-        const struct dom_state *ds = di->prev;
-        if (!di->managed || !ds || pl->now - ds->placed_ms >= pl->par->min_residency_ms)
-            continue;
-        for (unsigned k = 0; k < ds->npkgs; k++) {
-            int p = vpack_topology_package_index(pl->topo, ds->pkgs[k]);
-            if (p >= 0 && !pl->active[p]) {
-                pl->active[p] = true;
-                size_t len = strlen(pl->reason);
-                snprintf(pl->reason + len, sizeof(pl->reason) - len,
-                         "; package %d held for %s (minimum residency)",
-                         pl->topo->packages[p].id, di->d->name);
-            }
-        }
-    }
+    return !pl->spreading && pl->count.over_count > 0 && pl->count.over_count < pl->over_need;
 }
