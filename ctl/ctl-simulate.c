@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * vpackctl simulate: replays a trace (a file, or one built from PlanetLab VM
- * traces) through the host model (lib/model.c) at levels 0, 1 and 2, next to
- * the oracles (lib/oracle.c), and prints what vpack would save. This file
+ * traces) through the host model (lib/sim/model.c) at levels 0, 1 and 2, next to
+ * the oracles (lib/sim/oracle.c), and prints what vpack would save. This file
  * is the command: its options and inputs; the run and the writers are
  * simulate-*.c (simulate.h).
  */

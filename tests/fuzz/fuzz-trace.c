@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the trace reader (lib/trace.c): the input split into
+ * libFuzzer target for the trace reader (lib/sim/trace.c): the input split into
  * lines, each read with vpack_trace_parse_line() as `vpackctl simulate
  * --trace` reads a file, and the whole input as a PlanetLab file. Checked:
  *

@@ -5,7 +5,7 @@
 # watermark is refused with the same sentence by vpackd (the file, --set,
 # --check-config), vpackctl simulate (--config, --set) and vpackctl plan
 # (--pack-watermark, --set); a consistent one is taken by each. The check is
-# vpack_policy_params_check() in lib/policy.c and every door loads its
+# vpack_policy_params_check() in lib/policy/policy.c and every door loads its
 # settings with vpack_config_load() (lib/config.c); no door has its own. A bad
 # value is refused with the same sentence too, from a file line or a --set
 # (plan's policy options are short for --set). No libvirt, no agent started

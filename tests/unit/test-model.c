@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The host model (lib/model.c) and the oracle (lib/oracle.c) on cases small
+ * The host model (lib/sim/model.c) and the oracle (lib/sim/oracle.c) on cases small
  * enough to compute by hand. Topologies are hwloc synthetic descriptions,
  * intervals trace lines (vpack/trace.h); nothing reads the live host.
  */

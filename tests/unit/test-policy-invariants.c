@@ -4,7 +4,7 @@
  * plan over randomized series with fixed seeds, on synthetic hosts and on the
  * real topologies of $VPACK_FIXTURES (hwloc XML exports and sysfs trees).
  *
- * Series run through the host model (lib/model.c): each interval's trace
+ * Series run through the host model (lib/sim/model.c): each interval's trace
  * (demand, pins, cpusets, memory) goes to vpack_model_step(), which runs the
  * policy on what the model observed in the intervals before (the util each
  * thread was served, each CPU's occupancy under the last plan's masks,
@@ -19,7 +19,7 @@
  * cores of threads confined to it unless every package is active; a domain
  * that fits a parked package is not split; a domain's emulator and iothreads
  * stay with it. Per series: a constant input makes no mask change after
- * settling, and then its active package count is the oracle's (lib/oracle.c:
+ * settling, and then its active package count is the oracle's (lib/sim/oracle.c:
  * pins and bounds included); in model series, a managed domain whose masks
  * have held for a minimum residency and that fits one package of its bound,
  * beside the others' load there, is on one package, and on one L3 cache of

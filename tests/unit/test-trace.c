@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Traces (lib/trace.c): the line reader's errors, the recorder's conversion
+ * Traces (lib/sim/trace.c): the line reader's errors, the recorder's conversion
  * and the PlanetLab builder, on inline lines and on the PlanetLab files in
  * tests/data/planetlab (see its README).
  */

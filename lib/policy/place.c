@@ -5,7 +5,7 @@
  * wake-up target.
  */
 
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,29 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The planner's internals, shared by its phases (lib/policy*.c): the policy
+ * The planner's internals, shared by its phases (lib/policy/): the policy
  * state, the planner's working state and each phase's entry point. Not
- * installed; nothing outside lib/policy*.c includes it.
+ * installed; nothing outside lib/policy/ includes it.
  *
  * The phases, in the order vpack_plan_compute() runs them; each reads what
  * the ones before it wrote and calls none of the others:
  *
- *   policy.c        the state, the driver vpack_plan_compute() and the plan's lifetime
- *   policy-load.c   describe: the packages, each domain (level, bound, long-running
- *                   vCPUs, where its load runs) and the preference order (rules 1-3, 5, 8)
- *   policy-count.c  how many packages: demand, lower bound, spread fast and pack
- *                   slowly, lifted (rules 4, 6)
- *   policy-select.c which packages: in preference order, and those minimum
- *                   residency holds (rules 4, 5)
- *   policy-place.c  placing domains and light load on the active packages (rules 7, 8)
- *   policy-l3.c     packing each domain into the fewest L3 caches of its package (rule 9)
- *   policy-build.c  the plan's masks and the next state (rules 2, 10, 11)
+ *   policy.c    the state, the driver vpack_plan_compute() and the plan's lifetime
+ *   describe.c  the packages, each domain (level, bound, long-running vCPUs, where
+ *               its load runs) and the preference order (rules 1-3, 5, 8)
+ *   count.c     how many packages: demand, lower bound, spread fast and pack
+ *               slowly, lifted (rules 4, 6)
+ *   select.c    which packages: in preference order, and those minimum
+ *               residency holds (rules 4, 5)
+ *   place.c     placing domains and light load on the active packages (rules 7, 8)
+ *   l3.c        packing each domain into the fewest L3 caches of its package (rule 9)
+ *   build.c     the plan's masks and the next state (rules 2, 10, 11)
  *
  * Package ids and indexes: an id is the topology's package number (what a
  * plan, a reason and the state between plans hold: the state outlives a
  * topology); an index is a position in topo->packages (what every per-package
  * array of the planner is indexed by). Ids live in names ending in _id or
  * _ids; everything else that names a package (p, pk, *_pk) is an index. The
- * previous plan's ids become indexes once, in policy-load.c (dom_info.prev_pk,
+ * previous plan's ids become indexes once, in describe.c (dom_info.prev_pk,
  * was_active), and indexes become ids only through pkg_id().
  */
 #ifndef VPACK_POLICY_INTERNAL_H
@@ -58,7 +58,7 @@ struct dom_state {
     uint64_t l3;        /* L3 caches (bit k: l3[k] of its one package) it was kept in, or 0 */
 };
 
-/* What counting (rule 4) carries from one plan to the next: policy-count.c
+/* What counting (rule 4) carries from one plan to the next: count.c
  * starts from the state's copy and the next state takes the planner's whole. */
 struct count_state {
     unsigned ndemand;      /* package count chosen for the demand (before pins/holds) */
@@ -159,7 +159,7 @@ struct planner {
     double max_delay_now;  /* worst delay_now of a vCPU vpack may move */
     unsigned nforced;      /* packages that pins and bounds keep awake */
 
-    /* The count (policy-count.c): how many packages and why. */
+    /* The count (count.c): how many packages and why. */
     unsigned nlow;         /* fewest packages that hold the demand */
     struct count_state count; /* the next state's; count.ndemand: the count for the demand */
     unsigned nselect;      /* packages to select: the count, those pins keep awake, or all */
@@ -208,7 +208,7 @@ int vpack__plan_dom_state_cmp(const void *a, const void *b);
 struct dom_state *vpack__plan_state_find(struct vpack_policy_state *s, const char *name);
 vpack_cpuset *vpack__plan_pool_new(struct mask_pool *pool);
 
-/* policy-load.c: describe. Returns 0 or -ENOMEM. */
+/* describe.c: describe. Returns 0 or -ENOMEM. */
 int vpack__plan_describe(struct planner *pl);
 /* Queries on the description, for the phases after it: */
 double vpack__plan_free_room(const struct planner *pl, int p);
@@ -217,7 +217,7 @@ bool vpack__plan_thread_placed(const struct planner *pl, const struct dom_info *
 /* Whether vCPU i is long-running (rule 8). */
 bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i);
 
-/* policy-count.c: how many. */
+/* count.c: how many. */
 void vpack__plan_count(struct planner *pl);
 /*
  * True while a spread trigger is being counted but not reached (rule 4): the
@@ -226,19 +226,19 @@ void vpack__plan_count(struct planner *pl);
  */
 bool vpack__plan_unconfirmed(const struct planner *pl);
 
-/* policy-select.c: which. */
+/* select.c: which. */
 void vpack__plan_select(struct planner *pl);
 
-/* policy-place.c */
+/* place.c */
 void vpack__plan_set_room(struct planner *pl);
 int vpack__plan_place_managed(struct planner *pl);
 int vpack__plan_place_light(struct planner *pl);
 int vpack__plan_dom_order_cmp(const void *a, const void *b);
 
-/* policy-l3.c */
+/* l3.c */
 int vpack__plan_place_l3(struct planner *pl);
 
-/* policy-build.c */
+/* build.c */
 int vpack__plan_build_plan(struct planner *pl);
 
 #endif

@@ -9,7 +9,7 @@
  * packages in.
  */
 
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -108,7 +108,7 @@ static int single_package(const struct planner *pl, const vpack_cpuset *set)
  * Room a package offers an empty placement: its watermark minus the load
  * vpack does not place, at the lower of its smoothed and last-interval
  * values: a burst of another process that ended takes no room while its
- * smoothed value falls (issue 24; policy-l3.c does the same per cache).
+ * smoothed value falls (issue 24; l3.c does the same per cache).
  */
 double vpack__plan_free_room(const struct planner *pl, int p)
 {

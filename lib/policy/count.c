@@ -3,11 +3,11 @@
  * How many packages (rules 4 and 6 of vpack/policy.h): the demand, the lower
  * bound, and the count with its damping: spread fast, pack slowly, the
  * delay-spread latch; every package needed lifts the restrictions. Reads the
- * description of policy-load.c, writes the count (pl->nselect, pl->count,
- * the plan's why and reason); which packages make it up is policy-select.c's.
+ * description of describe.c, writes the count (pl->nselect, pl->count,
+ * the plan's why and reason); which packages make it up is select.c's.
  */
 
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * the plan's packages and reasons, and the next state's domains.
  */
 
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>

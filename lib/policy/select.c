@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * Which packages (rule 5 of vpack/policy.h, and rule 4's minimum residency):
- * policy-count.c says how many, pl->nselect; this takes them in the
- * preference order policy-load.c worked out, then keeps awake the packages
+ * count.c says how many, pl->nselect; this takes them in the
+ * preference order describe.c worked out, then keeps awake the packages
  * of domains placed too recently to move. Writes pl->active.
  */
 
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <string.h>

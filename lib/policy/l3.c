@@ -6,7 +6,7 @@
  * talk to each other through a shared cache lose more when pulled apart than
  * they gain from the room (VolanoMark); the package stays awake either way.
  */
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>

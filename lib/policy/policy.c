@@ -4,11 +4,11 @@
  * here say how, not what. Nothing in the planner does I/O or reads a clock:
  * time is the sum of the snapshots' intervals. This file holds the policy
  * state, the plan's lifetime and vpack_plan_compute(), which runs the phases
- * of lib/policy-*.c in order (lib/policy-internal.h lists them): describe,
+ * of lib/policy/ in order (lib/policy/internal.h lists them): describe,
  * count, select, place, build.
  */
 
-#include "policy-internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <math.h>
