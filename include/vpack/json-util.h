@@ -14,6 +14,13 @@
 struct json_object;
 
 /*
+ * The value of member key of object o, borrowed; NULL when o is NULL or not
+ * an object, or key is absent or null. The one way vpack gets a member:
+ * the readers below, the snapshot reader and the domain record use it.
+ */
+struct json_object *vpack_json_member(struct json_object *o, const char *key);
+
+/*
  * Readers: a key that is missing, or whose value is of another type, reads
  * as dflt; o may be NULL. Strings are borrowed from o.
  */

@@ -188,13 +188,6 @@ static int rec_fail(char **errmsg, const char *key, const char *what)
     return -EINVAL;
 }
 
-/* The member key of o; NULL when it is absent or null. */
-static json_object *rec_member(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
 static int rec_set(json_object *v, const char *key, vpack_cpuset *out, char **errmsg)
 {
     if (!json_object_is_type(v, json_type_string) ||
@@ -207,7 +200,7 @@ static int rec_set(json_object *v, const char *key, vpack_cpuset *out, char **er
 static int rec_opt_set(json_object *o, const char *key, bool *has, vpack_cpuset *out,
                        char **errmsg)
 {
-    json_object *v = rec_member(o, key);
+    json_object *v = vpack_json_member(o, key);
     *has = v != NULL;
     return v ? rec_set(v, key, out, errmsg) : 0;
 }
@@ -215,7 +208,7 @@ static int rec_opt_set(json_object *o, const char *key, bool *has, vpack_cpuset 
 /* A non-negative integer up to max; an absent one is 0. */
 static int rec_uint(json_object *o, const char *key, unsigned max, unsigned *out, char **errmsg)
 {
-    json_object *v = rec_member(o, key);
+    json_object *v = vpack_json_member(o, key);
     int64_t n;
     *out = 0;
     if (!v)
@@ -248,7 +241,7 @@ static int rec_id(const char *s, const char *key, unsigned *out, char **errmsg)
 static int rec_pins(json_object *o, const char *key, struct vpack_vcpupin **out, size_t *n,
                     char **errmsg)
 {
-    json_object *v = rec_member(o, key);
+    json_object *v = vpack_json_member(o, key);
     size_t i = 0;
     *out = NULL;
     *n = 0;
@@ -278,7 +271,7 @@ static int rec_pins(json_object *o, const char *key, struct vpack_vcpupin **out,
 static int rec_numa_mode(json_object *o, const char *key, enum vpack_numa_mode *mode,
                          char **errmsg)
 {
-    json_object *v = rec_member(o, "mode");
+    json_object *v = vpack_json_member(o, "mode");
     const char *s = v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     for (int m = VPACK_NUMA_MODE_STRICT; m <= VPACK_NUMA_MODE_RESTRICTIVE; m++)
         if (!strcmp(s, vpack_numa_mode_name((enum vpack_numa_mode)m))) {
@@ -290,7 +283,7 @@ static int rec_numa_mode(json_object *o, const char *key, enum vpack_numa_mode *
 
 static int rec_memory(json_object *mem, struct vpack_numatune *nt, char **errmsg)
 {
-    json_object *pl = rec_member(mem, "placement");
+    json_object *pl = vpack_json_member(mem, "placement");
     const char *s = pl && json_object_is_type(pl, json_type_string) ? json_object_get_string(pl)
                                                                     : "";
     bool has;
@@ -348,23 +341,23 @@ static int rec_memnodes(json_object *nodes, struct vpack_numatune *nt, char **er
 
 static int rec_numatune(json_object *o, struct vpack_numatune *nt, char **errmsg)
 {
-    json_object *v = rec_member(o, "numatune"), *m;
+    json_object *v = vpack_json_member(o, "numatune"), *m;
     int r;
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_object))
         return rec_fail(errmsg, "numatune", "expected an object");
     nt->present = true;
-    if ((m = rec_member(v, "memory")) && (r = rec_memory(m, nt, errmsg)) < 0)
+    if ((m = vpack_json_member(v, "memory")) && (r = rec_memory(m, nt, errmsg)) < 0)
         return r;
-    if ((m = rec_member(v, "memnode")) && (r = rec_memnodes(m, nt, errmsg)) < 0)
+    if ((m = vpack_json_member(v, "memnode")) && (r = rec_memnodes(m, nt, errmsg)) < 0)
         return r;
     return 0;
 }
 
 static int rec_iothreads(json_object *o, struct vpack_domxml *d, char **errmsg)
 {
-    json_object *v = rec_member(o, "iothreads");
+    json_object *v = vpack_json_member(o, "iothreads");
     struct vpack_vcpupin *pins = NULL;
     size_t n = 0;
     int r;
@@ -403,25 +396,25 @@ static int rec_iothreads(json_object *o, struct vpack_domxml *d, char **errmsg)
 /* "name", "uuid", "level" and "placement". */
 static int rec_identity(json_object *o, struct vpack_domxml *d, char **errmsg)
 {
-    json_object *v = rec_member(o, "name");
+    json_object *v = vpack_json_member(o, "name");
     if (!v || !json_object_is_type(v, json_type_string))
         return rec_fail(errmsg, "name", "expected a string");
     if (!(d->name = (char *)xmlStrdup((const xmlChar *)json_object_get_string(v))))
         return -ENOMEM;
-    if ((v = rec_member(o, "uuid"))) {
+    if ((v = vpack_json_member(o, "uuid"))) {
         if (!json_object_is_type(v, json_type_string) ||
             vpack__domxml_uuid_canon(json_object_get_string(v), d->uuid) < 0)
             return rec_fail(errmsg, "uuid", "expected a UUID");
         d->has_uuid = true;
     }
     d->level = -1;
-    if ((v = rec_member(o, "level"))) {
+    if ((v = vpack_json_member(o, "level"))) {
         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
             json_object_get_int64(v) > 2)
             return rec_fail(errmsg, "level", "expected 0, 1, 2 or null");
         d->level = (int)json_object_get_int64(v);
     }
-    v = rec_member(o, "placement");
+    v = vpack_json_member(o, "placement");
     const char *pl = v && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
                                                                    : v ? "" : "static";
     if (strcmp(pl, "static") && strcmp(pl, "auto"))
