@@ -45,6 +45,16 @@ char *vpack_json_list(struct json_object *o, const char *key, const char *dflt);
  */
 int vpack_json_add(struct json_object *o, const char *key, struct json_object *v);
 
+/*
+ * A new double whose JSON text is v with digits significant digits
+ * ("%.10g"), or with digits 0 the shortest text that reads back as exactly
+ * v (15 to 17 digits; json-c alone prints 17: 0.8 as 0.80000000000000004).
+ * Integral values keep a ".0", as json-c writes them. v must be finite.
+ * NULL when out of memory. The plan and the snapshot writer print their
+ * numbers through it.
+ */
+struct json_object *vpack_json_new_number(double v, int digits);
+
 /* A new string holding the CPU set's text ("0-3,8"); NULL when out of memory. */
 struct json_object *vpack_json_cpuset(const vpack_cpuset *s);
 /* vpack_json_add() of vpack_json_cpuset(s). */

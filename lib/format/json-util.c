@@ -97,6 +97,24 @@ int vpack_json_add(struct json_object *o, const char *key, struct json_object *v
     return 0;
 }
 
+struct json_object *vpack_json_new_number(double v, int digits)
+{
+    char buf[40];
+
+    if (digits > 0) {
+        snprintf(buf, sizeof(buf), "%.*g", digits, v);
+    } else {
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(buf, sizeof(buf), "%.*g", prec, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+    }
+    if (!strpbrk(buf, ".eE"))
+        strcat(buf, ".0");
+    return json_object_new_double_s(v, buf);
+}
+
 struct json_object *vpack_json_cpuset(const vpack_cpuset *s)
 {
     char *text = vpack_cpuset_format(s);

@@ -1045,25 +1045,6 @@ cleanup:
 
 /* The writer. */
 
-/*
- * The shortest decimal text that reads back as exactly v, kept as the
- * number's JSON text (json-c would otherwise print 17 digits: 0.8 as
- * 0.80000000000000004). Integral values keep a ".0", as json-c writes them.
- */
-static json_object *new_double(double v)
-{
-    char buf[40];
-
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof(buf), "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    if (!strpbrk(buf, ".eE"))
-        strcat(buf, ".0");
-    return json_object_new_double_s(v, buf);
-}
-
 
 static int append(json_object *a, json_object *v)
 {
@@ -1081,7 +1062,7 @@ static int add_double(json_object *o, const char *key, double v)
 {
     if (!isfinite(v))
         return 0;
-    return vpack_json_add(o, key, new_double(v));
+    return vpack_json_add(o, key, vpack_json_new_number(v, 0)); /* the shortest exact text */
 }
 
 
