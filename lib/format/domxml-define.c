@@ -211,11 +211,9 @@ int vpack_domxml_define_rewrite(const char *buf, size_t len, char **out_xml, int
                      (!n->ns || vpack__domxml_in_vpack_ns(n));
             if (pass == 1 && vpack__domxml_in_vpack_ns(n) && !policy) {
                 vpack__domxml_qualified(n, qa, sizeof(qa));
-                ret =
-                    vpack__domxml_fail(&c,
-                                       "<metadata>: <%s>: unknown element in vpack's namespace %s "
-                                       "(expected <%s>)",
-                                       qa, VPACK_XML_NS, VPACK_XML_POLICY_ELEMENT);
+                ret = vpack__domxml_fail(&c, "<metadata>: <%s>: unknown element in vpack's "
+                                         "namespace %s (expected <%s>)", qa, VPACK_XML_NS,
+                                         VPACK_XML_POLICY_ELEMENT);
                 goto cleanup;
             }
             if (!policy)

@@ -699,11 +699,8 @@ int vpack__domxml_read_vcpus(struct domxml_ctx *c, xmlNode *root, struct vpack_d
             if ((ret = prop_uint(c, v, "id", true, false, &id)) < 0)
                 goto cleanup;
             if (id >= maxvcpus) {
-                ret =
-                    vpack__domxml_fail(c,
-                                       "<vcpus><vcpu id='%u'>: vCPU id out of range of the maximum "
-                                       "vCPU count %u",
-                                       id, maxvcpus);
+                ret = vpack__domxml_fail(c, "<vcpus><vcpu id='%u'>: vCPU id out of range of "
+                                         "the maximum vCPU count %u", id, maxvcpus);
                 goto cleanup;
             }
             if ((ret = prop_enum(c, v, "enabled", yes_no_names, 2, true, &enabled)) < 0)
@@ -1131,11 +1128,9 @@ static int count_numa_cells(struct domxml_ctx *c, xmlNode *root, size_t *ncells)
         has_numa = true;
         for (xmlNode *cell = numa->children; cell; cell = cell->next)
             if (vpack__domxml_is_el(cell, "cell") && ++*ncells > VPACK_DOMXML_MAX_CELLS)
-                return vpack__domxml_fail(
-                    c,
-                    "<cpu><numa>: more than %u guest NUMA cells (vpack's limit; "
-                    "QEMU takes at most 128)",
-                    VPACK_DOMXML_MAX_CELLS);
+                return vpack__domxml_fail(c, "<cpu><numa>: more than %u guest NUMA cells "
+                                          "(vpack's limit; QEMU takes at most 128)",
+                                          VPACK_DOMXML_MAX_CELLS);
     }
     if (has_numa && *ncells == 0)
         return vpack__domxml_fail(c, "<cpu><numa>: NUMA topology defined without NUMA cells");
