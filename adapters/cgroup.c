@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "host.h"
-#include "vpack/procstat.h"
+#include "vpack/cgroupfs.h"
 #include "vpack/snapshot.h"
 
 #define CPUSET_ROOT "sys/fs/cgroup/cpuset"

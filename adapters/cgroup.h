@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "vpack/cpuset.h"
-#include "vpack/procstat.h"
+#include "vpack/cgroupfs.h"
 
 struct vpack_mem_share;
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "host.h"
-#include "vpack/procstat.h"
+#include "vpack/cgroupfs.h"
+#include "vpack/proc.h"
+#include "vpack/qemu-threads.h"
+#include "vpack/uevent.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -12,7 +12,8 @@
 #include <uv.h>
 
 #include "vpack/cpuset.h"
-#include "vpack/procstat.h"
+#include "vpack/proc.h"
+#include "vpack/qemu-threads.h"
 
 /*
  * Reads root/path whole (at most max bytes; larger is -EFBIG) into a

@@ -6,7 +6,7 @@
  * /metrics) are answered; other paths get 404, other methods 405. Each scrape
  * renders what the collect callback returns plus the host's power readings
  * under [agent] sysfs_root (hostpower.h: cpuidle residency, RAPL package
- * energy); lib/prom.c does the text.
+ * energy); lib/format/prom.c does the text.
  *
  * Limits: 64 connections, 10 s of inactivity, 32 KiB of request per
  * connection (a larger request gets 431 or 414). Above 56 connections a new

@@ -63,7 +63,7 @@ struct json_object *vpack_moves_json(const struct vpack_move *moves, unsigned n)
 
 /*
  * The hook's hand-over (control socket ops "register" and "forget"): req is
- * the checked request (lib/protocol.c). register keeps the domain record (what the
+ * the checked request (lib/format/protocol.c). register keeps the domain record (what the
  * guest asked for, as the hook saw it at start) under state_dir/domains/ so
  * that a restarted agent still knows it; it is the record of transient
  * domains. Returns 0 or -errno with *errmsg (caller frees).
@@ -80,7 +80,7 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out);
  * does not know it, or -ENOMEM. */
 int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct json_object **out);
 /*
- * Everything the metrics endpoint exports, as lib/prom.c's typed metrics
+ * Everything the metrics endpoint exports, as lib/format/prom.c's typed metrics
  * (a vpack_metrics_collect_fn: agent is the struct vpack_agent). NULL when
  * out of memory; free with vpack_prom_metrics_free().
  */

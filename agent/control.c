@@ -381,7 +381,7 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     char *err = NULL;
     bool known;
     int r;
-    /* lib/protocol.c checks the request, the permission and the arguments. */
+    /* lib/format/protocol.c checks the request, the permission and the arguments. */
     if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, &err) < 0) {
         send_error(cl, "%s", err ? err : "out of memory");
         free(err);

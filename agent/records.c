@@ -3,7 +3,7 @@
  * The domain records under state_dir/domains/: what each running domain
  * asked for (its request), kept for the run of it that asked.
  *
- * One file per domain, UUID.json: the request as lib/domxml.c writes it
+ * One file per domain, UUID.json: the request as lib/format/domrecord.c writes it
  * (vpack-hook --dump's format), with vpackd's own member in front:
  *
  *   {"vpackd":{"pid":N,"start":T,"origin":"hook"|"live","narrowed":B},

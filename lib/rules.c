@@ -20,7 +20,7 @@
 
 #include <libxml/tree.h>
 
-#include "domxml-priv.h"
+#include "format/domxml-priv.h"
 #include "vpack/domxml.h"
 #include "vpack/errmsg.h"
 

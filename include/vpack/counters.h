@@ -16,7 +16,7 @@
  * every line reaches both outputs, and its golden files (tests/data/prom/)
  * take the new lines in. In the metrics the counters come last,
  * after the histograms, except vpack_libvirt_connects_total, which follows
- * vpack_libvirt_connected (lib/prom.c).
+ * vpack_libvirt_connected (lib/format/prom.c).
  *
  * Status only: plans (no family; vpack_plan_duration_seconds_count counts
  * failed plans too); pins_ok, pins_failed and rebalances, which the metrics

@@ -14,6 +14,13 @@
 struct json_object;
 
 /*
+ * The value of member key of object o, borrowed; NULL when o is NULL or not
+ * an object, or key is absent or null. The one way vpack gets a member:
+ * the readers below, the snapshot reader and the domain record use it.
+ */
+struct json_object *vpack_json_member(struct json_object *o, const char *key);
+
+/*
  * Readers: a key that is missing, or whose value is of another type, reads
  * as dflt; o may be NULL. Strings are borrowed from o.
  */
@@ -37,6 +44,16 @@ char *vpack_json_list(struct json_object *o, const char *key, const char *dflt);
  * or -ENOMEM with v put.
  */
 int vpack_json_add(struct json_object *o, const char *key, struct json_object *v);
+
+/*
+ * A new double whose JSON text is v with digits significant digits
+ * ("%.10g"), or with digits 0 the shortest text that reads back as exactly
+ * v (15 to 17 digits; json-c alone prints 17: 0.8 as 0.80000000000000004).
+ * Integral values keep a ".0", as json-c writes them. v must be finite.
+ * NULL when out of memory. The plan and the snapshot writer print their
+ * numbers through it.
+ */
+struct json_object *vpack_json_new_number(double v, int digits);
 
 /* A new string holding the CPU set's text ("0-3,8"); NULL when out of memory. */
 struct json_object *vpack_json_cpuset(const vpack_cpuset *s);

@@ -6,7 +6,7 @@
  * connection (then the client half-closes), and the reply is read until the
  * server closes or has nothing more to say. So MHD's request parsing, our request handler with any
  * method, URL and headers, the connection tracking and eviction and the
- * scrape itself (lib/prom.c over a stub agent's metrics and a small /sys
+ * scrape itself (lib/format/prom.c over a stub agent's metrics and a small /sys
  * tree) all run on fuzzed input. Checked on every input:
  *
  *  - the endpoint never crashes, leaks or hangs (ASan, LeakSanitizer, the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the /proc, cgroup and uevent readers (lib/procstat.c):
+ * libFuzzer target for the /proc, cgroup and uevent readers (lib/sys/):
  * /proc/stat, /proc/PID/task/TID/stat, cgroup v1 memory.numa_stat,
  * /proc/PID/cgroup and kernel uevent datagrams. Every input goes to all
  * five parsers (they read different lines of the same kind of text).
@@ -30,7 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vpack/procstat.h"
+#include "vpack/cgroupfs.h"
+#include "vpack/proc.h"
+#include "vpack/qemu-threads.h"
+#include "vpack/uevent.h"
 #include "vpack/snapshot.h"
 
 #define CHECK(cond) ((cond) ? (void)0 : abort())

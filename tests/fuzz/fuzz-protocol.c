@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the control protocol (lib/protocol.c): the input is
+ * libFuzzer target for the control protocol (lib/format/protocol.c): the input is
  * what a client writes to /run/vpack/vpackd.sock, split into lines as
  * agent/control.c splits it (empty lines skipped), each line parsed for an
  * unprivileged and for a privileged peer. Checked on every line:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target for the snapshot reader (lib/snapshot.c): the input as
+ * libFuzzer target for the snapshot reader (lib/format/snapshot.c): the input as
  * one snapshot (vpack_snapshot_parse) and as a JSON-lines series, read the
  * way `vpackctl plan --replay` reads one: vpack_snapshot_parse_first() from
  * each offset it returns. Checked on every input:

@@ -6,7 +6,7 @@
 # vpackd, against a real libvirtd with one real QEMU (TCG) guest. Steps:
 #
 #   names       every vpack_* metric the rules and the dashboard use is one
-#               lib/prom.c or its counters table (include/vpack/counters.h) renders
+#               lib/format/prom.c or its counters table (include/vpack/counters.h) renders
 #               (histograms: _bucket, _sum, _count)
 #   rules       `promtool check rules contrib/prometheus/vpack-alerts.yml`
 #   config      `promtool check config` on a copy of
@@ -81,10 +81,10 @@ command -v "$PROMTOOL" >/dev/null || vp_die "no promtool binary ($PROMTOOL)"
 command -v "$PROMETHEUS" >/dev/null || vp_die "no prometheus binary ($PROMETHEUS)"
 
 # ------------------------------------------------------------------ names
-# The names vpackd renders: lib/prom.c's, and the counters' table it renders
+# The names vpackd renders: lib/format/prom.c's, and the counters' table it renders
 # them from (include/vpack/counters.h).
-names="$top/lib/prom.c:$top/include/vpack/counters.h"
-vp_log "names: metrics used by the rules and the dashboard exist in lib/prom.c or counters.h"
+names="$top/lib/format/prom.c:$top/include/vpack/counters.h"
+vp_log "names: metrics used by the rules and the dashboard exist in lib/format/prom.c or counters.h"
 "$VP_PYTHON" - "$names" "$rules" "$dashboard" <<'EOF'
 import re, sys
 src = "".join(open(p).read() for p in sys.argv[1].split(":"))
@@ -103,7 +103,7 @@ for f in sys.argv[2:]:
 if bad:
     sys.exit("unknown metric names:\n  " + "\n  ".join(bad))
 if not hist:
-    sys.exit("no histogram families found in lib/prom.c")
+    sys.exit("no histogram families found in lib/format/prom.c")
 EOF
 
 # ------------------------------------------------------------------ rules
@@ -263,7 +263,7 @@ vp_wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || tr
                           vp_die "vpackd does not report $DOM at level 2 on a package"; }
 "$PROMTOOL" check metrics <"$work/metrics.prom" >"$work/check-metrics.log" 2>&1 \
     || { cat "$work/check-metrics.log"; vp_die "vpackd's exposition fails promtool check metrics"; }
-# Families vpackd renders here: all the names of lib/prom.c and counters.h,
+# Families vpackd renders here: all the names of lib/format/prom.c and counters.h,
 # except those whose source this host lacks. Writes the exported family
 # names to families.txt.
 "$VP_PYTHON" - "$names" "$work/metrics.prom" "$work/families.txt" <<'EOF'
@@ -272,7 +272,7 @@ known = set(re.findall(r'"(vpack_[a-z0-9_]+)"',
                        "".join(open(p).read() for p in sys.argv[1].split(":"))))
 fams = set(re.findall(r'^# TYPE (\S+)', open(sys.argv[2]).read(), re.M))
 if fams - known:
-    sys.exit("vpackd renders families lib/prom.c and counters.h do not name: %s"
+    sys.exit("vpackd renders families lib/format/prom.c and counters.h do not name: %s"
              % sorted(fams - known))
 rapl = bool(glob.glob("/sys/class/powercap/intel-rapl:[0-9]*"))
 cpuidle = bool(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*/time"))

@@ -9,7 +9,10 @@
 
 #include <cmocka.h>
 
-#include "vpack/procstat.h"
+#include "vpack/cgroupfs.h"
+#include "vpack/proc.h"
+#include "vpack/qemu-threads.h"
+#include "vpack/uevent.h"
 #include "vpack/snapshot.h"
 
 /* A 2-CPU Linux 6.1 host with cpu1 online. */

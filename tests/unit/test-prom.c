@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/prom.c: the Prometheus text of hand-built metrics, exact
+ * lib/format/prom.c: the Prometheus text of hand-built metrics, exact
  * lines, escaping, histogram consistency and `promtool check metrics`
  * (/usr/bin/promtool must exist: its absence fails the test); the whole
  * text and status's counters (lib/counters.c) byte for byte as main made
@@ -404,7 +404,7 @@ static const struct vpack_counters golden_counters = {
 
 /*
  * The whole exposition, byte for byte, with every scalar counter a value of
- * its own: tests/data/prom/metrics.txt was rendered by main's lib/prom.c
+ * its own: tests/data/prom/metrics.txt was rendered by main's lib/format/prom.c
  * (6199868, before the counters were one table), so family order, # HELP and
  * # TYPE text and which counter lands in which family cannot drift.
  */

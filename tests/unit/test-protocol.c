@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * lib/protocol.c: one control-socket request line in, a checked request or
+ * lib/format/protocol.c: one control-socket request line in, a checked request or
  * the exact error text of the answer out; the permission rule (writes need
  * a privileged peer, except a dry-run rebalance; register and forget need
  * root) before the arguments.

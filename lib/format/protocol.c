@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vpack/errmsg.h"
+#include "vpack/json-util.h"
 
 static const char *const op_names[] = {
     [VPACK_CTL_VERSION] = "version",     [VPACK_CTL_STATUS] = "status",
@@ -38,8 +39,8 @@ static void quote(char *dst, const char *s, size_t len)
 /* The string member key of o, or NULL when absent, not a string or holding a NUL. */
 static const char *str_member(struct json_object *o, const char *key)
 {
-    struct json_object *v;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+    struct json_object *v = vpack_json_member(o, key);
+    if (!json_object_is_type(v, json_type_string))
         return NULL;
     const char *s = json_object_get_string(v);
     return strlen(s) == (size_t)json_object_get_string_len(v) ? s : NULL;
@@ -83,7 +84,8 @@ static int check_args(struct vpack_ctl_request *req, char **errmsg)
             return vpack_errmsg_set(-EINVAL, errmsg, "explain needs a string \"domain\"");
         return 0;
     case VPACK_CTL_REGISTER:
-        if (!json_object_object_get_ex(o, "domain", &v) || !json_object_is_type(v, json_type_object))
+        v = vpack_json_member(o, "domain");
+        if (!json_object_is_type(v, json_type_object))
             return vpack_errmsg_set(-EINVAL, errmsg, "register: needs a \"domain\" object");
         req->record = v;
         req->name = str_member(v, "name");
@@ -112,7 +114,7 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
                             struct vpack_ctl_request *req, char **errmsg)
 {
     struct json_tokener *tok;
-    struct json_object *op, *dry;
+    struct json_object *op;
     enum json_tokener_error e;
     char quoted[QUOTE_MAX + 4];
     size_t i;
@@ -137,7 +139,7 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     }
     json_tokener_free(tok);
     if (!json_object_is_type(req->obj, json_type_object) ||
-        !json_object_object_get_ex(req->obj, "op", &op) || !json_object_is_type(op, json_type_string)) {
+        !json_object_is_type(op = vpack_json_member(req->obj, "op"), json_type_string)) {
         ret = vpack_errmsg_set(-EINVAL, errmsg, "a request is an object with a string \"op\"");
         goto fail;
     }
@@ -154,8 +156,8 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     req->op = (enum vpack_ctl_op)i;
     req->op_name = op_names[i];
     /* json-c's truthiness: true, non-zero numbers and non-empty strings. */
-    req->dry_run = req->op == VPACK_CTL_REBALANCE && json_object_object_get_ex(req->obj, "dry_run", &dry) &&
-                   json_object_get_boolean(dry);
+    req->dry_run = req->op == VPACK_CTL_REBALANCE &&
+                   json_object_get_boolean(vpack_json_member(req->obj, "dry_run"));
     /* A record ties a guest to its requested pins: only the hook, which
      * runs as root, makes or removes one, not the control group. */
     if ((req->op == VPACK_CTL_REGISTER || req->op == VPACK_CTL_FORGET) && uid != 0) {

@@ -1,111 +1,19 @@
 // SPDX-License-Identifier: MIT
-#include "vpack/procstat.h"
+/*
+ * The kernel's cgroup text, taken as text: a process's /proc/PID/cgroup
+ * lines, the cgroup and cgroup2 lines of /proc/self/mounts, and a group's
+ * memory.numa_stat (either version).
+ */
+#include "vpack/cgroupfs.h"
 
-#include "vpack/snapshot.h"
-
-#include <ctype.h>
-#include <stdbool.h>
 #include <errno.h>
-#include <stdio.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads an unsigned decimal at *p (after blanks); -EINVAL if none or above UINT64_MAX. */
-static int read_u64(const char **p, const char *end, uint64_t *v)
-{
-    while (*p < end && (**p == ' ' || **p == '\t'))
-        (*p)++;
-    if (*p >= end || !isdigit((unsigned char)**p))
-        return -EINVAL;
-    uint64_t x = 0;
-    while (*p < end && isdigit((unsigned char)**p)) {
-        unsigned d = (unsigned)(**p - '0');
-        if (x > (UINT64_MAX - d) / 10)
-            return -EINVAL;
-        x = x * 10 + d;
-        (*p)++;
-    }
-    *v = x;
-    return 0;
-}
-
-/* a + b, stopping at UINT64_MAX: counters near the top must not wrap to small. */
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n)
-{
-    const char *p = buf, *end = buf + len;
-    struct vpack_cpu_times *arr = NULL;
-    unsigned cnt = 0, cap = 0;
-    int ret = -EINVAL;
-
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (!eol)
-            eol = end;
-        if (eol - p > 3 && !memcmp(p, "cpu", 3) && isdigit((unsigned char)p[3])) {
-            const char *q = p + 3;
-            uint64_t id, f[8] = {0};
-            unsigned nf = 0;
-            if (read_u64(&q, eol, &id) < 0 || id > 1u << 20)
-                goto cleanup;
-            /* user nice system idle iowait irq softirq steal [guest guest_nice] */
-            while (nf < 8 && read_u64(&q, eol, &f[nf]) == 0)
-                nf++;
-            if (nf < 4)
-                goto cleanup;
-            if (cnt == cap) {
-                unsigned ncap = cap ? cap * 2 : 64;
-                struct vpack_cpu_times *t = realloc(arr, ncap * sizeof(*t));
-                if (!t) {
-                    ret = -ENOMEM;
-                    goto cleanup;
-                }
-                arr = t;
-                cap = ncap;
-            }
-            uint64_t idle = add_sat(f[3], f[4]);
-            uint64_t busy = 0;
-            for (int k = 0; k < 8; k++)
-                if (k != 3 && k != 4)
-                    busy = add_sat(busy, f[k]);
-            arr[cnt].cpu = (int)id;
-            arr[cnt].busy = busy;
-            arr[cnt].total = add_sat(busy, idle);
-            cnt++;
-        }
-        p = eol + 1;
-    }
-    *out = arr;
-    *n = cnt;
-    arr = NULL;
-    ret = 0;
-cleanup:
-    free(arr);
-    return ret;
-}
-
-double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after)
-{
-    if (after->total <= before->total || after->busy < before->busy)
-        return -1;
-    double b = (double)(after->busy - before->busy) / (double)(after->total - before->total);
-    return b > 1 ? 1 : b;
-}
-
-double vpack_gap_rate(double ns, double prev, double dt, double last)
-{
-    if (!(dt > 0))
-        return 0;
-    if (last > 0 && dt > last) {
-        double rest = ns - prev * (dt - last);
-        return rest > 0 ? rest / last : 0;
-    }
-    return ns / dt;
-}
+#include "sys-priv.h"
+#include "vpack/snapshot.h"
 
 /*
  * Reads the " N0=5 N1=7" entries of one memory.numa_stat line from q to eol,
@@ -121,10 +29,10 @@ static int numastat_nodes(const char *q, const char *eol, double scale,
             q++;
         if (q >= eol)
             break;
-        if (*q != 'N' || (q++, read_u64(&q, eol, &node) < 0) || q >= eol || *q != '=')
+        if (*q != 'N' || (q++, vpack__read_u64(&q, eol, &node) < 0) || q >= eol || *q != '=')
             return -EINVAL;
         q++;
-        if (read_u64(&q, eol, &v) < 0)
+        if (vpack__read_u64(&q, eol, &v) < 0)
             return -EINVAL;
         if (node >= 1u << 20)
             continue;
@@ -173,7 +81,7 @@ int vpack_numastat_parse(const char *buf, size_t len, uint64_t page_size,
         (q = numastat_line(buf, end, "total=", &eol))) {
         /* v1, in pages: "total=512 N0=500 N1=12". */
         version = 1;
-        if (read_u64(&q, eol, &total) < 0 ||
+        if (vpack__read_u64(&q, eol, &total) < 0 ||
             numastat_nodes(q, eol, (double)page_size, out, max, &cnt) < 0)
             return -EINVAL;
     } else {
@@ -203,98 +111,6 @@ int vpack_numastat_parse(const char *buf, size_t len, uint64_t page_size,
     if (bytes)
         *bytes = sum < 18446744073709549568.0 ? (uint64_t)sum : UINT64_MAX;
     return version;
-}
-
-/*
- * Points *p at the blank before field (3 or more) of a /proc/PID/stat text:
- * the name (field 2) ends at the last ')', "1234 (CPU 0/TCG) S 1 ...".
- */
-static int stat_field(const char *buf, const char *end, int field, const char **p)
-{
-    const char *q = NULL;
-    for (const char *c = buf; c < end; c++)
-        if (*c == ')')
-            q = c;
-    if (!q)
-        return -EINVAL;
-    q++;
-    for (int f = 3; f < field; f++) {
-        while (q < end && *q == ' ')
-            q++;
-        while (q < end && *q != ' ')
-            q++;
-        if (q >= end)
-            return -EINVAL;
-    }
-    *p = q;
-    return 0;
-}
-
-int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
-{
-    const char *end = buf + len, *p;
-    uint64_t utime, stime;
-    /* utime is field 14, stime field 15. */
-    if (stat_field(buf, end, 14, &p) < 0 || read_u64(&p, end, &utime) < 0 ||
-        read_u64(&p, end, &stime) < 0)
-        return -EINVAL;
-    *ticks = add_sat(utime, stime);
-    return 0;
-}
-
-int vpack_schedstat_parse(const char *buf, size_t len, struct vpack_schedstat *out)
-{
-    const char *p = buf, *end = buf + len;
-    struct vpack_schedstat s;
-    if (read_u64(&p, end, &s.run_ns) < 0 || read_u64(&p, end, &s.wait_ns) < 0 ||
-        read_u64(&p, end, &s.slices) < 0)
-        return -EINVAL;
-    if (p < end && *p == '\n')
-        p++;
-    if (p != end)
-        return -EINVAL;
-    *out = s;
-    return 0;
-}
-
-int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start)
-{
-    const char *end = buf + len, *p;
-    /* starttime is field 22. */
-    if (stat_field(buf, end, 22, &p) < 0 || read_u64(&p, end, start) < 0)
-        return -EINVAL;
-    return 0;
-}
-
-int vpack_uevent_parse_cpu(const char *buf, size_t len, int *cpu, int *online)
-{
-    const char *at = memchr(buf, '@', len);
-    const char *nul = memchr(buf, '\0', len);
-    size_t hl = nul ? (size_t)(nul - buf) : len;
-    int id;
-    char tail;
-
-    if (!at || (size_t)(at - buf) >= hl)
-        return -EINVAL; /* libudev's own messages start "libudev"; the kernel's have '@' */
-    size_t alen = (size_t)(at - buf);
-    int on;
-    if (alen == 6 && !memcmp(buf, "online", 6))
-        on = 1;
-    else if (alen == 7 && !memcmp(buf, "offline", 7))
-        on = 0;
-    else
-        return 0;
-    char devpath[256];
-    size_t dl = hl - alen - 1;
-    if (dl >= sizeof(devpath))
-        return 0;
-    memcpy(devpath, at + 1, dl);
-    devpath[dl] = '\0';
-    if (sscanf(devpath, "/devices/system/cpu/cpu%d%c", &id, &tail) != 1 || id < 0)
-        return 0;
-    *cpu = id;
-    *online = on;
-    return 1;
 }
 
 /* True when the controller list [t, c2) of a /proc/PID/cgroup line names controller. */
@@ -428,38 +244,4 @@ int vpack_cgroup_mounts_parse(const char *buf, size_t len, struct vpack_cgroup_m
         }
     }
     return 0;
-}
-
-enum vpack_qemu_thread vpack_qemu_thread_kind(const char *comm, int *vcpu)
-{
-    unsigned id;
-    int end = 0;
-    if (!strcmp(comm, "ALL CPUs/TCG")) {
-        *vcpu = -1;
-        return VPACK_QEMU_VCPU;
-    }
-    /* "CPU 3/KVM", "CPU 3/TCG" and the other accelerators' names. */
-    if (sscanf(comm, "CPU %u/%*[A-Za-z]%n", &id, &end) == 1 && end > 0 && !comm[end] &&
-        id <= 1u << 20) {
-        *vcpu = (int)id;
-        return VPACK_QEMU_VCPU;
-    }
-    return strncmp(comm, "IO ", 3) ? VPACK_QEMU_OTHER : VPACK_QEMU_IOTHREAD;
-}
-
-int vpack_qemu_iothread_match(const char *comm, const unsigned *ids, unsigned n)
-{
-    int found = -1;
-    for (unsigned i = 0; i < n; i++) {
-        char name[64];
-        snprintf(name, sizeof(name), "IO iothread%u", ids[i]);
-        /* The kernel keeps the first 15 bytes of a thread's name. */
-        name[VPACK_COMM_MAX] = '\0';
-        if (strcmp(comm, name))
-            continue;
-        if (found >= 0)
-            return -2;
-        found = (int)i;
-    }
-    return found;
 }

@@ -309,16 +309,6 @@ static int expected(struct pctx *c, const char *path, const char *what, json_obj
     return fail(c, path, "expected %s, got %s", what, got);
 }
 
-/* The value of key in object o, or NULL when absent or null. */
-static json_object *member(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-
-    if (!json_object_object_get_ex(o, key, &v))
-        return NULL;
-    return v;
-}
-
 static int missing(struct pctx *c, const char *path, const char *key)
 {
     char p[PATH_LEN];
@@ -353,7 +343,7 @@ static int opt_number(struct pctx *c, const char *path, json_object *o, const ch
                       double min, double max, double *out)
 {
     char p[PATH_LEN];
-    json_object *v = member(o, key);
+    json_object *v = vpack_json_member(o, key);
 
     if (!v)
         return 0;
@@ -461,7 +451,7 @@ static int parse_thread(struct pctx *c, const char *path, json_object *o, bool h
     if (json_object_get_type(o) != json_type_object)
         return expected(c, path, "an object", o);
     if (has_id) {
-        v = member(o, "id");
+        v = vpack_json_member(o, "id");
         if (!v)
             return missing(c, path, "id");
         join(p, path, "id");
@@ -483,14 +473,14 @@ static int parse_thread(struct pctx *c, const char *path, json_object *o, bool h
     ret = opt_number(c, path, o, "delay_now", 0, NAN, &t->delay_now);
     if (ret < 0)
         return ret;
-    v = member(o, "pin");
+    v = vpack_json_member(o, "pin");
     if (v) {
         join(p, path, "pin");
         ret = get_cpuset(c, p, v, &t->pin);
         if (ret < 0)
             return ret;
     }
-    v = member(o, "cpu");
+    v = vpack_json_member(o, "cpu");
     if (v) {
         join(p, path, "cpu");
         snprintf(what, sizeof(what), "a CPU id (0 to %d) or -1", VPACK_CPUSET_MAX - 1);
@@ -560,7 +550,7 @@ static int parse_threads(struct pctx *c, const char *path, json_object *o, const
                          unsigned *nout)
 {
     char p[PATH_LEN], tp[PATH_LEN];
-    json_object *v = member(o, key);
+    json_object *v = vpack_json_member(o, key);
     size_t n;
     int ret;
 
@@ -592,7 +582,7 @@ static int parse_memory(struct pctx *c, const char *path, json_object *o,
                         struct vpack_domain_sample *d)
 {
     char p[PATH_LEN], kp[PATH_LEN], k[QUOTE_MAX + 8];
-    json_object *v = member(o, "memory");
+    json_object *v = vpack_json_member(o, "memory");
     size_t n;
     int ret;
 
@@ -641,7 +631,7 @@ static int parse_domain(struct pctx *c, unsigned idx, json_object *o, struct vpa
     if (json_object_get_type(o) != json_type_object)
         return expected(c, path, "an object", o);
 
-    v = member(o, "name");
+    v = vpack_json_member(o, "name");
     if (!v)
         return missing(c, path, "name");
     join(p, path, "name");
@@ -657,7 +647,7 @@ static int parse_domain(struct pctx *c, unsigned idx, json_object *o, struct vpa
     quote_text(name, sizeof(name), s);
     pathf(path, "domains[%u] (%s)", idx, name);
 
-    v = member(o, "level");
+    v = vpack_json_member(o, "level");
     if (v) {
         join(p, path, "level");
         if (json_object_get_type(v) != json_type_int)
@@ -672,7 +662,7 @@ static int parse_domain(struct pctx *c, unsigned idx, json_object *o, struct vpa
         d->level = (int)i;
     }
 
-    v = member(o, "cpuset");
+    v = vpack_json_member(o, "cpuset");
     if (v) {
         join(p, path, "cpuset");
         ret = get_cpuset(c, p, v, &d->cpuset);
@@ -680,14 +670,14 @@ static int parse_domain(struct pctx *c, unsigned idx, json_object *o, struct vpa
             return ret;
     }
 
-    v = member(o, "vcpus");
+    v = vpack_json_member(o, "vcpus");
     if (!v)
         return missing(c, path, "vcpus");
     ret = parse_threads(c, path, o, "vcpus", "vCPU", 0, &d->vcpus, &d->nvcpus);
     if (ret < 0)
         return ret;
 
-    v = member(o, "emulator");
+    v = vpack_json_member(o, "emulator");
     if (v) {
         join(p, path, "emulator");
         ret = parse_thread(c, p, v, false, 0, &d->emulator);
@@ -796,7 +786,7 @@ static int parse_cpu_map(struct pctx *c, json_object *v, const char *key, double
 /* "cpus", and "cpus_now" (optional, no CPU that "cpus" lacks). */
 static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *s)
 {
-    json_object *v = member(root, "cpus");
+    json_object *v = vpack_json_member(root, "cpus");
     double *now = NULL;
     unsigned nnow = 0;
     int ret;
@@ -804,7 +794,7 @@ static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *
     if (!v)
         return missing(c, "", "cpus");
     ret = parse_cpu_map(c, v, "cpus", &s->cpu_busy, &s->ncpus);
-    if (ret < 0 || !(v = member(root, "cpus_now")))
+    if (ret < 0 || !(v = vpack_json_member(root, "cpus_now")))
         return ret;
     ret = parse_cpu_map(c, v, "cpus_now", &now, &nnow);
     for (unsigned i = s->ncpus; ret == 0 && i < nnow; i++)
@@ -844,7 +834,7 @@ static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **ou
     if (!s)
         goto cleanup;
 
-    v = member(root, "interval_ms");
+    v = vpack_json_member(root, "interval_ms");
     if (!v) {
         ret = missing(c, "", "interval_ms");
         goto cleanup;
@@ -858,7 +848,7 @@ static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **ou
     if (ret < 0)
         goto cleanup;
 
-    v = member(root, "domains");
+    v = vpack_json_member(root, "domains");
     if (!v) {
         ret = missing(c, "", "domains");
         goto cleanup;
@@ -1055,25 +1045,6 @@ cleanup:
 
 /* The writer. */
 
-/*
- * The shortest decimal text that reads back as exactly v, kept as the
- * number's JSON text (json-c would otherwise print 17 digits: 0.8 as
- * 0.80000000000000004). Integral values keep a ".0", as json-c writes them.
- */
-static json_object *new_double(double v)
-{
-    char buf[40];
-
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof(buf), "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    if (!strpbrk(buf, ".eE"))
-        strcat(buf, ".0");
-    return json_object_new_double_s(v, buf);
-}
-
 
 static int append(json_object *a, json_object *v)
 {
@@ -1091,7 +1062,7 @@ static int add_double(json_object *o, const char *key, double v)
 {
     if (!isfinite(v))
         return 0;
-    return vpack_json_add(o, key, new_double(v));
+    return vpack_json_add(o, key, vpack_json_new_number(v, 0)); /* the shortest exact text */
 }
 
 

@@ -48,14 +48,9 @@ static int add_string(json_object *o, const char *key, const char *s)
  */
 static int add_double(json_object *o, const char *key, double v)
 {
-    char buf[40];
-
     if (!isfinite(v))
         return add_null(o, key);
-    snprintf(buf, sizeof(buf), "%.10g", v);
-    if (!strpbrk(buf, ".eEn"))
-        strcat(buf, ".0");
-    return vpack_json_add(o, key, json_object_new_double_s(v, buf));
+    return vpack_json_add(o, key, vpack_json_new_number(v, 10));
 }
 
 /* A mask in libvirt syntax, or null when the plan has none. */

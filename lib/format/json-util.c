@@ -11,14 +11,20 @@
 
 #include "vpack/cpuset.h"
 
+struct json_object *vpack_json_member(struct json_object *o, const char *key)
+{
+    struct json_object *v = NULL;
+
+    /* json-c answers 0 for a NULL o or one that is not an object. */
+    return json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
 /* The value at key if o has one of type t, else NULL. */
 static struct json_object *member(struct json_object *o, const char *key, json_type t)
 {
-    struct json_object *v;
+    struct json_object *v = vpack_json_member(o, key);
 
-    if (o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, t))
-        return v;
-    return NULL;
+    return v && json_object_is_type(v, t) ? v : NULL;
 }
 
 const char *vpack_json_str(struct json_object *o, const char *key, const char *dflt)
@@ -89,6 +95,24 @@ int vpack_json_add(struct json_object *o, const char *key, struct json_object *v
         return -ENOMEM;
     }
     return 0;
+}
+
+struct json_object *vpack_json_new_number(double v, int digits)
+{
+    char buf[40];
+
+    if (digits > 0) {
+        snprintf(buf, sizeof(buf), "%.*g", digits, v);
+    } else {
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(buf, sizeof(buf), "%.*g", prec, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+    }
+    if (!strpbrk(buf, ".eE"))
+        strcat(buf, ".0");
+    return json_object_new_double_s(v, buf);
 }
 
 struct json_object *vpack_json_cpuset(const vpack_cpuset *s)

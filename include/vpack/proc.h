@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Readers of the kernel's /proc text about CPUs and threads (/proc/stat,
+ * a task's stat and schedstat), taking the text, not the file.
+ */
+#ifndef VPACK_PROC_H
+#define VPACK_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vpack_cpu_times {
+    int cpu;         /* CPU id from "cpuN" */
+    uint64_t busy;   /* user + nice + system + irq + softirq + steal, in ticks */
+    uint64_t total;  /* busy + idle + iowait */
+};
+
+/*
+ * Parses the "cpuN ..." lines of a /proc/stat text of len bytes; the
+ * aggregate "cpu" line and other lines are skipped. guest and guest_nice are
+ * already part of user and nice, so they are not added again. Offline CPUs
+ * have no line. Sums stop at UINT64_MAX. Returns 0 with *out (caller frees) and
+ * *n set, or -EINVAL for a malformed cpu line (a number beyond 64 bits
+ * included), -ENOMEM.
+ */
+int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n);
+
+/*
+ * Busy fraction (0..1) of one CPU between two readings, or -1 when the
+ * counters did not advance or went backwards (the CPU was offline between).
+ */
+double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after);
+
+/*
+ * The rate (per ns) of ns of a counter (run or wait time) that grew over dt
+ * ns. last 0: the average, ns / dt. last > 0 (vpackd reads a thread after
+ * light intervals, dt spanning them, because a load moved in the last
+ * interval of length last): the gap before the last interval is taken at
+ * the thread's steady rate prev and the rest is the last interval's,
+ * max(0, ns - prev * (dt - last)) / last, so that a step is not averaged
+ * over the gap. dt <= last is the average again; dt <= 0 gives 0.
+ */
+double vpack_gap_rate(double ns, double prev, double dt, double last);
+
+/*
+ * Reads the CPU time of one thread from its /proc/PID/task/TID/stat text:
+ * utime + stime (fields 14 and 15, after the parenthesised name, which may
+ * itself hold spaces and parentheses), in clock ticks. Returns 0 or -EINVAL.
+ */
+int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
+/*
+ * The start time of a process from its /proc/PID/stat text (field 22, in
+ * clock ticks after boot): with the pid, it names one process for good
+ * within a boot. Returns 0 or -EINVAL.
+ */
+int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start);
+
+/* A thread's scheduler statistics, from /proc/PID/task/TID/schedstat. */
+struct vpack_schedstat {
+    uint64_t run_ns;   /* time on a CPU */
+    uint64_t wait_ns;  /* time runnable, waiting in a run queue */
+    uint64_t slices;   /* timeslices run */
+};
+
+/*
+ * Parses a /proc/PID/task/TID/schedstat text ("run_ns wait_ns slices\n",
+ * the three numbers the kernel prints with CONFIG_SCHED_INFO). Returns 0 or
+ * -EINVAL (fewer than three numbers, anything after them but a newline, a
+ * number beyond 64 bits).
+ */
+int vpack_schedstat_parse(const char *buf, size_t len, struct vpack_schedstat *out);
+
+#endif

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The kernel's /proc text about CPUs and threads, taken as text, not read
+ * from the files: the per-CPU lines of /proc/stat, a task's stat (CPU time,
+ * start time) and schedstat, and the rate of a counter read over a gap.
+ */
+#include "vpack/proc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sys-priv.h"
+
+/* sys-priv.h */
+int vpack__read_u64(const char **p, const char *end, uint64_t *v)
+{
+    while (*p < end && (**p == ' ' || **p == '\t'))
+        (*p)++;
+    if (*p >= end || !isdigit((unsigned char)**p))
+        return -EINVAL;
+    uint64_t x = 0;
+    while (*p < end && isdigit((unsigned char)**p)) {
+        unsigned d = (unsigned)(**p - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return -EINVAL;
+        x = x * 10 + d;
+        (*p)++;
+    }
+    *v = x;
+    return 0;
+}
+
+/* a + b, stopping at UINT64_MAX: counters near the top must not wrap to small. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+int vpack_procstat_parse(const char *buf, size_t len, struct vpack_cpu_times **out, unsigned *n)
+{
+    const char *p = buf, *end = buf + len;
+    struct vpack_cpu_times *arr = NULL;
+    unsigned cnt = 0, cap = 0;
+    int ret = -EINVAL;
+
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        if (eol - p > 3 && !memcmp(p, "cpu", 3) && isdigit((unsigned char)p[3])) {
+            const char *q = p + 3;
+            uint64_t id, f[8] = {0};
+            unsigned nf = 0;
+            if (vpack__read_u64(&q, eol, &id) < 0 || id > 1u << 20)
+                goto cleanup;
+            /* user nice system idle iowait irq softirq steal [guest guest_nice] */
+            while (nf < 8 && vpack__read_u64(&q, eol, &f[nf]) == 0)
+                nf++;
+            if (nf < 4)
+                goto cleanup;
+            if (cnt == cap) {
+                unsigned ncap = cap ? cap * 2 : 64;
+                struct vpack_cpu_times *t = realloc(arr, ncap * sizeof(*t));
+                if (!t) {
+                    ret = -ENOMEM;
+                    goto cleanup;
+                }
+                arr = t;
+                cap = ncap;
+            }
+            uint64_t idle = add_sat(f[3], f[4]);
+            uint64_t busy = 0;
+            for (int k = 0; k < 8; k++)
+                if (k != 3 && k != 4)
+                    busy = add_sat(busy, f[k]);
+            arr[cnt].cpu = (int)id;
+            arr[cnt].busy = busy;
+            arr[cnt].total = add_sat(busy, idle);
+            cnt++;
+        }
+        p = eol + 1;
+    }
+    *out = arr;
+    *n = cnt;
+    arr = NULL;
+    ret = 0;
+cleanup:
+    free(arr);
+    return ret;
+}
+
+double vpack_cpu_times_busy(const struct vpack_cpu_times *before, const struct vpack_cpu_times *after)
+{
+    if (after->total <= before->total || after->busy < before->busy)
+        return -1;
+    double b = (double)(after->busy - before->busy) / (double)(after->total - before->total);
+    return b > 1 ? 1 : b;
+}
+
+double vpack_gap_rate(double ns, double prev, double dt, double last)
+{
+    if (!(dt > 0))
+        return 0;
+    if (last > 0 && dt > last) {
+        double rest = ns - prev * (dt - last);
+        return rest > 0 ? rest / last : 0;
+    }
+    return ns / dt;
+}
+
+/*
+ * Points *p at the blank before field (3 or more) of a /proc/PID/stat text:
+ * the name (field 2) ends at the last ')', "1234 (CPU 0/TCG) S 1 ...".
+ */
+static int stat_field(const char *buf, const char *end, int field, const char **p)
+{
+    const char *q = NULL;
+    for (const char *c = buf; c < end; c++)
+        if (*c == ')')
+            q = c;
+    if (!q)
+        return -EINVAL;
+    q++;
+    for (int f = 3; f < field; f++) {
+        while (q < end && *q == ' ')
+            q++;
+        while (q < end && *q != ' ')
+            q++;
+        if (q >= end)
+            return -EINVAL;
+    }
+    *p = q;
+    return 0;
+}
+
+int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks)
+{
+    const char *end = buf + len, *p;
+    uint64_t utime, stime;
+    /* utime is field 14, stime field 15. */
+    if (stat_field(buf, end, 14, &p) < 0 || vpack__read_u64(&p, end, &utime) < 0 ||
+        vpack__read_u64(&p, end, &stime) < 0)
+        return -EINVAL;
+    *ticks = add_sat(utime, stime);
+    return 0;
+}
+
+int vpack_schedstat_parse(const char *buf, size_t len, struct vpack_schedstat *out)
+{
+    const char *p = buf, *end = buf + len;
+    struct vpack_schedstat s;
+    if (vpack__read_u64(&p, end, &s.run_ns) < 0 || vpack__read_u64(&p, end, &s.wait_ns) < 0 ||
+        vpack__read_u64(&p, end, &s.slices) < 0)
+        return -EINVAL;
+    if (p < end && *p == '\n')
+        p++;
+    if (p != end)
+        return -EINVAL;
+    *out = s;
+    return 0;
+}
+
+int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start)
+{
+    const char *end = buf + len, *p;
+    /* starttime is field 22. */
+    if (stat_field(buf, end, 22, &p) < 0 || vpack__read_u64(&p, end, start) < 0)
+        return -EINVAL;
+    return 0;
+}
