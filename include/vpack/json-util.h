@@ -44,6 +44,8 @@ char *vpack_json_list(struct json_object *o, const char *key, const char *dflt);
  * or -ENOMEM with v put.
  */
 int vpack_json_add(struct json_object *o, const char *key, struct json_object *v);
+/* Appends v to the array arr, as vpack_json_add() adds: 0, or -ENOMEM with v put. */
+int vpack_json_push(struct json_object *arr, struct json_object *v);
 
 /*
  * A new double whose JSON text is v with digits significant digits

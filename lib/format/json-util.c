@@ -123,6 +123,17 @@ struct json_object *vpack_json_cpuset(const vpack_cpuset *s)
     return v;
 }
 
+int vpack_json_push(struct json_object *arr, struct json_object *v)
+{
+    if (!v)
+        return -ENOMEM;
+    if (json_object_array_add(arr, v) < 0) {
+        json_object_put(v);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int vpack_json_add_cpuset(struct json_object *o, const char *key, const vpack_cpuset *s)
 {
     return vpack_json_add(o, key, vpack_json_cpuset(s));

@@ -24,17 +24,6 @@ static int add_null(json_object *o, const char *key)
     return json_object_object_add(o, key, NULL) < 0 ? -ENOMEM : 0;
 }
 
-static int append(json_object *a, json_object *v)
-{
-    if (!v)
-        return -ENOMEM;
-    if (json_object_array_add(a, v) < 0) {
-        json_object_put(v);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
 /* A string, or null for NULL. */
 static int add_string(json_object *o, const char *key, const char *s)
 {
@@ -66,7 +55,7 @@ static json_object *int_array(const int *v, unsigned n)
     if (!a)
         return NULL;
     for (unsigned i = 0; i < n; i++) {
-        if (append(a, json_object_new_int(v[i])) < 0) {
+        if (vpack_json_push(a, json_object_new_int(v[i])) < 0) {
             json_object_put(a);
             return NULL;
         }
@@ -89,7 +78,7 @@ static json_object *threads_json(const struct vpack_plan_thread *t, unsigned n)
             json_object_put(a);
             return NULL;
         }
-        if (append(a, o) < 0) {
+        if (vpack_json_push(a, o) < 0) {
             json_object_put(a);
             return NULL;
         }
@@ -142,7 +131,7 @@ char *vpack_plan_to_json(const struct vpack_plan *p)
     if (!doms)
         goto cleanup;
     for (unsigned i = 0; i < p->ndomains; i++)
-        if (append(doms, domain_json(&p->domains[i])) < 0)
+        if (vpack_json_push(doms, domain_json(&p->domains[i])) < 0)
             goto cleanup;
     /* vpack_json_add() releases doms when it fails, so it is not ours after this. */
     ret = vpack_json_add(root, "domains", doms);

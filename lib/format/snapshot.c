@@ -1045,18 +1045,6 @@ cleanup:
 
 /* The writer. */
 
-
-static int append(json_object *a, json_object *v)
-{
-    if (!v)
-        return -ENOMEM;
-    if (json_object_array_add(a, v) < 0) {
-        json_object_put(v);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
 /* Adds a number unless it is not finite (then it is left out, read back as absent). */
 static int add_double(json_object *o, const char *key, double v)
 {
@@ -1092,7 +1080,7 @@ static json_object *threads_json(const struct vpack_thread_sample *t, unsigned n
     if (!a)
         return NULL;
     for (unsigned i = 0; i < n; i++) {
-        if (append(a, thread_json(&t[i], true)) < 0) {
+        if (vpack_json_push(a, thread_json(&t[i], true)) < 0) {
             json_object_put(a);
             return NULL;
         }
@@ -1180,7 +1168,7 @@ json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
     if (!doms)
         goto fail;
     for (unsigned i = 0; i < s->ndomains; i++)
-        if (append(doms, domain_json(&s->domains[i])) < 0)
+        if (vpack_json_push(doms, domain_json(&s->domains[i])) < 0)
             goto fail;
     if (vpack_json_add(root, "domains", doms) < 0) {
         doms = NULL;
