@@ -87,16 +87,76 @@ int vpack_host_read_file(const char *root, const char *path, size_t max, char **
     return ret;
 }
 
-int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigned *n)
+void vpack_host_held_close(struct vpack_host_held *h)
 {
-    char *buf = NULL;
+    if (h->fd >= 0)
+        close(h->fd);
+    free(h->buf);
+    *h = (struct vpack_host_held)VPACK_HOST_HELD_INIT;
+}
+
+/* All of /proc/stat (at most max bytes), from offset 0, into h->buf. */
+static int held_read(struct vpack_host_held *h, size_t max, size_t *len)
+{
+    size_t n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > h->cap) {
+            size_t ncap = h->cap ? h->cap * 2 : 8192;
+            char *d = realloc(h->buf, ncap);
+            if (!d)
+                return -ENOMEM;
+            h->buf = d;
+            h->cap = ncap;
+        }
+        ssize_t r = pread(h->fd, h->buf + n, h->cap - n - 1, (off_t)n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max)
+            return -EFBIG;
+        /* Short of the room: that was the end, no second read to see 0. True of
+         * /proc/stat (one seq_file record: a read hands out all of it that
+         * fits) and of a regular file; not of every seq_file (one of many
+         * records stops at a page), so this reader is for /proc/stat alone. */
+        if ((size_t)r < h->cap - (n - (size_t)r) - 1)
+            break;
+    }
+    h->buf[n] = '\0';
+    *len = n;
+    return 0;
+}
+
+int vpack_host_cpu_times(const char *root, struct vpack_host_held *h, struct vpack_cpu_times **out,
+                         unsigned *n)
+{
+    enum { MAX = 16 << 20 };
     size_t len = 0;
-    int r = vpack_host_read_file(root, "proc/stat", 16 << 20, &buf, &len);
-    if (r < 0)
+    int r;
+    if (!h) {
+        char *buf = NULL;
+        if ((r = vpack_host_read_file(root, "proc/stat", MAX, &buf, &len)) < 0)
+            return r;
+        r = vpack_procstat_parse(buf, len, out, n);
+        free(buf);
         return r;
-    r = vpack_procstat_parse(buf, len, out, n);
-    free(buf);
-    return r;
+    }
+    if (h->fd < 0 && (h->fd = open_under(root, "proc/stat", O_RDONLY)) < 0) {
+        r = h->fd;
+        h->fd = -1;
+        return r;
+    }
+    if ((r = held_read(h, MAX, &len)) < 0) {
+        /* Opened again at the next read: a descriptor that failed once is not trusted. */
+        close(h->fd);
+        h->fd = -1;
+        return r;
+    }
+    return vpack_procstat_parse(h->buf, len, out, n);
 }
 
 int vpack_host_online_cpus(const char *root, vpack_cpuset *out)

@@ -24,8 +24,27 @@ int vpack_host_read_file(const char *root, const char *path, size_t max, char **
 /* The same for what is left to read on fd (a pipe, stdin); fd stays open. */
 int vpack_host_read_fd(int fd, size_t max, char **buf, size_t *len);
 
-/* Per-CPU times from root/proc/stat; *out is the caller's to free. */
-int vpack_host_cpu_times(const char *root, struct vpack_cpu_times **out, unsigned *n);
+/*
+ * A file read again every interval (/proc/stat): opened once, then read with
+ * pread from offset 0 into a buffer kept between reads, so that a read costs
+ * no open, close or allocation (issue 24: each second's wake-up is vpackd's
+ * floor). Zero it with VPACK_HOST_HELD_INIT; vpack_host_held_close() frees it.
+ */
+struct vpack_host_held {
+    int fd;
+    char *buf;
+    size_t cap;
+};
+#define VPACK_HOST_HELD_INIT {-1, NULL, 0}
+void vpack_host_held_close(struct vpack_host_held *h);
+
+/*
+ * Per-CPU times from root/proc/stat; *out is the caller's to free. With h,
+ * through h (opened at the first read, and again after a read failed); with
+ * h NULL, opened and closed for this read.
+ */
+int vpack_host_cpu_times(const char *root, struct vpack_host_held *h, struct vpack_cpu_times **out,
+                         unsigned *n);
 
 /* The online CPUs from root/sys/devices/system/cpu/online. */
 int vpack_host_online_cpus(const char *root, vpack_cpuset *out);

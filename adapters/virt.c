@@ -39,9 +39,18 @@
 #define DEFAULT_URI "qemu:///system"
 #define BACKOFF_FIRST_MS 500
 #define BACKOFF_MAX_MS 5000 /* a failed connect costs little; placement resumes soon */
-/* Keepalive: a probe after 5 s of silence, the connection is dead after 3
- * unanswered probes (about 20 s). */
-#define KEEPALIVE_INTERVAL 5
+/*
+ * Keepalive: a probe after 7 s of silence from libvirtd, the connection is
+ * dead after 3 unanswered probes (about 28 s). libvirtd probes its clients
+ * itself, 5 s after the last message it had from one (libvirtd.conf
+ * keepalive_interval, default 5): those probes and vpackd's answers keep
+ * the line from ever being 7 s silent, so vpackd sends none of its own
+ * while libvirtd is alive. At 5 s both sides probed, often at once: about
+ * 1.5 exchanges per 5 s instead of 1, each a wake-up of both (issue 24:
+ * libvirtd spent 0.1 ms a second on vpackd with no call made). A libvirtd
+ * configured not to probe gets vpackd's probes every 7 s.
+ */
+#define KEEPALIVE_INTERVAL 7
 #define KEEPALIVE_COUNT 3
 /* Where the system QEMU driver keeps each running domain's pid file. */
 #define QEMU_PID_DIR "/run/libvirt/qemu"

@@ -144,6 +144,7 @@ struct vpack_agent {
     struct vpack_cgroup_host cgroup; /* the host's cgroup hierarchies, found at start */
     uv_timer_t tick;
     vpack_cpuset online;
+    struct vpack_host_held proc_stat; /* /proc/stat, held open */
     struct vpack_cpu_times *prev_times;
     unsigned nprev_times;
     double *cpu_busy;      /* smoothed, by CPU id */
@@ -298,7 +299,7 @@ bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapsh
  * went by. READ_MOVED: yes, a CPU's load left the band or a plan is asked
  * for.
  */
-#define VPACK__LIGHT_MAX 5
+#define VPACK__LIGHT_MAX 10
 enum vpack__read { READ_LIGHT, READ_DUE, READ_MOVED };
 enum vpack__read vpack__sample_read(const struct vpack_agent *a);
 /*

@@ -316,7 +316,11 @@ static void own_affinity(struct vpack_agent *a, int package, const char *why)
 
 /*
  * True when vpackd's threads are confined and their number changed since
- * they were set: one fstat() of the held /proc/self/task.
+ * they were set: one fstat() of the held /proc/self/task. Asked only in the
+ * intervals that read the domains (at least every VPACK__LIGHT_MAX): a
+ * light interval makes one system call, the read of /proc/stat, and a
+ * thread vpackd starts (libuv's pool, at a reload) is confined that much
+ * later.
  */
 static bool own_threads_changed(const struct vpack_agent *a)
 {
@@ -402,7 +406,7 @@ static void on_tick(uv_timer_t *timer)
         t = phase_end(a, PHASE_PLAN, t);
     }
     const char *why = "wake-up package";
-    if (own_threads_changed(a)) {
+    if (!light && own_threads_changed(a)) {
         a->own_package = OWN_AGAIN;
         why = "threads started or ended";
     }
@@ -499,6 +503,7 @@ static void agent_free(struct vpack_agent *a)
     for (unsigned i = 0; i < a->ndoms; i++)
         vpack__dom_free(&a->doms[i]);
     free(a->doms);
+    vpack_host_held_close(&a->proc_stat);
     free(a->prev_times);
     free(a->cpu_busy);
     free(a->cpu_busy_now);
@@ -552,6 +557,7 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
     a->own_package = -1;
     a->own_task_fd = -1;
     a->records_fd = -1;
+    a->proc_stat = (struct vpack_host_held)VPACK_HOST_HELD_INIT;
     raise_nofile();
     if ((r = copy_config(a, cfg)) < 0 || (r = vpack__records_open(a, errmsg)) < 0 ||
         (r = load_topology(a, errmsg)) < 0 ||

@@ -653,8 +653,9 @@ def cost_tables(d, info, windows, out):
     if floor.get("wake_ns"):
         out.append("The floor on this machine (`tests/bench/bench-wake`, no guest, no vpackd): a "
                    "process that only sleeps and wakes once a second costs %.3f ms of CPU per wake; "
-                   "waking and reading `/proc/stat`, as vpackd must every interval, %.3f ms (%.4f%% "
-                   "of one CPU).\n" % (int(floor["wake_ns"]) / 1e6, int(floor["stat_ns"]) / 1e6,
+                   "waking and reading `/proc/stat` (pread from a descriptor held open), as vpackd "
+                   "must every interval, %.3f ms (%.4f%% of one CPU). Two warm-up wakes are not "
+                   "counted; the two kinds alternate A B B A.\n" % (int(floor["wake_ns"]) / 1e6, int(floor["stat_ns"]) / 1e6,
                                         int(floor["stat_ns"]) / 1e7))
     boots = os.path.join(d, "boots")
     if os.path.exists(boots):

@@ -86,18 +86,17 @@ has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 t_start=$SECONDS
 log() { printf '[bench %s +%ds] %s\n' "$(date +%H:%M:%S)" $((SECONDS - t_start)) "$*" >&2; }
 
-pkgs=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev libxml2-dev libinih-dev
-      libuv1-dev libvirt-dev libcmocka-dev libmicrohttpd-dev python3 linux-perf)
-missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# The packages, said once in tests/packages.sh; perf and Python for the report.
+# shellcheck source=../packages.sh
+. tests/packages.sh
+vp_install_packages "${VP_BUILD_PACKAGES[@]}" "${VP_TEST_BUILD_PACKAGES[@]}" "${VP_PACKAGES[@]}" \
+    python3 linux-perf || { log "cannot install the packages the benchmarks need"; exit 1; }
 if [ -n "$build" ]; then
     log "building build-bench (buildtype debugoptimized: -O2, no sanitizers)"
-    [ -d build-bench ] || meson setup build-bench >/dev/null
+    # -Dtests=enabled: bench-wake is built with the tests (an "auto" build set up
+    # before cmocka or libseccomp were installed would leave it out).
+    if [ -d build-bench ]; then meson configure build-bench -Dtests=enabled >/dev/null
+    else meson setup build-bench -Dtests=enabled >/dev/null; fi
     ninja -C build-bench >/dev/null
 fi
 if [ -f "$bdir/meson-info/intro-buildoptions.json" ] &&
@@ -114,8 +113,10 @@ if has cost; then
         log "building the baseline vpackd ($baseline) in $bdir/baseline/"
         rm -rf "$src"; mkdir -p "$src"
         git archive "$baseline" | tar -x -C "$src"
-        meson setup "$bdir/baseline/build-$baseline" "$src" >/dev/null
-        ninja -C "$bdir/baseline/build-$baseline" agent/vpackd >/dev/null
+        # Its own output only when it fails (the old tree builds with what this one needs).
+        blog=$(meson setup "$bdir/baseline/build-$baseline" "$src" 2>&1 &&
+              ninja -C "$bdir/baseline/build-$baseline" agent/vpackd 2>&1) ||
+            { printf '%s\n' "$blog" | tail -20 >&2; log "cannot build the baseline vpackd ($baseline)"; exit 1; }
     fi
     export VPB_BASELINE_VPACKD=$bdir/baseline/build-$baseline/agent/vpackd
     export VPB_BASELINE_REV=$(git rev-parse --short "$baseline")

@@ -82,7 +82,7 @@ static void test_reads_under_root(void **state)
     assert_string_equal(buf, "0-1,4");
     struct vpack_cpu_times *t = NULL;
     unsigned n = 0;
-    assert_int_equal(vpack_host_cpu_times(root, &t, &n), 0);
+    assert_int_equal(vpack_host_cpu_times(root, NULL, &t, &n), 0);
     assert_int_equal(n, 2);
     assert_int_equal(t[1].cpu, 4);
     assert_int_equal(t[1].busy, 5);
@@ -90,6 +90,60 @@ static void test_reads_under_root(void **state)
     char *data = NULL;
     assert_int_equal(vpack_host_read_file(root, "nonexistent", 10, &data, NULL), -ENOENT);
     assert_int_equal(vpack_host_read_file(root, "proc/stat", 10, &data, NULL), -EFBIG);
+}
+
+/*
+ * /proc/stat held open: each read sees the file as it is now (rewritten in
+ * place, longer than the first buffer), with the same descriptor; a read
+ * that fails closes it and the next one opens the file again.
+ */
+static void test_cpu_times_held(void **state)
+{
+    (void)state;
+    struct vpack_host_held h = VPACK_HOST_HELD_INIT;
+    struct vpack_cpu_times *t = NULL;
+    unsigned n = 0;
+    put("proc/stat", "cpu  1 2 3 4\ncpu0 1 0 1 8 0 0 0 0\n");
+    assert_int_equal(vpack_host_cpu_times(root, &h, &t, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(t[0].busy, 2);
+    free(t);
+    int fd = h.fd;
+    assert_true(fd >= 0);
+    /* 300 CPUs: about 10 KB, past the first 8 KB buffer. */
+    char *big = malloc(300 * 64 + 64), *p = big;
+    p += sprintf(p, "cpu  1 2 3 4\n");
+    for (int c = 0; c < 300; c++)
+        p += sprintf(p, "cpu%d %d 0 0 100 0 0 0 0\n", c, c);
+    put("proc/stat", big);
+    free(big);
+    assert_int_equal(vpack_host_cpu_times(root, &h, &t, &n), 0);
+    assert_int_equal(n, 300);
+    assert_int_equal(t[299].cpu, 299);
+    assert_int_equal(t[299].busy, 299);
+    assert_int_equal(h.fd, fd);
+    free(t);
+    /* Read fails (a directory in its place, opened afresh): closed, then opened again. */
+    vpack_host_held_close(&h);
+    assert_int_equal(h.fd, -1);
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/proc/stat", root);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(vpack_host_cpu_times(root, &h, &t, &n), -EISDIR);
+    assert_int_equal(h.fd, -1);
+    assert_int_equal(rmdir(path), 0);
+    put("proc/stat", "cpu0 4 0 0 4 0 0 0 0\n");
+    assert_int_equal(vpack_host_cpu_times(root, &h, &t, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(t[0].busy, 4);
+    assert_true(h.fd >= 0);
+    free(t);
+    vpack_host_held_close(&h);
+    /* Nothing there: the error, and nothing held. */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(vpack_host_cpu_times(root, &h, &t, &n), -ENOENT);
+    assert_int_equal(h.fd, -1);
 }
 
 /* Without a root the path is taken as given: `vpackd -c my.conf` reads ./my.conf. */
@@ -790,6 +844,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reads_under_root, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_relative, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cpu_times_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_repair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_repair_narrowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_cpus_and_runs, setup, teardown),
