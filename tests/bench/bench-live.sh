@@ -75,7 +75,9 @@ start_agent() { # [BINARY [EXTRA_ARGS...]]: this build's vpackd by default
 }
 
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
-counter() { status_json | python3 -c "import json,sys; print(json.load(sys.stdin)['counters']['$1'])"; }
+# One of vpackd's counters; polled once a second while settling: shell
+# built-ins (vp_json_field), no interpreter (python3 may be a 0.4 s shim).
+counter() { local j; j=$(status_json) && vp_json_field "$j" "$1"; }
 meta() { echo "<vpack:powerpolicy xmlns:vpack='$NS' level='$1'/>"; }
 set_level() { # LEVEL DOM...
     local l=$1 d; shift
