@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <linux/netlink.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,51 +18,61 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int vpack_host_read_fd(int fd, size_t max, char **buf, size_t *len)
+/*
+ * Reads fd to its end (at most max bytes) into *buf, grown as needed (its
+ * capacity in *cap; kept between calls by a reader that reads again),
+ * NUL-terminated, the length in *len. whole: pread from offset 0, and a
+ * read short of the room is the end, no second read to see 0: true of a
+ * regular file and of /proc/stat (one seq_file record: a read hands out all
+ * of it that fits), not of every seq_file (one of many records stops at a
+ * page); else read() what is left (a pipe, stdin) until 0.
+ */
+static int fill(int fd, bool whole, size_t max, char **buf, size_t *cap, size_t *len)
 {
-    char *data = NULL;
-    size_t n = 0, cap = 0;
-    int ret;
-
+    size_t n = 0;
+    *len = 0;
     for (;;) {
-        if (n + 4096 + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 8192;
-            char *d = realloc(data, ncap);
-            if (!d) {
-                ret = -ENOMEM;
-                goto cleanup;
-            }
-            data = d;
-            cap = ncap;
+        if (n + 4096 + 1 > *cap) {
+            size_t ncap = *cap ? *cap * 2 : 8192;
+            char *d = realloc(*buf, ncap);
+            if (!d)
+                return -ENOMEM;
+            *buf = d;
+            *cap = ncap;
         }
-        ssize_t r = read(fd, data + n, cap - n - 1);
+        size_t room = *cap - n - 1;
+        ssize_t r = whole ? pread(fd, *buf + n, room, (off_t)n) : read(fd, *buf + n, room);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            ret = -errno;
-            goto cleanup;
+            return errno ? -errno : -EIO;
         }
         if (r == 0)
             break;
         n += (size_t)r;
-        if (n > max) {
-            ret = -EFBIG;
-            goto cleanup;
-        }
+        if (n > max)
+            return -EFBIG;
+        if (whole && (size_t)r < room)
+            break;
     }
-    if (!data && !(data = malloc(1))) {
-        ret = -ENOMEM;
-        goto cleanup;
+    (*buf)[n] = '\0';
+    *len = n;
+    return 0;
+}
+
+int vpack_host_read_fd(int fd, size_t max, char **buf, size_t *len)
+{
+    char *data = NULL;
+    size_t cap = 0, n;
+    int r = fill(fd, false, max, &data, &cap, &n);
+    if (r < 0) {
+        free(data);
+        return r;
     }
-    data[n] = '\0';
     *buf = data;
     if (len)
         *len = n;
-    data = NULL;
-    ret = 0;
-cleanup:
-    free(data);
-    return ret;
+    return 0;
 }
 
 /* Opens root/rel with flags; returns the descriptor or -errno. */
@@ -95,62 +106,17 @@ void vpack_host_held_close(struct vpack_host_held *h)
     *h = (struct vpack_host_held)VPACK_HOST_HELD_INIT;
 }
 
-/* All of /proc/stat (at most max bytes), from offset 0, into h->buf. */
-static int held_read(struct vpack_host_held *h, size_t max, size_t *len)
-{
-    size_t n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > h->cap) {
-            size_t ncap = h->cap ? h->cap * 2 : 8192;
-            char *d = realloc(h->buf, ncap);
-            if (!d)
-                return -ENOMEM;
-            h->buf = d;
-            h->cap = ncap;
-        }
-        ssize_t r = pread(h->fd, h->buf + n, h->cap - n - 1, (off_t)n);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-        if (n > max)
-            return -EFBIG;
-        /* Short of the room: that was the end, no second read to see 0. True of
-         * /proc/stat (one seq_file record: a read hands out all of it that
-         * fits) and of a regular file; not of every seq_file (one of many
-         * records stops at a page), so this reader is for /proc/stat alone. */
-        if ((size_t)r < h->cap - (n - (size_t)r) - 1)
-            break;
-    }
-    h->buf[n] = '\0';
-    *len = n;
-    return 0;
-}
-
 int vpack_host_cpu_times(const char *root, struct vpack_host_held *h, struct vpack_cpu_times **out,
                          unsigned *n)
 {
-    enum { MAX = 16 << 20 };
-    size_t len = 0;
+    size_t len;
     int r;
-    if (!h) {
-        char *buf = NULL;
-        if ((r = vpack_host_read_file(root, "proc/stat", MAX, &buf, &len)) < 0)
-            return r;
-        r = vpack_procstat_parse(buf, len, out, n);
-        free(buf);
-        return r;
-    }
     if (h->fd < 0 && (h->fd = open_under(root, "proc/stat", O_RDONLY)) < 0) {
         r = h->fd;
         h->fd = -1;
         return r;
     }
-    if ((r = held_read(h, MAX, &len)) < 0) {
+    if ((r = fill(h->fd, true, 16 << 20, &h->buf, &h->cap, &len)) < 0) {
         /* Opened again at the next read: a descriptor that failed once is not trusted. */
         close(h->fd);
         h->fd = -1;

@@ -39,9 +39,8 @@ struct vpack_host_held {
 void vpack_host_held_close(struct vpack_host_held *h);
 
 /*
- * Per-CPU times from root/proc/stat; *out is the caller's to free. With h,
- * through h (opened at the first read, and again after a read failed); with
- * h NULL, opened and closed for this read.
+ * Per-CPU times from root/proc/stat through h (opened at the first read, and
+ * again after a read failed); *out is the caller's to free.
  */
 int vpack_host_cpu_times(const char *root, struct vpack_host_held *h, struct vpack_cpu_times **out,
                          unsigned *n);

@@ -82,7 +82,9 @@ static void test_reads_under_root(void **state)
     assert_string_equal(buf, "0-1,4");
     struct vpack_cpu_times *t = NULL;
     unsigned n = 0;
-    assert_int_equal(vpack_host_cpu_times(root, NULL, &t, &n), 0);
+    struct vpack_host_held h = VPACK_HOST_HELD_INIT;
+    assert_int_equal(vpack_host_cpu_times(root, &h, &t, &n), 0);
+    vpack_host_held_close(&h);
     assert_int_equal(n, 2);
     assert_int_equal(t[1].cpu, 4);
     assert_int_equal(t[1].busy, 5);
