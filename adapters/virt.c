@@ -7,12 +7,19 @@
  *
  * Connection life cycle, all on the loop thread:
  *
- *   vpack_virt_new ──timer 0──> try_connect ──ok──> connected()
- *                                   │ fails              │ close callback, or
- *                                   v                    │ a call finds it dead
- *                         timer 0.5 s, 1 s, ... 30 s     v
- *                                               async ──> teardown, disconnected(),
- *                                                         timer 0 ──> try_connect
+ *   vpack_virt_new ──timer 0──> open thread ──async──> attach ──ok──> connected()
+ *                                   │ fails                              │ close callback, or
+ *                                   v                                    │ a call finds it dead
+ *                         timer 0.5 s, 1 s, ... 5 s                      v
+ *                                                               async ──> teardown, disconnected(),
+ *                                                                         timer 0 ──> open thread
+ *
+ * virConnectOpen() runs on a thread of its own (struct opener): it has no
+ * timeout, and keepalive starts only once it has returned, so against a
+ * libvirtd that accepts a connection but never answers (stopped, hung) it
+ * never returns. On the loop it would stop vpackd whole: no control
+ * socket, no SIGTERM. A call on a connection that is open is bounded by
+ * keepalive (below).
  *
  * libvirt's close callback may run nested inside one of our own calls (the
  * remote driver notices EOF while waiting for a reply) or, with another
@@ -23,6 +30,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -73,6 +82,8 @@ struct vpack_virt {
 
     uv_timer_t retry;         /* connect attempts with backoff */
     uv_async_t wake;          /* "the connection died", from any thread */
+    uv_async_t opened;        /* "the open thread has an answer" */
+    struct opener *opener;    /* the attempt in flight, or NULL */
     unsigned backoff_ms;
     int open_handles;         /* handles still to close before free() */
     bool freeing;
@@ -342,15 +353,12 @@ static bool driver_is_qemu(virConnectPtr conn)
     return type && strcmp(type, "QEMU") == 0;
 }
 
-/* One attempt: open, keepalive, close callback, domain events. On failure
- * the reason is in v->last_error and nothing stays registered. */
-static int try_connect(struct vpack_virt *v)
+/* After the open: keepalive, close callback, domain events. On failure the
+ * reason is in v->last_error and nothing stays registered. */
+static int attach(struct vpack_virt *v)
 {
     int r;
 
-    v->conn = virConnectOpen(v->uri);
-    if (!v->conn)
-        return connect_error(v, "connecting to %s", v->uri);
     v->is_qemu = driver_is_qemu(v->conn);
     atomic_store(&v->alive, true);
     if (!v->loop)
@@ -386,15 +394,171 @@ fail:
     return r;
 }
 
-static void on_retry(uv_timer_t *t)
+/* One attempt on the calling thread (vpack_virt_open_sync()). */
+static int try_connect(struct vpack_virt *v)
+{
+    v->conn = virConnectOpen(v->uri);
+    if (!v->conn)
+        return connect_error(v, "connecting to %s", v->uri);
+    return attach(v);
+}
+
+/*
+ * An open in flight on its own thread. Two owners, the thread and v; the
+ * last to let go frees it (and closes a connection nobody took). v lets go
+ * when it takes the answer or when it is freed first: a thread still
+ * waiting on a libvirtd that never answers outlives v, and then vpackd's
+ * exit.
+ */
+struct opener {
+    pthread_mutex_t lock;
+    int refs;
+    char *uri;
+    struct vpack_virt *v;     /* NULL once v let go; under lock */
+    bool done;                /* under lock, as are the three below */
+    virConnectPtr conn;       /* the answer: a connection, or NULL and ... */
+    int ret;                  /* ... the error's class and */
+    char err[512];            /* ... its message */
+};
+
+/* Drops one owner's hold (o->lock held); frees o when it was the last. */
+static void opener_put_locked(struct opener *o)
+{
+    bool last = --o->refs == 0;
+    pthread_mutex_unlock(&o->lock);
+    if (!last)
+        return;
+    if (o->conn)
+        virConnectClose(o->conn);
+    pthread_mutex_destroy(&o->lock);
+    free(o->uri);
+    free(o);
+}
+
+static void *opener_main(void *arg)
+{
+    struct opener *o = arg;
+    char *msg = NULL, what[300];
+    virConnectPtr conn = virConnectOpen(o->uri);
+    int r = 0;
+
+    if (!conn) {
+        snprintf(what, sizeof(what), "connecting to %s", o->uri);
+        r = virt_error_what(NULL, &msg, what);
+    }
+    pthread_mutex_lock(&o->lock);
+    o->conn = conn;
+    o->ret = r;
+    snprintf(o->err, sizeof(o->err), "%s", msg ? msg : conn ? "" : what);
+    o->done = true;
+    /* Under the lock: v cannot let go (and close the handle) meanwhile. */
+    if (o->v)
+        uv_async_send(&o->v->opened);
+    opener_put_locked(o);
+    free(msg);
+    return NULL;
+}
+
+/* Starts an open on a thread of its own: 0, or -errno (nothing started). */
+static int opener_start(struct vpack_virt *v)
+{
+    struct opener *o = calloc(1, sizeof(*o));
+    pthread_attr_t attr;
+    sigset_t all, old;
+    pthread_t tid;
+    int r;
+
+    if (!o || !(o->uri = strdup(v->uri))) {
+        free(o);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&o->lock, NULL);
+    o->refs = 2;
+    o->v = v;
+    if ((r = pthread_attr_init(&attr)) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* vpackd's signals stay the loop's. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        r = pthread_create(&tid, &attr, opener_main, o);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (r != 0) {
+        pthread_mutex_destroy(&o->lock);
+        free(o->uri);
+        free(o);
+        return -r;
+    }
+    v->opener = o;
+    return 0;
+}
+
+/* v lets go of its open in flight; the connection, if any, goes in *conn. */
+static void opener_release(struct vpack_virt *v, virConnectPtr *conn)
+{
+    struct opener *o = v->opener;
+
+    if (!o)
+        return;
+    v->opener = NULL;
+    pthread_mutex_lock(&o->lock);
+    o->v = NULL;
+    if (conn) {
+        *conn = o->conn;
+        o->conn = NULL;
+    }
+    opener_put_locked(o);
+}
+
+static void on_retry_cb(uv_timer_t *t);
+
+/* A failed attempt: the next one after the backoff, which grows. */
+static void retry_later(struct vpack_virt *v)
+{
+    uv_timer_start(&v->retry, on_retry_cb, v->backoff_ms, 0);
+    v->backoff_ms = v->backoff_ms >= BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : v->backoff_ms * 2;
+}
+
+static void on_retry_cb(uv_timer_t *t)
 {
     struct vpack_virt *v = t->data;
+    int r;
 
-    if (v->freeing || v->conn)
+    if (v->freeing || v->conn || v->opener)
         return;
-    if (try_connect(v) < 0) {
-        uv_timer_start(&v->retry, on_retry, v->backoff_ms, 0);
-        v->backoff_ms = v->backoff_ms >= BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : v->backoff_ms * 2;
+    if ((r = opener_start(v)) < 0) {
+        snprintf(v->last_error, sizeof(v->last_error), "connecting to %s: no thread: %s",
+                 v->uri, strerror(-r));
+        retry_later(v);
+    }
+}
+
+/* The open thread has an answer: attach, or try again later. */
+static void on_opened(uv_async_t *a)
+{
+    struct vpack_virt *v = a->data;
+    struct opener *o = v->opener;
+    virConnectPtr conn = NULL;
+    bool done;
+
+    if (v->freeing || !o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    done = o->done;
+    if (done && !o->conn)
+        snprintf(v->last_error, sizeof(v->last_error), "%s", o->err);
+    pthread_mutex_unlock(&o->lock);
+    if (!done)
+        return;
+    opener_release(v, &conn);
+    if (!conn) {
+        retry_later(v);
+        return;
+    }
+    v->conn = conn;
+    if (attach(v) < 0) {
+        retry_later(v);
         return;
     }
     v->backoff_ms = BACKOFF_FIRST_MS;
@@ -419,7 +583,7 @@ static void on_wake(uv_async_t *a)
         return;
     /* Retry at once (libvirtd may be back already), then back off. */
     v->backoff_ms = BACKOFF_FIRST_MS;
-    uv_timer_start(&v->retry, on_retry, 0, 0);
+    uv_timer_start(&v->retry, on_retry_cb, 0, 0);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -480,15 +644,22 @@ int vpack_virt_new(uv_loop_t *loop, const char *uri, const struct vpack_virt_cbs
         return r;
     }
     v->wake.data = v;
+    if ((r = uv_async_init(loop, &v->opened, on_opened)) < 0) {
+        v->open_handles = 1;
+        uv_close((uv_handle_t *)&v->wake, on_handle_closed);
+        return r;
+    }
+    v->opened.data = v;
     /* Only a pending retry should keep the loop running. */
     uv_unref((uv_handle_t *)&v->wake);
+    uv_unref((uv_handle_t *)&v->opened);
     uv_timer_init(loop, &v->retry);
     v->retry.data = v;
-    v->open_handles = 2;
+    v->open_handles = 3;
     snprintf(v->last_error, sizeof(v->last_error), "connecting to %s", v->uri);
     /* The first attempt runs from the loop, so callbacks never run inside
      * this function. */
-    uv_timer_start(&v->retry, on_retry, 0, 0);
+    uv_timer_start(&v->retry, on_retry_cb, 0, 0);
     *out = v;
     return 0;
 }
@@ -530,9 +701,12 @@ void vpack_virt_free(struct vpack_virt *v)
     }
     /* The memory goes in the last close callback: the owner runs the loop
      * after this until it has no handles left. */
+    /* An open in flight is left to its thread, which closes what it gets. */
+    opener_release(v, NULL);
     uv_timer_stop(&v->retry);
     uv_close((uv_handle_t *)&v->retry, on_handle_closed);
     uv_close((uv_handle_t *)&v->wake, on_handle_closed);
+    uv_close((uv_handle_t *)&v->opened, on_handle_closed);
 }
 
 bool vpack_virt_connected(const struct vpack_virt *v)

@@ -25,6 +25,11 @@
 #              reports the connection down (vpackctl status, the metric
 #              vpack_libvirt_connected 0), uses < 3 s CPU in those 30 s,
 #              reconnects within 10 s of it being back and places again
+#   hung       libvirtd stopped with SIGSTOP for 50 s (socket open, never
+#              answers): vpackd reports the connection lost (keepalive),
+#              answers every control request after that (its reconnect
+#              does not block the loop), uses < 3 s CPU, reconnects within
+#              15 s of libvirtd going on and places again
 #   gone       a domain destroyed between planning and pinning (the
 #              pin gate, pin-gate.c LD_PRELOADed, holds the pin): the
 #              failed pin is logged and counted as result="domain_gone",
@@ -392,6 +397,24 @@ lv=$(status_json | jq_py '" ".join("%s=%s" % (x["name"], x["level"]) for x in so
 check_places "after kill -9"
 check_threads "after kill -9, placed again"
 
+# no_spin TICKS0 SECONDS WHAT: vpackd's CPU since TICKS0 stayed under 3 s.
+no_spin() {
+    local cpu
+    cpu=$(awk -v a="$1" -v b="$(cpu_ticks "$agent_pid")" -v hz="$(getconf CLK_TCK)" \
+          'BEGIN {printf "%.2f", (b - a) / hz}')
+    if awk -v c="$cpu" 'BEGIN {exit !(c < 3)}'; then vp_pass "vpackd used ${cpu} s CPU in those $2 s (no spinning)"
+    else vp_fail "vpackd used ${cpu} s CPU in $2 s $3"; fi
+}
+# rejoined CONNECTS LIMIT WHAT: vpackd connected again (more connects than
+# CONNECTS, the metric 1) within LIMIT s.
+rejoined() {
+    local t
+    again() { [ "$(vp_json_field "$(status_json)" connects)" -gt "$1" ] &&
+              [ "$(metric vpack_libvirt_connected)" = 1 ]; }
+    if t=$(wait_for "$2" again "$1"); then vp_pass "reconnected ${t}s after libvirtd $3 (metric 1)"
+    else vp_fail "not reconnected within $2 s of libvirtd $3"; fi
+}
+
 echo "== libvirtd stopped for 30 s"
 c0=$(vp_json_field "$(status_json)" connects)
 lpid=$(vp__daemon_pid libvirtd)
@@ -408,12 +431,8 @@ conn=$(vp_json_field "$(status_json)" libvirt_connected)
 m=$(metric vpack_libvirt_connected)
 [ "$m" = 0 ] && vp_pass "metric vpack_libvirt_connected 0" || vp_fail "vpack_libvirt_connected is $m"
 left=$((30 - (SECONDS - down_at))); [ $left -le 0 ] || sleep $left
-ticks1=$(cpu_ticks "$agent_pid")
-hz=$(getconf CLK_TCK)
-cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$hz" 'BEGIN {printf "%.2f", (b - a) / hz}')
 kill -0 "$agent_pid" && vp_pass "vpackd up after $((SECONDS - down_at)) s without libvirtd" || vp_fail "vpackd died"
-if awk -v c="$cpu" 'BEGIN {exit !(c < 3)}'; then vp_pass "vpackd used ${cpu} s CPU in those 30 s (no spinning)"
-else vp_fail "vpackd used ${cpu} s CPU in 30 s without libvirtd"; fi
+no_spin "$ticks0" 30 "without libvirtd"
 vp_log "starting libvirtd again"
 libvirtd -d
 new=""
@@ -421,12 +440,47 @@ for _ in $(seq 100); do new=$(vp__daemon_pid libvirtd) && [ "$new" != "$lpid" ] 
 [ -n "$new" ] || vp_die "libvirtd did not start again"
 [ -z "$ours" ] || VP_STARTED_LIBVIRTD_PID=$new
 vp__wait_libvirtd || vp_die "libvirtd does not answer"
-reconnected() { [ "$(vp_json_field "$(status_json)" connects)" -gt "$c0" ] &&
-                [ "$(metric vpack_libvirt_connected)" = 1 ]; }
 # (backoff at most 5 s, plus the connect itself)
-if t=$(wait_for 10 reconnected); then vp_pass "reconnected ${t}s after libvirtd came back (metric 1)"
-else vp_fail "not reconnected"; fi
+rejoined "$c0" 10 "came back"
 check_places "after libvirtd's outage"
+
+echo "== libvirtd hung (SIGSTOP) for 50 s"
+# A libvirtd that keeps its socket but never answers. Only keepalive finds
+# it (vpackd probes after 7 s of silence and drops the line after 3 probes
+# unanswered, about 28 s: adapters/virt.c), and the kernel still accepts a
+# new connection that libvirtd then never answers: virConnectOpen() has no
+# timeout, so vpackd opens on a thread of its own and its loop (control
+# socket, signals) stays up. It must say the connection is lost, answer
+# every request after that, not spin, and come back with libvirtd.
+c1=$(vp_json_field "$(status_json)" connects)
+lpid=$(vp__daemon_pid libvirtd)
+vp_on_exit --early "kill -CONT $lpid 2>/dev/null || true"   # never leave it stopped
+kill -STOP "$lpid"
+hung_at=$SECONDS
+ticks0=$(cpu_ticks "$agent_pid")
+lost_at="" after=0 unanswered=0
+while [ $((SECONDS - hung_at)) -lt 50 ]; do
+    if ! s=$(timeout 5 "$VPACKCTL" status --json --socket "$sock" 2>/dev/null); then
+        [ -z "$lost_at" ] || unanswered=$((unanswered + 1))
+    elif [ -z "$lost_at" ] && [ "$(vp_json_field "$s" libvirt_connected)" = false ]; then
+        lost_at=$((SECONDS - hung_at))
+    elif [ -n "$lost_at" ]; then
+        after=$((after + 1))
+    fi
+    sleep 1
+done
+if [ -n "$lost_at" ]; then vp_pass "libvirtd hung: status says libvirt not connected after ${lost_at} s"
+else vp_fail "libvirtd hung for 50 s: status never said libvirt not connected"; fi
+if [ -n "$lost_at" ] && [ "$unanswered" -eq 0 ] && [ "$after" -ge 3 ]; then
+    vp_pass "control socket up while libvirtd hangs: $after requests answered after the loss, none unanswered"
+else
+    vp_fail "control socket while libvirtd hangs: $after answered, $unanswered unanswered in 5 s after the loss"
+fi
+no_spin "$ticks0" 50 "with libvirtd hung"
+kill -CONT "$lpid"
+vp__wait_libvirtd || vp_die "libvirtd does not answer after SIGCONT"
+rejoined "$c1" 15 "went on"
+check_places "after libvirtd hung"
 
 echo "== a domain destroyed between planning and pinning"
 vp_define_start vpf-v 2 idle "" "$META2"
