@@ -14,6 +14,7 @@
 
 #include "host.h"
 #include "vpack/cgroupfs.h"
+#include "vpack/grow.h"
 #include "vpack/snapshot.h"
 
 #define CPUSET_ROOT "sys/fs/cgroup/cpuset"
@@ -83,7 +84,8 @@ struct repair_walk {
     vpack_cpuset back;      /* went offline since old was taken, online again */
     vpack_cpuset still;     /* went offline since, still offline */
     struct vpack_cgroup_group *groups;
-    unsigned n, cap;
+    unsigned n;
+    size_t cap;
     unsigned fixed;
     int err;                /* the first write that failed */
 };
@@ -99,14 +101,11 @@ static const vpack_cpuset *memo_find(const struct vpack_cgroup_memo *m, const ch
 
 static int memo_add(struct repair_walk *w, const char *dir, const vpack_cpuset *cpus)
 {
-    if (w->n == w->cap) {
-        unsigned ncap = w->cap ? w->cap * 2 : 16;
-        struct vpack_cgroup_group *g = realloc(w->groups, ncap * sizeof(*g));
-        if (!g)
-            return -ENOMEM;
-        w->groups = g;
-        w->cap = ncap;
-    }
+    struct vpack_cgroup_group *g = vpack_grow(w->groups, w->n, &w->cap, sizeof(*g));
+
+    if (!g)
+        return -ENOMEM;
+    w->groups = g;
     if (!(w->groups[w->n].dir = strdup(dir)))
         return -ENOMEM;
     w->groups[w->n++].cpus = *cpus;
@@ -473,7 +472,8 @@ struct stale_walk {
     const char *base; /* the unified hierarchy's mount point */
     const vpack_cpuset *online;
     struct vpack_cgroup_stale *arr;
-    unsigned n, cap;
+    unsigned n;
+    size_t cap;
 };
 
 /* The cpuset.cpus.partition of base+rel, newline cut; NULL when it has none. */
@@ -496,14 +496,11 @@ static bool valid_partition(const char *p)
 
 static int stale_add(struct stale_walk *w, const char *rel, const vpack_cpuset *missing)
 {
-    if (w->n == w->cap) {
-        unsigned ncap = w->cap ? w->cap * 2 : 4;
-        struct vpack_cgroup_stale *a = realloc(w->arr, ncap * sizeof(*a));
-        if (!a)
-            return -ENOMEM;
-        w->arr = a;
-        w->cap = ncap;
-    }
+    struct vpack_cgroup_stale *a = vpack_grow(w->arr, w->n, &w->cap, sizeof(*a));
+
+    if (!a)
+        return -ENOMEM;
+    w->arr = a;
     struct vpack_cgroup_stale *s = &w->arr[w->n];
     if (!(s->group = strdup(rel)))
         return -ENOMEM;

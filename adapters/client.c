@@ -27,7 +27,7 @@ const char *vpack_client_socket_path(const char *option)
     return env && *env ? env : VPACK_DEFAULT_SOCKET;
 }
 
-static int64_t now_ms(void)
+int64_t vpack_client_now_ms(void)
 {
     struct timespec ts;
 
@@ -39,7 +39,7 @@ static int64_t now_ms(void)
 static int wait_fd(int fd, short events, int64_t deadline)
 {
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vpack_client_now_ms();
         struct pollfd p = {.fd = fd, .events = events};
         int r;
 
@@ -79,7 +79,7 @@ static int connect_until(int fd, const struct sockaddr_un *addr, int64_t deadlin
         if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0)
             return 0;
         if (errno == EAGAIN) {
-            if (now_ms() + 10 >= deadline)
+            if (vpack_client_now_ms() + 10 >= deadline)
                 return -ETIMEDOUT;
             poll(NULL, 0, 10);
             continue;
@@ -280,7 +280,8 @@ int vpack_client_connect(const char *path, int timeout_ms, int *fd, char **errms
 
     *fd = -1;
     *errmsg = NULL;
-    if ((ret = open_socket(path, now_ms() + timeout_ms, timeout_ms, fd, errmsg)) < 0 && *fd >= 0) {
+    if ((ret = open_socket(path, vpack_client_now_ms() + timeout_ms, timeout_ms, fd, errmsg)) < 0 &&
+        *fd >= 0) {
         close(*fd);
         *fd = -1;
     }
@@ -327,13 +328,14 @@ cleanup:
 int vpack_client_exchange(int fd, const char *request, int timeout_ms,
                           struct json_object **answer, char **errmsg)
 {
-    return exchange_until(fd, request, now_ms() + timeout_ms, timeout_ms, answer, errmsg);
+    return exchange_until(fd, request, vpack_client_now_ms() + timeout_ms, timeout_ms, answer,
+                          errmsg);
 }
 
 int vpack_client_call(const char *path, const char *request, int timeout_ms,
                       struct json_object **answer, char **errmsg)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = vpack_client_now_ms() + timeout_ms;
     int fd = -1, ret;
 
     *answer = NULL;

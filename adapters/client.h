@@ -9,8 +9,16 @@
 #define VPACK_CLIENT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct json_object;
+
+/*
+ * Milliseconds on the monotonic clock: what the client's deadlines are
+ * measured on, and vpackctl's (vpackctl_now()); the one place it is read
+ * outside the agent's loop.
+ */
+int64_t vpack_client_now_ms(void);
 
 /* The longest answer line read, newline excluded. */
 #define VPACK_CLIENT_ANSWER_MAX (16u << 20)

@@ -17,6 +17,7 @@
 
 #include "hostpower.h"
 #include "log.h"
+#include "rendered.h"
 #include "vpack/prom.h"
 
 #define CONNECTION_LIMIT 64u
@@ -62,9 +63,7 @@ struct vpack_metrics {
     bool have_poll;
     int closing;      /* handles still to close */
     bool stopping;
-    char *page;       /* the last rendered /metrics, served for METRICS_TTL_MS */
-    size_t page_len;
-    uint64_t page_at; /* uv_now() when rendered */
+    struct vpack_rendered page; /* the last rendered /metrics, served for METRICS_TTL_MS */
 };
 
 /*
@@ -111,14 +110,15 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
 
 static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
 {
-    uint64_t now = uv_now(m->loop);
-    if (!m->page || now - m->page_at >= METRICS_TTL_MS)
+    size_t len;
+    const char *page = vpack_rendered_get(&m->page, uv_now(m->loop), METRICS_TTL_MS, &len);
+    if (!page)
         return render_metrics(m, c);
-    char *copy = malloc(m->page_len);
+    char *copy = malloc(len);
     if (!copy)
         return MHD_NO;
-    memcpy(copy, m->page, m->page_len);
-    return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, copy, m->page_len, true, NULL);
+    memcpy(copy, page, len);
+    return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, copy, len, true, NULL);
 }
 
 /* Renders /metrics afresh, keeps a copy and answers c with it. */
@@ -143,13 +143,10 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
                             "cannot render the metrics\n", NULL);
     }
     char *page = malloc(len ? len : 1);
-    if (page) {
+    if (page)
         memcpy(page, text, len);
-        free(m->page);
-        m->page = page;
-        m->page_len = len;
-        m->page_at = uv_now(m->loop);
-    }
+    /* Out of memory: no copy (the last had run out anyway). */
+    vpack_rendered_keep(&m->page, page, len, uv_now(m->loop));
     return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, text, len, true, NULL);
 }
 
@@ -356,7 +353,7 @@ static void metrics_free(struct vpack_metrics *m)
     vpack_hostpower_free(m->power);
     free(m->sysfs_root);
     free(m->start_err);
-    free(m->page);
+    vpack_rendered_drop(&m->page);
     free(m);
 }
 

@@ -17,8 +17,9 @@
 #include <json-c/json.h>
 
 #include "vpack/errmsg.h"
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 #include "log.h"
+#include "rendered.h"
 #include "safefs.h"
 #include "vpack-build.h"
 
@@ -78,11 +79,7 @@ struct vpack_control {
     int dirfd;             /* the socket's trusted directory */
     const char *name;      /* the socket's name in it (points into path) */
     bool stopping;
-    struct view_copy {
-        char *text;        /* the whole answer line, with its newline */
-        size_t len;
-        uint64_t at;       /* uv_now() when rendered */
-    } views[VPACK_CTL_NOPS];
+    struct vpack_rendered views[VPACK_CTL_NOPS]; /* whole answer lines, newline included */
 };
 
 static void unblock(struct vpack_control *ctl);
@@ -389,10 +386,12 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     }
     known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&
             (ops[req.op].fn || ops[req.op].view);
-    struct view_copy *vc = known && ops[req.op].view ? &cl->ctl->views[req.op] : NULL;
+    struct vpack_rendered *vc = known && ops[req.op].view ? &cl->ctl->views[req.op] : NULL;
     uint64_t now = uv_now(cl->ctl->loop);
-    if (vc && vc->text && now - vc->at < VIEW_TTL_MS) {
-        send_text(cl, vc->text, vc->len);
+    const char *copy;
+    size_t copy_len;
+    if (vc && (copy = vpack_rendered_get(vc, now, VIEW_TTL_MS, &copy_len))) {
+        send_text(cl, copy, copy_len);
         vpack_ctl_request_clear(&req);
         return;
     }
@@ -407,9 +406,8 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     else if (r < 0)
         send_error(cl, "%s: %s", req.op_name, err ? err : strerror(-r));
     else if (vc) {
-        free(vc->text);
-        vc->text = line_of(ans, &vc->len);
-        vc->at = now;
+        char *text = line_of(ans, &copy_len);
+        vpack_rendered_keep(vc, text, copy_len, now);
         send_text(cl, vc->text, vc->len);
     } else {
         send_obj(cl, ans);
@@ -417,10 +415,8 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     /* A change through the socket shows in the next view at once. */
     if (r == 0 && !vc && req.op != VPACK_CTL_EXPLAIN && !req.dry_run &&
         req.op != VPACK_CTL_VERSION)
-        for (size_t i = 0; i < sizeof(cl->ctl->views) / sizeof(cl->ctl->views[0]); i++) {
-            free(cl->ctl->views[i].text);
-            cl->ctl->views[i].text = NULL;
-        }
+        for (size_t i = 0; i < sizeof(cl->ctl->views) / sizeof(cl->ctl->views[0]); i++)
+            vpack_rendered_drop(&cl->ctl->views[i]);
     free(err);
     json_object_put(ans);
     vpack_ctl_request_clear(&req);
@@ -654,7 +650,7 @@ static void control_free(struct vpack_control *ctl)
     if (ctl->dirfd >= 0)
         close(ctl->dirfd);
     for (size_t i = 0; i < sizeof(ctl->views) / sizeof(ctl->views[0]); i++)
-        free(ctl->views[i].text);
+        vpack_rendered_drop(&ctl->views[i]);
     free(ctl->path);
     free(ctl);
 }

@@ -18,6 +18,7 @@
 #include "cgroup.h"
 #include "log.h"
 #include "safefs.h"
+#include "vpack/domrecord.h"
 #include "vpack/domxml.h"
 
 /* Frees what d owns (free()s in a row, alike in shape to every destructor). */

@@ -36,8 +36,9 @@
 #include "host.h"
 #include "log.h"
 #include "safefs.h"
+#include "vpack/domrecord.h"
 #include "vpack/domxml.h"
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 static const char *const origin_names[] = {[REQ_NONE] = "none", [REQ_HOOK] = "hook",
                                            [REQ_LIVE] = "live"};

@@ -2,7 +2,7 @@
 /*
  * The agent as JSON: status (the control socket's "status"), explain (one
  * domain), the last snapshot, the moves of a rebalance, and everything the
- * metrics endpoint exports. Every view is built with vpack/json-util.h and returns
+ * metrics endpoint exports. Every view is built with vpack/json.h and returns
  * NULL (or -ENOMEM) when an allocation fails, never half a view.
  */
 #include "agent-priv.h"
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 #include "vpack-build.h"
 
 static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};

@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 /* How long a command waits for the agent, connecting included. */
 #define VPACKCTL_TIMEOUT_MS 5000

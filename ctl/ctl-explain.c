@@ -121,6 +121,7 @@ static void print_memory(struct json_object *d)
     struct json_object *m = NULL, *nodes;
     size_t n;
 
+    /* A section an older agent lacks, read as print_cgroup() (ctl-status.c) reads its own. */
     if (!json_object_object_get_ex(d, "memory", &m) || !json_object_is_type(m, json_type_object))
         return; /* an older agent */
     nodes = vpack_json_array(m, "nodes");

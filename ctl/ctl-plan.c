@@ -452,6 +452,7 @@ static int parse_args(int argc, char **argv, struct plan_args *pa)
         vpackctl_err("plan: out of memory");
         return VPACKCTL_EXIT_FAIL;
     }
+    /* The getopt loop: alike in shape on purpose (vpackctl.h, struct vpackctl_getopt). */
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         if (c == OPT_SNAPSHOT)
             pa->snapshot = optarg;

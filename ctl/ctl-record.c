@@ -91,6 +91,7 @@ cleanup:
 
 int record_main(int argc, char **argv)
 {
+    /* A getopt table: its rows look alike because they are one kind of data. */
     static const struct option options[] = {
         {"duration", required_argument, NULL, OPT_DURATION},
         {"output", required_argument, NULL, OPT_OUTPUT},

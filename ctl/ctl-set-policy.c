@@ -31,6 +31,7 @@ static void usage(FILE *f)
 
 int set_policy_main(int argc, char **argv)
 {
+    /* A getopt table: its rows look alike because they are one kind of data. */
     static const struct option opts[] = {
         {"live", no_argument, NULL, OPT_LIVE},
         {"config", no_argument, NULL, OPT_CONFIG},
@@ -44,6 +45,7 @@ int set_policy_main(int argc, char **argv)
     char *err = NULL;
     int c, ret = VPACKCTL_EXIT_FAIL;
 
+    /* The getopt loop: alike in shape on purpose (vpackctl.h, struct vpackctl_getopt). */
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         if (c == OPT_LIVE)
             live = true;

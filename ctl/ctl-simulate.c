@@ -151,6 +151,7 @@ static int parse_host_burst(const char *text, struct sim_args *a)
 
 static int parse_args(int argc, char **argv, struct sim_args *a)
 {
+    /* A getopt table: its rows look alike because they are one kind of data. */
     static const struct option options[] = {
         {"trace", required_argument, NULL, OPT_TRACE},
         {"planetlab", required_argument, NULL, OPT_PLANETLAB},

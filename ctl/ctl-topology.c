@@ -107,6 +107,7 @@ int topology_main(int argc, char **argv)
     bool as_json = false;
     int ret, c;
 
+    /* The getopt loop: alike in shape on purpose (vpackctl.h, struct vpackctl_getopt). */
     while ((c = vpackctl_getopt(&g, argc, argv)) >= 0) {
         if (c == OPT_TOPOLOGY)
             spec = optarg;

@@ -11,6 +11,7 @@
 
 #include <json-c/json.h>
 
+#include "client.h"
 #include "virt.h"
 #include "vpack/cpuset.h"
 #include "vpack/topology.h"
@@ -79,10 +80,7 @@ int vpackctl_parse_seconds(const char *cmd, const char *opt, const char *text, b
 
 double vpackctl_now(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    return (double)vpack_client_now_ms() / 1e3;
 }
 
 void vpackctl_sleep(double s)

@@ -87,6 +87,7 @@ int version_main(int argc, char **argv)
                             : strerror(-r));
         ret = VPACKCTL_EXIT_FAIL;
     }
+/* A cleanup tail puts this command's own objects: alike in shape only. */
 cleanup:
     json_object_put(ans);
     json_object_put(req);

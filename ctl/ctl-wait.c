@@ -190,6 +190,7 @@ static int show(const struct vpackctl_args *a, struct json_object *st, const cha
 
 int wait_main(int argc, char **argv)
 {
+    /* A getopt table: its rows look alike because they are one kind of data. */
     static const struct option options[] = {
         {"for", required_argument, NULL, OPT_FOR},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},

@@ -7,7 +7,7 @@
 #include <json-c/json.h>
 
 #include "simulate.h"
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 #include "vpackctl.h"
 
 /* Per domain of a model: where its threads ended up, as JSON. */
@@ -81,8 +81,8 @@ int simulate_print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_int(lv, "level", l, &ok);
         for (unsigned p = 0; p < sim->topo->npackages; p++) {
             double s = x->t.seconds > 0 ? x->t.seconds : 1;
-            vpack_json_append(idle, json_object_new_double(x->t.pkg_idle_s[p] / s), &ok);
-            vpack_json_append(busy, json_object_new_double(x->t.pkg_busy_s[p] / s), &ok);
+            vpack_json_append(idle, vpack_json_new_number(x->t.pkg_idle_s[p] / s, 0), &ok);
+            vpack_json_append(busy, vpack_json_new_number(x->t.pkg_busy_s[p] / s, 0), &ok);
         }
         vpack_json_set(lv, "package_idle", idle, &ok);
         vpack_json_set(lv, "package_busy", busy, &ok);

@@ -34,6 +34,7 @@ static void print_row(const char *label, const struct figures *f, enum row what)
         const struct figures *x = &f[l];
         char cell[64];
 
+        /* One cell format a row: the cases look alike because they are one kind of data. */
         switch (what) {
         case ROW_KWH:
             snprintf(cell, sizeof(cell), "%.4f", x->kwh);

@@ -94,7 +94,7 @@ void vpackctl_option_error(const char *cmd, int c, char **argv);
 int vpackctl_parse_seconds(const char *cmd, const char *opt, const char *text, bool zero_ok,
                            double max, double *out);
 
-/* Seconds on the monotonic clock. */
+/* Seconds on the monotonic clock (vpack_client_now_ms(), in seconds). */
 double vpackctl_now(void);
 
 /* Sleeps s seconds, signals or not. */

@@ -7,7 +7,7 @@
 
 #include <json-c/json.h>
 
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 const struct vpack_counter_def vpack_counter_defs[VPACK_NCOUNTERS] = {
 #define VPACK_COUNTER_DEF(name, prom, help)                                                       \

@@ -17,7 +17,7 @@
 #include <hwloc.h>
 #include <json-c/json.h>
 
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 enum source_kind {
     SOURCE_HOST,
@@ -522,7 +522,7 @@ int vpack_topology_load(const char *spec, const vpack_cpuset *reserved,
         else
             ret = 0;
         break;
-    case SOURCE_SYNTHETIC:
+    case SOURCE_SYNTHETIC: /* alike in shape to SOURCE_XML: another hwloc setter */
         what = "invalid synthetic description";
         desc = unquote(arg);
         if (!desc)
@@ -605,6 +605,7 @@ cleanup:
     return ret;
 }
 
+/* The _free() functions free their struct's members: alike in shape only. */
 void vpack_topology_free(struct vpack_topology *t)
 {
     if (!t)
@@ -692,7 +693,6 @@ char *vpack_topology_to_json(const struct vpack_topology *t)
 {
     struct json_object *root = json_object_new_object();
     struct json_object *pkgs = NULL;
-    const char *text;
     char *ret = NULL;
 
     if (!root || !t)
@@ -714,10 +714,7 @@ char *vpack_topology_to_json(const struct vpack_topology *t)
     if (vpack_json_add(root, "packages", pkgs) < 0)
         goto cleanup;
     /* Paths in "source" read better without json-c's default "\/". */
-    text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (text)
-        ret = strdup(text);
+    ret = vpack_json_to_text(root);
 cleanup:
     json_object_put(root);
     return ret;

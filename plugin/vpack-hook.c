@@ -45,8 +45,9 @@
 #include "client.h"
 #include "host.h"
 #include "vpack/config.h"
+#include "vpack/domrecord.h"
 #include "vpack/domxml.h"
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 #define DEFAULT_TIMEOUT_MS 50
 #define MAX_TIMEOUT_MS 10000

@@ -286,10 +286,9 @@ int vpack_domxml_define_rewrite(const char *buf, size_t len, char **out_xml, int
     *out_level = level;
     ret = 0;
 
+/* The public functions' cleanup tails free their own locals: alike in shape only. */
 cleanup:
-    if (ret == -EINVAL && !c.err)
-        ret = -ENOMEM;
-    vpack__domxml_finish_err(&c, ret, errmsg);
+    ret = vpack__domxml_finish_err(&c, ret, errmsg);
     free(found);
     xmlFree(name);
     xmlFreeDoc(doc);
@@ -553,9 +552,7 @@ int vpack_domxml_request_restore(const char *buf, size_t len, char **out_xml, ch
     ret = 1;
 
 cleanup:
-    if (ret == -EINVAL && !c.err)
-        ret = -ENOMEM;
-    vpack__domxml_finish_err(&c, ret, errmsg);
+    ret = vpack__domxml_finish_err(&c, ret, errmsg);
     vpack_domxml_free(d);
     xmlFreeDoc(doc);
     return ret;

@@ -46,8 +46,10 @@ struct domxml_ctx {
  * -EINVAL. */
 __attribute__((format(printf, 2, 3)))
 int vpack__domxml_fail(struct domxml_ctx *c, const char *fmt, ...);
-/* Hands out c's error (or frees it) at the end of a public function. */
-void vpack__domxml_finish_err(struct domxml_ctx *c, int ret, char **errmsg);
+/* Hands out c's error (or frees it) at the end of a public function.
+ * Returns ret, but -ENOMEM for an -EINVAL with no message in c (the
+ * message itself could not be allocated): `ret = ...(&c, ret, errmsg);`. */
+int vpack__domxml_finish_err(struct domxml_ctx *c, int ret, char **errmsg);
 /* vpack__domxml_read_doc() with the message in c. */
 int vpack__domxml_load(struct domxml_ctx *c, const char *buf, size_t len, xmlDoc **docp,
                        xmlNode **rootp);

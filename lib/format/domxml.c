@@ -18,6 +18,7 @@
  * share of the reader is in domxml-priv.h.
  */
 #include "vpack/domxml.h"
+#include "vpack/grow.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -438,10 +439,7 @@ int vpack__domxml_read_doc(const char *buf, size_t len, xmlDoc **doc, xmlNode **
 
     if (errmsg)
         *errmsg = NULL;
-    if (ret == -EINVAL && !c.err)
-        ret = -ENOMEM;
-    vpack__domxml_finish_err(&c, ret, errmsg);
-    return ret;
+    return vpack__domxml_finish_err(&c, ret, errmsg);
 }
 
 xmlNode *vpack__domxml_metadata(xmlNode *root)
@@ -795,16 +793,12 @@ int vpack__domxml_read_iothreads(struct domxml_ctx *c, xmlNode *root, struct vpa
                 bad = true;
                 break;
             }
-            if (nlisted == cap) {
-                size_t ncap = cap ? cap * 2 : 8;
-                struct id_at *grown = realloc(listed, ncap * sizeof(*grown));
-                if (!grown) {
-                    ret = -ENOMEM;
-                    goto cleanup;
-                }
-                listed = grown;
-                cap = ncap;
+            struct id_at *grown = vpack_grow(listed, nlisted, &cap, sizeof(*listed));
+            if (!grown) {
+                ret = -ENOMEM;
+                goto cleanup;
             }
+            listed = grown;
             listed[nlisted].id = id;
             listed[nlisted].at = nlisted;
             nlisted++;
@@ -914,25 +908,6 @@ void vpack__domxml_pins_free(struct domxml_pins *s)
     free(s);
 }
 
-/*
- * Room for one more in arr, which holds n elements of size bytes and has
- * room for *cap: arr itself, or arr grown (*cap updated), or NULL when out
- * of memory (arr left as it was).
- */
-static void *grow_pins(void *arr, size_t n, size_t *cap, size_t size)
-{
-    size_t ncap;
-    void *grown;
-
-    if (n < *cap)
-        return arr;
-    ncap = *cap ? *cap * 2 : 4;
-    if (!(grown = realloc(arr, ncap * size)))
-        return NULL;
-    *cap = ncap;
-    return grown;
-}
-
 /* d's pin arrays sorted by thread, as struct vpack_domxml promises (no id twice). */
 void vpack__domxml_sort_pins(struct vpack_domxml *d)
 {
@@ -997,7 +972,7 @@ int vpack__domxml_read_pin_vcpu(struct domxml_ctx *c, xmlNode *p, struct vpack_d
         return vpack__domxml_fail(c, "%s>: the domain has %u vCPUs", elem, d->vcpus);
     if (vpack_cpuset_isset(&s->vcpus, vcpu))
         return vpack__domxml_fail(c, "%s>: vCPU %u is pinned twice", elem, vcpu);
-    if (!(pins = grow_pins(d->vcpupin, d->nvcpupin, &s->vcpupin_cap, sizeof(*pins))))
+    if (!(pins = vpack_grow(d->vcpupin, d->nvcpupin, &s->vcpupin_cap, sizeof(*pins))))
         return -ENOMEM;
     d->vcpupin = pins;
     d->vcpupin[d->nvcpupin++] = (struct vpack_vcpupin){vcpu, cpus};
@@ -1034,6 +1009,7 @@ int vpack__domxml_read_pin_emulator(struct domxml_ctx *c, xmlNode *p, struct vpa
 int vpack__domxml_read_pin_iothread(struct domxml_ctx *c, xmlNode *p, struct vpack_domxml *d,
                                     struct domxml_pins *s, bool request)
 {
+    /* Alike in shape to vpack__domxml_read_pin_vcpu(): libvirt checks the two in other orders. */
     unsigned id = 0; /* likewise */
     const unsigned *found = NULL;
     size_t idx;
@@ -1057,7 +1033,7 @@ int vpack__domxml_read_pin_iothread(struct domxml_ctx *c, xmlNode *p, struct vpa
         return request
                    ? vpack__domxml_fail(c, "%s>: iothread %u is pinned twice", elem, id)
                    : vpack__domxml_fail(c, "%s>: duplicate iothreadpin for iothread %u", elem, id);
-    if (!(pins = grow_pins(d->iothreadpin, d->niothreadpin, &s->iothreadpin_cap, sizeof(*pins))))
+    if (!(pins = vpack_grow(d->iothreadpin, d->niothreadpin, &s->iothreadpin_cap, sizeof(*pins))))
         return -ENOMEM;
     d->iothreadpin = pins;
     d->iothreadpin[d->niothreadpin++] = (struct vpack_iothreadpin){id, cpus};
@@ -1350,15 +1326,20 @@ void vpack_domxml_free(struct vpack_domxml *d)
     free(d);
 }
 
-/* Hands out ctx's error (or frees it) at the end of a public function. */
-void vpack__domxml_finish_err(struct domxml_ctx *c, int ret, char **errmsg)
+/* Hands out ctx's error (or frees it) at the end of a public function;
+ * returns ret, or -ENOMEM for an -EINVAL whose message could not be
+ * allocated. */
+int vpack__domxml_finish_err(struct domxml_ctx *c, int ret, char **errmsg)
 {
+    if (ret == -EINVAL && !c->err)
+        ret = -ENOMEM; /* the message itself could not be allocated */
     if (errmsg && ret < 0) {
         *errmsg = c->err;
         c->err = NULL;
     }
     free(c->err);
     c->err = NULL;
+    return ret;
 }
 
 int vpack_domxml_parse(const char *buf, size_t len, struct vpack_domxml **out, char **errmsg)
@@ -1414,9 +1395,7 @@ int vpack_domxml_parse(const char *buf, size_t len, struct vpack_domxml **out, c
     ret = 0;
 
 cleanup:
-    if (ret == -EINVAL && !c.err)
-        ret = -ENOMEM; /* the message itself could not be allocated */
-    vpack__domxml_finish_err(&c, ret, errmsg);
+    ret = vpack__domxml_finish_err(&c, ret, errmsg);
     vpack_domxml_free(d);
     xmlFreeDoc(doc);
     return ret;
@@ -1450,9 +1429,7 @@ int vpack_domxml_identity(const char *buf, size_t len, char **name, char **uuid,
     ret = 0;
 
 cleanup:
-    if (ret == -EINVAL && !c.err)
-        ret = -ENOMEM;
-    vpack__domxml_finish_err(&c, ret, errmsg);
+    ret = vpack__domxml_finish_err(&c, ret, errmsg);
     xmlFree(xname);
     xmlFreeDoc(doc);
     return ret;

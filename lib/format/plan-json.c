@@ -15,7 +15,7 @@
 
 #include <json-c/json.h>
 
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 
 /* Adds a JSON null under key. */
@@ -108,7 +108,6 @@ static json_object *domain_json(const struct vpack_plan_domain *d)
 char *vpack_plan_to_json(const struct vpack_plan *p)
 {
     json_object *root = json_object_new_object(), *doms = NULL;
-    const char *json;
     char *text = NULL;
     int ret;
 
@@ -138,10 +137,7 @@ char *vpack_plan_to_json(const struct vpack_plan *p)
     doms = NULL;
     if (ret < 0)
         goto cleanup;
-    json = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (json)
-        text = strdup(json);
+    text = vpack_json_to_text(root);
 
 cleanup:
     json_object_put(doms);

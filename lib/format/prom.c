@@ -368,6 +368,7 @@ static int domains(struct buf *b, const struct vpack_prom_metrics *m)
         struct label l = {"domain", d[i]->name};
         sample(b, &fl, "", &l, 1, fmt_i64(v, sizeof(v), d[i]->level));
     }
+    /* A family's samples stand together: one loop a family, alike in shape only. */
     for (size_t i = 0; i < nd; i++) {
         struct label l = {"domain", d[i]->name};
         sample(b, &fm, "", &l, 1, d[i]->managed ? "1" : "0");

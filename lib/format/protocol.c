@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "vpack/errmsg.h"
-#include "vpack/json-util.h"
+#include "vpack/json.h"
 
 static const char *const op_names[] = {
     [VPACK_CTL_VERSION] = "version",     [VPACK_CTL_STATUS] = "status",
@@ -17,33 +17,10 @@ static const char *const op_names[] = {
 };
 _Static_assert(sizeof(op_names) / sizeof(op_names[0]) == VPACK_CTL_NOPS, "an op without a name");
 
-/* For quoting what the peer sent: at most this many bytes. */
-#define QUOTE_MAX 64
-
-/* s (len bytes) for a message: control characters as '?', cut after QUOTE_MAX bytes. */
-static void quote(char *dst, const char *s, size_t len)
-{
-    size_t i, take = len > QUOTE_MAX ? QUOTE_MAX : len;
-    if (take < len)
-        while (take > 0 && ((unsigned char)s[take] & 0xC0) == 0x80)
-            take--; /* cut on a UTF-8 character boundary */
-    for (i = 0; i < take; i++)
-        dst[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    if (take < len) {
-        memcpy(dst + i, "...", 3);
-        i += 3;
-    }
-    dst[i] = '\0';
-}
-
 /* The string member key of o, or NULL when absent, not a string or holding a NUL. */
 static const char *str_member(struct json_object *o, const char *key)
 {
-    struct json_object *v = vpack_json_member(o, key);
-    if (!json_object_is_type(v, json_type_string))
-        return NULL;
-    const char *s = json_object_get_string(v);
-    return strlen(s) == (size_t)json_object_get_string_len(v) ? s : NULL;
+    return vpack_json_string_value(vpack_json_member(o, key));
 }
 
 bool vpack_ctl_uuid_ok(const char *u)
@@ -116,7 +93,7 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     struct json_tokener *tok;
     struct json_object *op;
     enum json_tokener_error e;
-    char quoted[QUOTE_MAX + 4];
+    char quoted[VPACK_JSON_QUOTE_LEN];
     size_t i;
     int ret;
 
@@ -149,7 +126,7 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
         if (strlen(op_names[i]) == name_len && !memcmp(op_names[i], name, name_len))
             break;
     if (i == sizeof(op_names) / sizeof(op_names[0])) {
-        quote(quoted, name, name_len);
+        vpack_json_quote(quoted, sizeof(quoted), name, name_len);
         ret = vpack_errmsg_set(-EINVAL, errmsg, "unknown op '%s'", quoted);
         goto fail;
     }

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,12 +16,7 @@
 
 #include <json-c/json.h>
 
-#include "vpack/json-util.h"
-
-/* Room for "domains[123456] (name...).iothreads[123456]" and friends. */
-#define PATH_LEN 256
-/* Longest domain name or bad value quoted in an error message. */
-#define QUOTE_MAX 64
+#include "vpack/json.h"
 
 static void thread_init(struct vpack_thread_sample *t, int id)
 {
@@ -42,6 +36,19 @@ static void threads_free(struct vpack_thread_sample *t, unsigned n)
     for (unsigned i = 0; i < n; i++)
         free(t[i].pin);
     free(t);
+}
+
+/* n new threads with ids from first_id into *out and *nout (none for n 0): 0 or -ENOMEM. */
+static int threads_new(unsigned n, int first_id, struct vpack_thread_sample **out, unsigned *nout)
+{
+    if (!n)
+        return 0;
+    if (!(*out = calloc(n, sizeof(**out))))
+        return -ENOMEM;
+    *nout = n;
+    for (unsigned i = 0; i < n; i++)
+        thread_init(&(*out)[i], first_id + (int)i);
+    return 0;
 }
 
 /* Frees what a domain owns and leaves it zeroed. */
@@ -98,22 +105,9 @@ int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, in
     if (!n.name)
         goto cleanup;
     n.level = level;
-    if (nvcpus) {
-        n.vcpus = calloc(nvcpus, sizeof(*n.vcpus));
-        if (!n.vcpus)
-            goto cleanup;
-        n.nvcpus = nvcpus;
-        for (unsigned i = 0; i < nvcpus; i++)
-            thread_init(&n.vcpus[i], (int)i);
-    }
-    if (niothreads) {
-        n.iothreads = calloc(niothreads, sizeof(*n.iothreads));
-        if (!n.iothreads)
-            goto cleanup;
-        n.niothreads = niothreads;
-        for (unsigned i = 0; i < niothreads; i++)
-            thread_init(&n.iothreads[i], (int)i + 1);
-    }
+    if (threads_new(nvcpus, 0, &n.vcpus, &n.nvcpus) < 0 ||
+        threads_new(niothreads, 1, &n.iothreads, &n.niothreads) < 0) /* iothreads from 1 */
+        goto cleanup;
     thread_init(&n.emulator, -1);
     *d = n;
     /* d owns everything now; clear n so that cleanup frees nothing. */
@@ -125,6 +119,7 @@ cleanup:
     return ret;
 }
 
+/* The _free() functions free their struct's members: alike in shape only (policy.c). */
 void vpack_snapshot_free(struct vpack_snapshot *s)
 {
     if (!s)
@@ -208,209 +203,27 @@ double vpack_snapshot_bound_now(struct vpack_snapshot *s)
     return b.sum > busy ? b.sum - busy : 0;
 }
 
-/* The reader. */
+/* The reader: every member through the checked reader of json.h. */
 
-struct pctx {
-    char *err;  /* the first error, allocated */
-    int ret;    /* -EINVAL, or -ENOMEM when even the message could not be made */
-};
-
-/* Records an error "PATH: MESSAGE" and returns the error code to pass up. */
-static int __attribute__((format(printf, 3, 4)))
-fail(struct pctx *c, const char *path, const char *fmt, ...)
+/* An optional CPU set member key of o into a new allocated set; absent or null leaves *out. */
+static int opt_cpuset(struct vpack_json_reader *c, const char *path, json_object *o,
+                      const char *key, vpack_cpuset **out)
 {
-    char msg[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    free(c->err);
-    c->err = NULL;
-    if (asprintf(&c->err, "%s%s%s", path, *path ? ": " : "", msg) < 0) {
-        c->err = NULL;
-        c->ret = -ENOMEM;
-    } else {
-        c->ret = -EINVAL;
-    }
-    return c->ret;
-}
-
-/*
- * Copies text into dst (of size n, at least QUOTE_MAX + 4) for an error
- * message: control characters become '?', and text longer than QUOTE_MAX
- * bytes is cut on a UTF-8 character boundary and ends in "...".
- */
-static void quote_text(char *dst, size_t n, const char *text)
-{
-    size_t len = strlen(text), take = len, i;
-
-    if (take > QUOTE_MAX) {
-        take = QUOTE_MAX;
-        while (take > 0 && ((unsigned char)text[take] & 0xC0) == 0x80)
-            take--;
-    }
-    if (take + 4 > n)
-        take = n > 4 ? n - 4 : 0;
-    for (i = 0; i < take; i++)
-        dst[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
-    if (take < len) {
-        memcpy(dst + i, "...", 3);
-        i += 3;
-    }
-    dst[i] = '\0';
-}
-
-/*
- * Describes a bad value for "got ...": the JSON text of scalars (strings
- * quoted), "an object" or "an array" for containers.
- */
-static void describe(char *dst, size_t n, json_object *v)
-{
-    const char *text;
-
-    switch (json_object_get_type(v)) {
-    case json_type_object:
-        snprintf(dst, n, "an object");
-        return;
-    case json_type_array:
-        snprintf(dst, n, "an array");
-        return;
-    default:
-        text = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
-                                                     JSON_C_TO_STRING_NOSLASHESCAPE);
-        /* json-c returns NULL only when out of memory. */
-        quote_text(dst, n, text ? text : "a value");
-        return;
-    }
-}
-
-/* Formats a path into dst (PATH_LEN bytes); a path too long is cut short. */
-static void __attribute__((format(printf, 2, 3))) pathf(char *dst, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(dst, PATH_LEN, fmt, ap);
-    va_end(ap);
-}
-
-/* "path.key" into dst. */
-static void join(char *dst, const char *path, const char *key)
-{
-    pathf(dst, "%s%s%s", path, *path ? "." : "", key);
-}
-
-static int expected(struct pctx *c, const char *path, const char *what, json_object *v)
-{
-    char got[QUOTE_MAX + 8];
-
-    describe(got, sizeof(got), v);
-    return fail(c, path, "expected %s, got %s", what, got);
-}
-
-static int missing(struct pctx *c, const char *path, const char *key)
-{
-    char p[PATH_LEN];
-
-    join(p, path, key);
-    return fail(c, p, "missing (required)");
-}
-
-/* A number >= min (and <= max when max is not NAN), ints accepted. */
-static int get_number(struct pctx *c, const char *path, json_object *v, double min, double max,
-                      double *out)
-{
-    char what[64];
-    enum json_type t = json_object_get_type(v);
-    double d;
-
-    if (isnan(max))
-        snprintf(what, sizeof(what), "a number >= %g", min);
-    else
-        snprintf(what, sizeof(what), "a number from %g to %g", min, max);
-    if (t != json_type_int && t != json_type_double)
-        return expected(c, path, what, v);
-    d = json_object_get_double(v);
-    if (!isfinite(d) || d < min || (!isnan(max) && d > max))
-        return expected(c, path, what, v);
-    *out = d;
-    return 0;
-}
-
-/* An optional number member: absent or null leaves *out alone. */
-static int opt_number(struct pctx *c, const char *path, json_object *o, const char *key,
-                      double min, double max, double *out)
-{
-    char p[PATH_LEN];
-    json_object *v = vpack_json_member(o, key);
-
-    if (!v)
-        return 0;
-    join(p, path, key);
-    return get_number(c, p, v, min, max, out);
-}
-
-/* An integer in min..max; what describes the expected value for messages. */
-static int get_int(struct pctx *c, const char *path, json_object *v, int64_t min, int64_t max,
-                   const char *what, int64_t *out)
-{
-    int64_t i;
-
-    *out = 0;
-    if (json_object_get_type(v) != json_type_int)
-        return expected(c, path, what, v);
-    i = json_object_get_int64(v);
-    /* json-c saturates integers beyond int64 at INT64_MAX; those fail here too. */
-    if (i < min || i > max)
-        return expected(c, path, what, v);
-    *out = i;
-    return 0;
-}
-
-/* A string without NUL characters; *out is borrowed from v. */
-static int get_string(struct pctx *c, const char *path, json_object *v, const char **out)
-{
-    const char *s;
-
-    *out = NULL;
-    if (json_object_get_type(v) != json_type_string)
-        return expected(c, path, "a string", v);
-    s = json_object_get_string(v);
-    if (strlen(s) != (size_t)json_object_get_string_len(v))
-        return fail(c, path, "the string contains a NUL character");
-    *out = s;
-    return 0;
-}
-
-/* A libvirt cpuset string into a new allocated set. */
-static int get_cpuset(struct pctx *c, const char *path, json_object *v, vpack_cpuset **out)
-{
-    char *err = NULL;
-    const char *text;
-    vpack_cpuset *set = NULL;
+    vpack_cpuset *set;
+    bool has;
     int ret;
 
-    ret = get_string(c, path, v, &text);
-    if (ret < 0)
-        goto cleanup;
-    set = malloc(sizeof(*set));
-    if (!set) {
-        ret = c->ret = -ENOMEM;
-        goto cleanup;
-    }
-    if (vpack_cpuset_parse(set, text, &err) < 0) {
-        ret = err ? fail(c, path, "%s", err) : (c->ret = -ENOMEM);
-        goto cleanup;
+    if (!vpack_json_member(o, key))
+        return 0;
+    if (!(set = malloc(sizeof(*set))))
+        return c->ret = -ENOMEM;
+    ret = vpack_json_opt_cpuset(c, path, o, key, "a string", &has, set);
+    if (ret < 0) {
+        free(set);
+        return ret;
     }
     *out = set;
-    set = NULL;
-    ret = 0;
-
-cleanup:
-    free(err);
-    free(set);
-    return ret;
+    return 0;
 }
 
 /*
@@ -439,52 +252,41 @@ static bool parse_id_key(const char *key, unsigned max, unsigned *out)
  * One thread object. For vCPUs and iothreads, "id" is required and at least
  * min_id; the emulator has no id.
  */
-static int parse_thread(struct pctx *c, const char *path, json_object *o, bool has_id, int min_id,
-                        struct vpack_thread_sample *t)
+static int parse_thread(struct vpack_json_reader *c, const char *path, json_object *o,
+                        bool has_id, int min_id, struct vpack_thread_sample *t)
 {
-    char p[PATH_LEN], what[64];
+    char p[VPACK_JSON_PATH_MAX], what[64];
     json_object *v;
     int64_t i;
     int ret;
 
     thread_init(t, -1);
     if (json_object_get_type(o) != json_type_object)
-        return expected(c, path, "an object", o);
+        return vpack_json_expected(c, path, "an object", o);
     if (has_id) {
         v = vpack_json_member(o, "id");
         if (!v)
-            return missing(c, path, "id");
-        join(p, path, "id");
+            return vpack_json_missing(c, path, "id");
+        vpack_json_path_join(p, path, "id");
         snprintf(what, sizeof(what), "an integer >= %d", min_id);
-        ret = get_int(c, p, v, min_id, INT_MAX, what, &i);
+        ret = vpack_json_get_int(c, p, v, min_id, INT_MAX, what, &i);
         if (ret < 0)
             return ret;
         t->id = (int)i;
     }
-    ret = opt_number(c, path, o, "util", 0, NAN, &t->util);
+    if ((ret = vpack_json_opt_number(c, path, o, "util", 0, NAN, &t->util)) < 0 ||
+        (ret = vpack_json_opt_number(c, path, o, "delay", 0, NAN, &t->delay)) < 0 ||
+        (ret = vpack_json_opt_number(c, path, o, "util_now", 0, NAN, &t->util_now)) < 0 ||
+        (ret = vpack_json_opt_number(c, path, o, "delay_now", 0, NAN, &t->delay_now)) < 0)
+        return ret;
+    ret = opt_cpuset(c, path, o, "pin", &t->pin);
     if (ret < 0)
         return ret;
-    ret = opt_number(c, path, o, "delay", 0, NAN, &t->delay);
-    if (ret < 0)
-        return ret;
-    ret = opt_number(c, path, o, "util_now", 0, NAN, &t->util_now);
-    if (ret < 0)
-        return ret;
-    ret = opt_number(c, path, o, "delay_now", 0, NAN, &t->delay_now);
-    if (ret < 0)
-        return ret;
-    v = vpack_json_member(o, "pin");
-    if (v) {
-        join(p, path, "pin");
-        ret = get_cpuset(c, p, v, &t->pin);
-        if (ret < 0)
-            return ret;
-    }
     v = vpack_json_member(o, "cpu");
     if (v) {
-        join(p, path, "cpu");
+        vpack_json_path_join(p, path, "cpu");
         snprintf(what, sizeof(what), "a CPU id (0 to %d) or -1", VPACK_CPUSET_MAX - 1);
-        ret = get_int(c, p, v, -1, VPACK_CPUSET_MAX - 1, what, &i);
+        ret = vpack_json_get_int(c, p, v, -1, VPACK_CPUSET_MAX - 1, what, &i);
         if (ret < 0)
             return ret;
         t->cpu = (int)i;
@@ -510,12 +312,12 @@ static int cmp_id_index(const void *a, const void *b)
  * Reports the first (by position in the array) thread whose id repeats an
  * earlier one, naming both.
  */
-static int check_unique_ids(struct pctx *c, const char *path, const char *array, const char *noun,
-                            const struct vpack_thread_sample *t, unsigned n)
+static int check_unique_ids(struct vpack_json_reader *c, const char *path, const char *array,
+                            const char *noun, const struct vpack_thread_sample *t, unsigned n)
 {
     struct id_index *idx = NULL;
     unsigned dup = UINT_MAX, first = 0;
-    char p[PATH_LEN];
+    char p[VPACK_JSON_PATH_MAX];
     int ret = 0;
 
     if (n < 2)
@@ -537,38 +339,39 @@ static int check_unique_ids(struct pctx *c, const char *path, const char *array,
         }
     }
     if (dup != UINT_MAX) {
-        pathf(p, "%s.%s[%u].id", path, array, dup);
-        ret = fail(c, p, "duplicate %s id %d (also %s[%u])", noun, t[dup].id, array, first);
+        vpack_json_pathf(p, "%s.%s[%u].id", path, array, dup);
+        ret = vpack_json_fail(c, p, "duplicate %s id %d (also %s[%u])", noun, t[dup].id, array,
+                              first);
     }
     free(idx);
     return ret;
 }
 
 /* An optional array of threads with ids >= min_id. */
-static int parse_threads(struct pctx *c, const char *path, json_object *o, const char *key,
-                         const char *noun, int min_id, struct vpack_thread_sample **out,
-                         unsigned *nout)
+static int parse_threads(struct vpack_json_reader *c, const char *path, json_object *o,
+                         const char *key, const char *noun, int min_id,
+                         struct vpack_thread_sample **out, unsigned *nout)
 {
-    char p[PATH_LEN], tp[PATH_LEN];
+    char p[VPACK_JSON_PATH_MAX], tp[VPACK_JSON_PATH_MAX];
     json_object *v = vpack_json_member(o, key);
     size_t n;
     int ret;
 
     if (!v)
         return 0;
-    join(p, path, key);
+    vpack_json_path_join(p, path, key);
     if (json_object_get_type(v) != json_type_array)
-        return expected(c, p, "an array", v);
+        return vpack_json_expected(c, p, "an array", v);
     n = json_object_array_length(v);
     if (n == 0)
         return 0;
     if (n > UINT_MAX)
-        return fail(c, p, "too many entries");
+        return vpack_json_fail(c, p, "too many entries");
     *out = calloc(n, sizeof(**out));
     if (!*out)
         return c->ret = -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        pathf(tp, "%s[%zu]", p, i);
+        vpack_json_pathf(tp, "%s[%zu]", p, i);
         ret = parse_thread(c, tp, json_object_array_get_idx(v, i), true, min_id, &(*out)[i]);
         /* Count the entry now: it may own a pin even when a later key failed. */
         *nout = (unsigned)i + 1;
@@ -578,19 +381,19 @@ static int parse_threads(struct pctx *c, const char *path, json_object *o, const
     return check_unique_ids(c, path, key, noun, *out, *nout);
 }
 
-static int parse_memory(struct pctx *c, const char *path, json_object *o,
+static int parse_memory(struct vpack_json_reader *c, const char *path, json_object *o,
                         struct vpack_domain_sample *d)
 {
-    char p[PATH_LEN], kp[PATH_LEN], k[QUOTE_MAX + 8];
+    char p[VPACK_JSON_PATH_MAX], kp[VPACK_JSON_PATH_MAX], k[VPACK_JSON_QUOTE_LEN];
     json_object *v = vpack_json_member(o, "memory");
     size_t n;
     int ret;
 
     if (!v)
         return 0;
-    join(p, path, "memory");
+    vpack_json_path_join(p, path, "memory");
     if (json_object_get_type(v) != json_type_object)
-        return expected(c, p, "an object", v);
+        return vpack_json_expected(c, p, "an object", v);
     n = (size_t)json_object_object_length(v);
     if (n == 0)
         return 0;
@@ -602,12 +405,12 @@ static int parse_memory(struct pctx *c, const char *path, json_object *o,
         double share = 0;
 
         if (!parse_id_key(key, VPACK_CPUSET_MAX, &node)) {
-            quote_text(k, sizeof(k), key);
-            return fail(c, p, "key \"%s\" is not a NUMA node id (0 to %d)", k,
+            vpack_json_quote(k, sizeof(k), key, strlen(key));
+            return vpack_json_fail(c, p, "key \"%s\" is not a NUMA node id (0 to %d)", k,
                         VPACK_CPUSET_MAX - 1);
         }
-        pathf(kp, "%s.%s", p, key);
-        ret = get_number(c, kp, val, 0, 1, &share);
+        vpack_json_pathf(kp, "%s.%s", p, key);
+        ret = vpack_json_get_number(c, kp, val, 0, 1, &share);
         if (ret < 0)
             return ret;
         d->memory[d->nmemory].node = (int)node;
@@ -617,69 +420,66 @@ static int parse_memory(struct pctx *c, const char *path, json_object *o,
     return 0;
 }
 
-static int parse_domain(struct pctx *c, unsigned idx, json_object *o, struct vpack_domain_sample *d)
+static int parse_domain(struct vpack_json_reader *c, unsigned idx, json_object *o,
+                        struct vpack_domain_sample *d)
 {
-    char path[PATH_LEN], p[PATH_LEN], name[QUOTE_MAX + 8];
+    char path[VPACK_JSON_PATH_MAX], p[VPACK_JSON_PATH_MAX], name[VPACK_JSON_QUOTE_LEN];
     json_object *v;
     const char *s;
     int64_t i;
     int ret;
 
-    pathf(path, "domains[%u]", idx);
+    vpack_json_pathf(path, "domains[%u]", idx);
     d->level = -1;
     thread_init(&d->emulator, -1);
     if (json_object_get_type(o) != json_type_object)
-        return expected(c, path, "an object", o);
+        return vpack_json_expected(c, path, "an object", o);
 
     v = vpack_json_member(o, "name");
     if (!v)
-        return missing(c, path, "name");
-    join(p, path, "name");
-    ret = get_string(c, p, v, &s);
+        return vpack_json_missing(c, path, "name");
+    vpack_json_path_join(p, path, "name");
+    ret = vpack_json_get_string(c, p, v, &s);
     if (ret < 0)
         return ret;
     if (!*s)
-        return fail(c, p, "expected a non-empty string, got \"\"");
+        return vpack_json_fail(c, p, "expected a non-empty string, got \"\"");
     d->name = strdup(s);
     if (!d->name)
         return c->ret = -ENOMEM;
     /* From here on, messages name the domain as well as its index. */
-    quote_text(name, sizeof(name), s);
-    pathf(path, "domains[%u] (%s)", idx, name);
+    vpack_json_quote(name, sizeof(name), s, strlen(s));
+    vpack_json_pathf(path, "domains[%u] (%s)", idx, name);
 
     v = vpack_json_member(o, "level");
     if (v) {
-        join(p, path, "level");
+        vpack_json_path_join(p, path, "level");
         if (json_object_get_type(v) != json_type_int)
-            return expected(c, p, "a power policy level (0, 1 or 2)", v);
+            return vpack_json_expected(c, p, "a power policy level (0, 1 or 2)", v);
         i = json_object_get_int64(v);
         if (i < 0 || i > 2) {
-            char got[QUOTE_MAX + 8];
+            char got[VPACK_JSON_QUOTE_LEN];
 
-            describe(got, sizeof(got), v);
-            return fail(c, p, "%s is not a power policy level (0, 1 or 2)", got);
+            vpack_json_describe(got, sizeof(got), v);
+            return vpack_json_fail(c, p, "%s is not a power policy level (0, 1 or 2)", got);
         }
         d->level = (int)i;
     }
 
-    v = vpack_json_member(o, "cpuset");
-    if (v) {
-        join(p, path, "cpuset");
-        ret = get_cpuset(c, p, v, &d->cpuset);
-        if (ret < 0)
-            return ret;
-    }
+    ret = opt_cpuset(c, path, o, "cpuset", &d->cpuset);
+    if (ret < 0)
+        return ret;
 
     v = vpack_json_member(o, "vcpus");
     if (!v)
-        return missing(c, path, "vcpus");
+        return vpack_json_missing(c, path, "vcpus");
     ret = parse_threads(c, path, o, "vcpus", "vCPU", 0, &d->vcpus, &d->nvcpus);
     if (ret < 0)
         return ret;
 
     v = vpack_json_member(o, "emulator");
     if (v) {
-        join(p, path, "emulator");
+        vpack_json_path_join(p, path, "emulator");
         ret = parse_thread(c, p, v, false, 0, &d->emulator);
         if (ret < 0)
             return ret;
@@ -703,10 +503,10 @@ static int cmp_name_index(const void *a, const void *b, void *arg)
     return *x < *y ? -1 : *x > *y;
 }
 
-static int check_unique_names(struct pctx *c, const struct vpack_snapshot *s)
+static int check_unique_names(struct vpack_json_reader *c, const struct vpack_snapshot *s)
 {
     unsigned *idx = NULL, dup = UINT_MAX, first = 0;
-    char p[PATH_LEN], name[QUOTE_MAX + 8];
+    char p[VPACK_JSON_PATH_MAX], name[VPACK_JSON_QUOTE_LEN];
     int ret = 0;
 
     if (s->ndomains < 2)
@@ -727,9 +527,11 @@ static int check_unique_names(struct pctx *c, const struct vpack_snapshot *s)
         }
     }
     if (dup != UINT_MAX) {
-        quote_text(name, sizeof(name), s->domains[dup].name);
-        pathf(p, "domains[%u] (%s).name", dup, name);
-        ret = fail(c, p, "duplicate domain name (also domains[%u])", first);
+        const char *dn = s->domains[dup].name;
+
+        vpack_json_quote(name, sizeof(name), dn, strlen(dn));
+        vpack_json_pathf(p, "domains[%u] (%s).name", dup, name);
+        ret = vpack_json_fail(c, p, "duplicate domain name (also domains[%u])", first);
     }
     free(idx);
     return ret;
@@ -740,22 +542,22 @@ static int check_unique_names(struct pctx *c, const struct vpack_snapshot *s)
  * fraction 0..1, null or absent = not reported (-1). *arr gets max id + 1
  * entries (*n), or stays NULL for an empty map.
  */
-static int parse_cpu_map(struct pctx *c, json_object *v, const char *key, double **arr,
+static int parse_cpu_map(struct vpack_json_reader *c, json_object *v, const char *key, double **arr,
                          unsigned *n)
 {
-    char p[PATH_LEN], k[QUOTE_MAX + 8];
+    char p[VPACK_JSON_PATH_MAX], k[VPACK_JSON_QUOTE_LEN];
     unsigned max = 0, cpu;
     bool any = false;
     int ret;
 
     if (json_object_get_type(v) != json_type_object)
-        return expected(c, key, "an object", v);
+        return vpack_json_expected(c, key, "an object", v);
     /* First pass: validate the keys and size the array. */
     json_object_object_foreach(v, k1, val) {
         (void)val;
         if (!parse_id_key(k1, VPACK_CPUSET_MAX, &cpu)) {
-            quote_text(k, sizeof(k), k1);
-            return fail(c, key, "key \"%s\" is not a CPU id (0 to %d)", k,
+            vpack_json_quote(k, sizeof(k), k1, strlen(k1));
+            return vpack_json_fail(c, key, "key \"%s\" is not a CPU id (0 to %d)", k,
                         VPACK_CPUSET_MAX - 1);
         }
         if (cpu > max)
@@ -775,8 +577,8 @@ static int parse_cpu_map(struct pctx *c, json_object *v, const char *key, double
         /* null means "not reported", like an absent key. */
         if (!val2)
             continue;
-        pathf(p, "%s.%s", key, k2);
-        ret = get_number(c, p, val2, 0, 1, &(*arr)[cpu]);
+        vpack_json_pathf(p, "%s.%s", key, k2);
+        ret = vpack_json_get_number(c, p, val2, 0, 1, &(*arr)[cpu]);
         if (ret < 0)
             return ret;
     }
@@ -784,7 +586,7 @@ static int parse_cpu_map(struct pctx *c, json_object *v, const char *key, double
 }
 
 /* "cpus", and "cpus_now" (optional, no CPU that "cpus" lacks). */
-static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *s)
+static int parse_cpus(struct vpack_json_reader *c, json_object *root, struct vpack_snapshot *s)
 {
     json_object *v = vpack_json_member(root, "cpus");
     double *now = NULL;
@@ -792,14 +594,14 @@ static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *
     int ret;
 
     if (!v)
-        return missing(c, "", "cpus");
+        return vpack_json_missing(c, "", "cpus");
     ret = parse_cpu_map(c, v, "cpus", &s->cpu_busy, &s->ncpus);
     if (ret < 0 || !(v = vpack_json_member(root, "cpus_now")))
         return ret;
     ret = parse_cpu_map(c, v, "cpus_now", &now, &nnow);
     for (unsigned i = s->ncpus; ret == 0 && i < nnow; i++)
         if (now[i] >= 0)
-            ret = fail(c, "cpus_now", "CPU %u is not in \"cpus\"", i);
+            ret = vpack_json_fail(c, "cpus_now", "CPU %u is not in \"cpus\"", i);
     if (ret == 0 && s->ncpus) {
         s->cpu_busy_now = now;
         now = NULL;
@@ -817,7 +619,7 @@ static int parse_cpus(struct pctx *c, json_object *root, struct vpack_snapshot *
 }
 
 /* Converts a parsed JSON value into a snapshot. */
-static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **out)
+static int convert(struct vpack_json_reader *c, json_object *root, struct vpack_snapshot **out)
 {
     struct vpack_snapshot *s = NULL;
     json_object *v;
@@ -826,7 +628,7 @@ static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **ou
     int ret;
 
     if (json_object_get_type(root) != json_type_object) {
-        ret = expected(c, "", "a JSON object (a snapshot)", root);
+        ret = vpack_json_expected(c, "", "a JSON object (a snapshot)", root);
         goto cleanup;
     }
     ret = c->ret = -ENOMEM;
@@ -836,10 +638,11 @@ static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **ou
 
     v = vpack_json_member(root, "interval_ms");
     if (!v) {
-        ret = missing(c, "", "interval_ms");
+        ret = vpack_json_missing(c, "", "interval_ms");
         goto cleanup;
     }
-    ret = get_int(c, "interval_ms", v, 1, UINT_MAX, "a positive integer (milliseconds)", &i);
+    ret = vpack_json_get_int(c, "interval_ms", v, 1, UINT_MAX, "a positive integer (milliseconds)",
+                             &i);
     if (ret < 0)
         goto cleanup;
     s->interval_ms = (unsigned)i;
@@ -850,16 +653,16 @@ static int convert(struct pctx *c, json_object *root, struct vpack_snapshot **ou
 
     v = vpack_json_member(root, "domains");
     if (!v) {
-        ret = missing(c, "", "domains");
+        ret = vpack_json_missing(c, "", "domains");
         goto cleanup;
     }
     if (json_object_get_type(v) != json_type_array) {
-        ret = expected(c, "domains", "an array", v);
+        ret = vpack_json_expected(c, "domains", "an array", v);
         goto cleanup;
     }
     n = json_object_array_length(v);
     if (n > UINT_MAX) {
-        ret = fail(c, "domains", "too many domains");
+        ret = vpack_json_fail(c, "domains", "too many domains");
         goto cleanup;
     }
     if (n) {
@@ -904,7 +707,7 @@ static bool all_blank(const char *buf, size_t len)
 int vpack_snapshot_parse_first(const char *buf, size_t len, size_t *end, size_t *err_at,
                                struct vpack_snapshot **out, char **errmsg)
 {
-    struct pctx c = {NULL, -EINVAL};
+    struct vpack_json_reader c = {NULL, -EINVAL};
     struct json_tokener *tok = NULL;
     json_object *root = NULL;
     enum json_tokener_error jerr;
@@ -917,7 +720,7 @@ int vpack_snapshot_parse_first(const char *buf, size_t len, size_t *end, size_t 
     *errmsg = NULL;
     *end = 0;
     if (len > INT_MAX) {
-        ret = fail(&c, "", "the text is too long (%zu bytes)", len);
+        ret = vpack_json_fail(&c, "", "the text is too long (%zu bytes)", len);
         goto cleanup;
     }
     /* json-c stops at a NUL byte; only the text before one is JSON. */
@@ -946,16 +749,16 @@ int vpack_snapshot_parse_first(const char *buf, size_t len, size_t *end, size_t 
     if (jerr != json_tokener_success) {
         if (jerr != json_tokener_continue && jerr != json_tokener_error_parse_eof) {
             at = finished ? feed : json_tokener_get_parse_end(tok);
-            ret = fail(&c, "", "invalid JSON: %s", json_tokener_error_desc(jerr));
+            ret = vpack_json_fail(&c, "", "invalid JSON: %s", json_tokener_error_desc(jerr));
         } else if (nul) {
             at = feed;
-            ret = fail(&c, "", "invalid JSON: NUL byte in the text");
+            ret = vpack_json_fail(&c, "", "invalid JSON: NUL byte in the text");
         } else {
             at = feed;
             if (all_blank(buf, feed))
-                ret = fail(&c, "", "no snapshot (empty input)");
+                ret = vpack_json_fail(&c, "", "no snapshot (empty input)");
             else
-                ret = fail(&c, "", "invalid JSON: unexpected end of input");
+                ret = vpack_json_fail(&c, "", "invalid JSON: unexpected end of input");
             if (ret == -EINVAL)
                 ret = -ENODATA;
         }
@@ -1164,6 +967,7 @@ json_object *vpack_snapshot_to_json_object(const struct vpack_snapshot *s)
     if (s->cpu_busy_now &&
         vpack_json_add(root, "cpus_now", cpu_map_json(s->cpu_busy_now, s->ncpus)) < 0)
         goto fail;
+    /* An array of its own struct, as the plan's "domains": alike in shape only. */
     doms = json_object_new_array_ext((int)(s->ndomains < INT_MAX ? s->ndomains : INT_MAX));
     if (!doms)
         goto fail;
@@ -1185,15 +989,8 @@ fail:
 char *vpack_snapshot_to_json(const struct vpack_snapshot *s)
 {
     json_object *root = vpack_snapshot_to_json_object(s);
-    const char *json;
-    char *text = NULL;
+    char *text = root ? vpack_json_to_text(root) : NULL;
 
-    if (!root)
-        return NULL;
-    json = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (json)
-        text = strdup(json);
     json_object_put(root);
     return text;
 }

@@ -18,6 +18,7 @@
 
 void vpack_policy_params_default(struct vpack_policy_params *p)
 {
+    /* A field a line, like the power model's defaults: alike in shape only. */
     p->pack_watermark = 0.6;
     p->spread_watermark = 0.8;
     p->delay_threshold = 0.25;
@@ -52,6 +53,7 @@ void vpack__plan_dom_state_clear(struct dom_state *ds)
     free(ds->busy);
 }
 
+/* The _free() functions free their struct's members: alike in shape only. */
 void vpack_policy_state_free(struct vpack_policy_state *s)
 {
     if (!s)
@@ -176,6 +178,7 @@ static int planner_alloc(struct planner *pl)
 {
     const unsigned P = pl->P, nd = pl->snap->ndomains ? pl->snap->ndomains : 1;
 
+    /* One array a line: the rows look alike because they are one kind of data. */
     pl->cap = calloc(P, sizeof(double));
     pl->load = calloc(P, sizeof(double));
     pl->own = calloc(P, sizeof(double));

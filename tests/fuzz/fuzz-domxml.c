@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 #include <libxml/parser.h>
 
+#include "vpack/domrecord.h"
 #include "vpack/domxml.h"
 
 static void quiet(void *ctx, const char *msg, ...)

@@ -100,8 +100,10 @@ launch() {
             printf -v "$var" '%s' ""
             return 1
         fi
+        # No interpreter in this loop: the log by grep, the socket by vpackctl
+        # (its "vpackd" is a string only when a version op answered ok).
         if tail -n "+$from" "$log" | grep -q '^vpackd\[info\]: vpackd .* started (' &&
-           clients send "$so" '{"op":"version"}' 2>/dev/null | grep -q '"ok": *true'; then
+           [[ $("$VPACKCTL" version --json --socket "$so" 2>/dev/null) =~ \"vpackd\":\ *\" ]]; then
             printf -v "$var" '%s' "$pid"
             return 0
         fi

@@ -37,6 +37,7 @@
 
 #include "hostpower.h"
 #include "metrics.h"
+#include "rendered.h"
 #include "vpack/counters.h"
 #include "vpack/prom.h"
 
@@ -1037,6 +1038,26 @@ static void test_endpoint_errors(void **state)
     remove_root(t.root);
 }
 
+/* The copy the endpoint and the control socket's views serve (adapters/rendered.c). */
+static void test_rendered_copy(void **state)
+{
+    struct vpack_rendered r = {0};
+    size_t len = 99;
+    (void)state;
+    assert_null(vpack_rendered_get(&r, 1000, 100, &len));
+    vpack_rendered_keep(&r, strdup("a\n"), 2, 1000);
+    assert_string_equal(vpack_rendered_get(&r, 1000, 100, &len), "a\n");
+    assert_int_equal(len, 2);
+    assert_non_null(vpack_rendered_get(&r, 1099, 100, &len));
+    assert_null(vpack_rendered_get(&r, 1100, 100, &len)); /* ttl_ms after: rendered again */
+    vpack_rendered_keep(&r, NULL, 5, 1100); /* out of memory: no copy */
+    assert_null(vpack_rendered_get(&r, 1100, 100, &len));
+    vpack_rendered_keep(&r, strdup("b\n"), 2, 1200);
+    vpack_rendered_drop(&r); /* a change came in */
+    assert_null(vpack_rendered_get(&r, 1200, 100, &len));
+    vpack_rendered_drop(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1056,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_hostpower),
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_endpoint_errors),
+        cmocka_unit_test(test_rendered_copy),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <json-c/json.h>
 
 #include "vpack/cpuset.h"
+#include "vpack/json.h"
 #include "vpack/policy.h"
 #include "vpack/snapshot.h"
 
@@ -707,6 +708,41 @@ static void test_round_trip(void **state)
     free(jb);
 }
 
+/*
+ * The one number format (json.h): the shortest exact text for digits 0,
+ * as vpackd's views and `vpackctl simulate --json` print through
+ * vpack_json_set_double(), and null, not NaN or Infinity, when not finite.
+ */
+static void test_json_number(void **state)
+{
+    static const struct {
+        double v;
+        int digits;
+        const char *text;
+    } cases[] = {
+        {0.8, 0, "0.8"},     {0.1 + 0.2, 0, "0.30000000000000004"},
+        {1, 0, "1.0"},       {1e300, 0, "1e+300"},
+        {0.87000000001, 10, "0.87"}, {NAN, 0, "null"},
+        {INFINITY, 0, "null"}, {-INFINITY, 10, "null"},
+    };
+    json_object *o = json_object_new_object();
+    bool ok = true;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_object *v = vpack_json_new_number(cases[i].v, cases[i].digits);
+        assert_non_null(v);
+        assert_string_equal(json_object_to_json_string(v), cases[i].text);
+        json_object_put(v);
+    }
+    vpack_json_set_double(o, "a", 0.8, &ok);
+    vpack_json_set_double(o, "b", NAN, &ok);
+    assert_true(ok);
+    assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                        "{\"a\":0.8,\"b\":null}");
+    json_object_put(o);
+}
+
 /* The last interval's unsmoothed util_now and delay_now: read, written back, 0 left out. */
 static void test_now_values(void **state)
 {
@@ -1274,6 +1310,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_plan_to_json),
         cmocka_unit_test(test_plan_to_json_order),
+        cmocka_unit_test(test_json_number),
         cmocka_unit_test(test_within),
         cmocka_unit_test(test_cpus_within),
     };
