@@ -229,7 +229,8 @@ static int open_pmu(struct vpack_hostperf *p, const char *root, const char *name
 {
     int last = 0;
     unsigned package = 0, die = 0;
-    for (int cpu = vpack_cpuset_first(&pmu->cpus); cpu >= 0; cpu = vpack_cpuset_next(&pmu->cpus, cpu)) {
+    for (int cpu = vpack_cpuset_first(&pmu->cpus); cpu >= 0;
+         cpu = vpack_cpuset_next(&pmu->cpus, cpu)) {
         if ((last = cpu_package(root, cpu, &package, &die)) < 0)
             continue;
         for (unsigned e = 0; e < pmu->nev; e++) {

@@ -35,7 +35,8 @@ int vpack_hostpower_new_ops(const char *root, const struct vpack_perf_ops *ops,
 {
     struct vpack_hostpower *hp = calloc(1, sizeof(*hp));
     *out = NULL;
-    if (!hp || !(hp->root = strdup(root)) || (ops && vpack_hostperf_open(root, ops, &hp->perf) < 0)) {
+    if (!hp || !(hp->root = strdup(root)) ||
+        (ops && vpack_hostperf_open(root, ops, &hp->perf) < 0)) {
         vpack_hostpower_free(hp);
         return -ENOMEM;
     }
@@ -530,7 +531,8 @@ void vpack_hostpower_summary(const struct vpack_hostpower *hp, char *buf, size_t
         }
 }
 
-void vpack_hostpower_prom_host(const struct vpack_hostpower_reading *r, struct vpack_prom_host *out)
+void vpack_hostpower_prom_host(const struct vpack_hostpower_reading *r,
+                               struct vpack_prom_host *out)
 {
     *out = (struct vpack_prom_host){r->idle,       r->nidle,        r->energy,      r->nenergy,
                                     r->dram,       r->ndram,        r->has_psys,    r->psys_joules,

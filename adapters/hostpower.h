@@ -98,6 +98,7 @@ const char *vpack_hostpower_why(const struct vpack_hostpower *hp, enum vpack_hw_
 void vpack_hostpower_summary(const struct vpack_hostpower *hp, char *buf, size_t size);
 
 /* The reading as the renderer takes it (borrowing r's arrays). */
-void vpack_hostpower_prom_host(const struct vpack_hostpower_reading *r, struct vpack_prom_host *out);
+void vpack_hostpower_prom_host(const struct vpack_hostpower_reading *r,
+                               struct vpack_prom_host *out);
 
 #endif

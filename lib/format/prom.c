@@ -296,16 +296,17 @@ static void cstates(struct buf *b, const struct vpack_prom_host *h, bool pkg)
                     : "vpack_core_cstate_residency_tsc_cycles_total"),
         "counter",
         pkg ? (secs ? "Time the package (the die, on packages of several) spent in the package "
-                      "C-state, from the kernel's cstate_pkg/cstate_die perf PMU (TSC cycles over "
-                      "the kernel's TSC rate)."
-                    : "TSC cycles the package (the die) spent in the package C-state, from the "
-                      "kernel's cstate_pkg/cstate_die perf PMU; the TSC rate is not known here.")
-            : (secs ? "Time the package's cores spent in the core C-state, summed over its "
-                      "cores, from the kernel's cstate_core perf PMU (TSC cycles over the "
-                      "kernel's TSC rate)."
-                    : "TSC cycles the package's cores spent in the core C-state, summed over "
-                      "its cores, from the kernel's cstate_core perf PMU; the TSC rate is not "
-                      "known here."),
+                      "C-state since vpackd started, from the kernel's cstate_pkg/cstate_die "
+                      "perf PMU (TSC cycles over the kernel's TSC rate)."
+                    : "TSC cycles the package (the die) spent in the package C-state since "
+                      "vpackd started, from the kernel's cstate_pkg/cstate_die perf PMU; the "
+                      "TSC rate is not known here.")
+            : (secs ? "Time the package's cores spent in the core C-state since vpackd started, "
+                      "summed over its cores, from the kernel's cstate_core perf PMU (TSC "
+                      "cycles over the kernel's TSC rate)."
+                    : "TSC cycles the package's cores spent in the core C-state since vpackd "
+                      "started, summed over its cores, from the kernel's cstate_core perf PMU; "
+                      "the TSC rate is not known here."),
         false};
     char pk[32], die[32], v[64];
     for (size_t i = 0; i < n; i++) {
@@ -320,7 +321,8 @@ static void cstates(struct buf *b, const struct vpack_prom_host *h, bool pkg)
         struct label l[3] = {{"package", pk}, {"die", die}, {"state", c[i].state}};
         if (!pkg)
             l[1] = l[2];
-        sample(b, &f, "", l, pkg ? 3 : 2, fmt_double(v, sizeof(v), c[i].value / (secs ? h->tsc_hz : 1)));
+        double value = c[i].value / (secs ? h->tsc_hz : 1);
+        sample(b, &f, "", l, pkg ? 3 : 2, fmt_double(v, sizeof(v), value));
     }
 }
 

@@ -549,8 +549,9 @@ static void test_live_perf(void **state)
     print_message("msr/tsc on CPU 0: %.0f cycles in 20 ms; kernel TSC rate %.6g Hz\n", cycles,
                   b.tsc_hz);
     assert_true(cycles > 0);
-    if (b.tsc_hz > 0) /* then 20 ms of TSC is 20 ms, give or take the sleep's slack */
-        assert_true(cycles / b.tsc_hz >= 0.019 && cycles / b.tsc_hz < 1.0);
+    /* With a rate, 20 ms of TSC reads as at least 20 ms; a busy host may add seconds, not 1000x. */
+    if (b.tsc_hz > 0)
+        assert_true(cycles / b.tsc_hz >= 0.019 && cycles / b.tsc_hz < 10.0);
     vpack_hostpower_reading_clear(&a);
     vpack_hostpower_reading_clear(&b);
     vpack_hostpower_free(hp);
