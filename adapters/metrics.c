@@ -133,7 +133,7 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
 
     if ((r = vpack_hostpower_read(m->power, &h)) < 0)
         log_debug("metrics: no cpuidle states under %s: %s", m->sysfs_root, strerror(-r));
-    ph = (struct vpack_prom_host){h.idle, h.nidle, h.energy, h.nenergy};
+    vpack_hostpower_prom_host(&h, &ph);
     r = pm ? vpack_prom_render(pm, &ph, &text, &len) : -ENOMEM;
     vpack_prom_metrics_free(pm);
     vpack_hostpower_reading_clear(&h);
@@ -428,6 +428,20 @@ static char *strdup_printf(const char *fmt, ...)
     return s;
 }
 
+/*
+ * Reads the host once and says in one line which hardware readings it has
+ * and why not the others; the scrapes after it say nothing more about them.
+ */
+static void log_hardware(struct vpack_hostpower *hp)
+{
+    struct vpack_hostpower_reading h;
+    char line[2048];
+    vpack_hostpower_read(hp, &h);
+    vpack_hostpower_reading_clear(&h);
+    vpack_hostpower_summary(hp, line, sizeof(line));
+    log_info("metrics: %s", line);
+}
+
 int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
                         vpack_metrics_collect_fn collect, void *ud,
                         struct vpack_metrics **out, char **errmsg)
@@ -450,6 +464,7 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     if (!m || !(m->sysfs_root = strdup(cfg->sysfs_root && *cfg->sysfs_root ? cfg->sysfs_root : "/")) ||
         vpack_hostpower_new(m->sysfs_root, &m->power) < 0)
         goto cleanup;
+    log_hardware(m->power);
     m->loop = loop;
     m->collect = collect;
     m->collect_ud = ud;

@@ -33,12 +33,57 @@ struct vpack_prom_energy {
     double joules;
 };
 
-/* What the agent does not know: read from /sys by the caller. */
+/*
+ * Time in one C-state from the kernel's C-state perf PMUs
+ * (arch/x86/events/intel/cstate.c): per die for a package state (PMU
+ * cstate_pkg, or cstate_die on packages of several dies), per package
+ * summed over its cores for a core state (PMU cstate_core). The counters
+ * count at the TSC's rate (Intel SDM vol. 4, MSR_PKG_C6_RESIDENCY and
+ * kin: "count at the same frequency as the TSC").
+ */
+struct vpack_prom_cstate {
+    unsigned package;
+    unsigned die;       /* package states only */
+    char state[8];      /* "C6", from the event name "c6-residency" */
+    double value;       /* seconds when vpack_prom_host.tsc_hz > 0, else TSC cycles */
+};
+
+/* One uncore frequency domain (intel_uncore_frequency sysfs), in Hz; < 0: not read. */
+struct vpack_prom_uncore {
+    unsigned package;
+    int die;            /* package_PP_die_DD directories; -1 in uncoreNN ones without die_id */
+    int domain, cluster; /* uncoreNN directories (TPMI); -1 in package_PP_die_DD ones */
+    double current, min, max, initial_min, initial_max;
+};
+
+/* Whether a source of hardware readings could be read on this host. */
+struct vpack_prom_available {
+    const char *source; /* static: "rapl_package", "rapl_dram", "cstate_pkg", ... */
+    bool available;
+};
+
+/*
+ * What the agent does not know: read from /sys by the caller. Fields after
+ * nenergy came with issue 26; none of them: their families are left out.
+ */
 struct vpack_prom_host {
     const struct vpack_prom_idle_state *idle;
     size_t nidle;
     const struct vpack_prom_energy *energy; /* none: no energy family at all */
     size_t nenergy;
+    const struct vpack_prom_energy *dram;   /* RAPL "dram" subzones, per package */
+    size_t ndram;
+    bool has_psys;                          /* RAPL "psys" zone (the whole platform) */
+    double psys_joules;
+    const struct vpack_prom_cstate *pkg_cstate;
+    size_t npkg_cstate;
+    const struct vpack_prom_cstate *core_cstate;
+    size_t ncore_cstate;
+    double tsc_hz;                          /* > 0: the C-state values are seconds */
+    const struct vpack_prom_uncore *uncore;
+    size_t nuncore;
+    const struct vpack_prom_available *available;
+    size_t navailable;
 };
 
 /* Upper bounds, in seconds, of the duration histograms' buckets. */

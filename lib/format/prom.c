@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,151 @@ static int cmp_idle(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
+/* One counter per package: energy in joules; a package that repeats is shown once. */
+static void energy(struct buf *b, const struct vpack_prom_energy *e, size_t n, const char *name,
+                   const char *help)
+{
+    struct family f = {name, "counter", help, false};
+    char pkg[32], v[64];
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < i; k++)
+            dup |= e[k].package == e[i].package;
+        if (dup)
+            continue;
+        snprintf(pkg, sizeof(pkg), "%u", e[i].package);
+        struct label l = {"package", pkg};
+        sample(b, &f, "", &l, 1, fmt_double(v, sizeof(v), e[i].joules));
+    }
+}
+
+/*
+ * C-state residency, labelled package, die (package states) and state. In
+ * seconds where the TSC's rate is known, else in TSC cycles under a name
+ * that says so: the counters tick at the TSC's rate, nothing else.
+ */
+static void cstates(struct buf *b, const struct vpack_prom_host *h, bool pkg)
+{
+    const struct vpack_prom_cstate *c = pkg ? h->pkg_cstate : h->core_cstate;
+    size_t n = pkg ? h->npkg_cstate : h->ncore_cstate;
+    bool secs = h->tsc_hz > 0;
+    struct family f = {
+        pkg ? (secs ? "vpack_package_cstate_residency_seconds_total"
+                    : "vpack_package_cstate_residency_tsc_cycles_total")
+            : (secs ? "vpack_core_cstate_residency_seconds_total"
+                    : "vpack_core_cstate_residency_tsc_cycles_total"),
+        "counter",
+        pkg ? (secs ? "Time the package (the die, on packages of several) spent in the package "
+                      "C-state since vpackd started, from the kernel's cstate_pkg/cstate_die "
+                      "perf PMU (TSC cycles over the kernel's TSC rate)."
+                    : "TSC cycles the package (the die) spent in the package C-state since "
+                      "vpackd started, from the kernel's cstate_pkg/cstate_die perf PMU; the "
+                      "TSC rate is not known here.")
+            : (secs ? "Time the package's cores spent in the core C-state since vpackd started, "
+                      "summed over its cores, from the kernel's cstate_core perf PMU (TSC "
+                      "cycles over the kernel's TSC rate)."
+                    : "TSC cycles the package's cores spent in the core C-state since vpackd "
+                      "started, summed over its cores, from the kernel's cstate_core perf PMU; "
+                      "the TSC rate is not known here."),
+        false};
+    char pk[32], die[32], v[64];
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < i; k++)
+            dup |= c[k].package == c[i].package && (!pkg || c[k].die == c[i].die) &&
+                   !strcmp(c[k].state, c[i].state);
+        if (dup || !c[i].state[0])
+            continue;
+        snprintf(pk, sizeof(pk), "%u", c[i].package);
+        snprintf(die, sizeof(die), "%u", c[i].die);
+        struct label l[3] = {{"package", pk}, {"die", die}, {"state", c[i].state}};
+        if (!pkg)
+            l[1] = l[2];
+        double value = c[i].value / (secs ? h->tsc_hz : 1);
+        sample(b, &f, "", l, pkg ? 3 : 2, fmt_double(v, sizeof(v), value));
+    }
+}
+
+/* Which value of an uncore domain one family shows. */
+static const struct {
+    size_t offset;
+    const char *name, *help;
+} uncore_fields[] = {
+    {offsetof(struct vpack_prom_uncore, current), "vpack_uncore_frequency_hertz",
+     "Uncore (mesh, LLC) frequency now, from intel_uncore_frequency's current_freq_khz."},
+    {offsetof(struct vpack_prom_uncore, min), "vpack_uncore_frequency_min_hertz",
+     "Lowest uncore frequency the hardware may choose, as set (min_freq_khz)."},
+    {offsetof(struct vpack_prom_uncore, max), "vpack_uncore_frequency_max_hertz",
+     "Highest uncore frequency the hardware may choose, as set (max_freq_khz)."},
+    {offsetof(struct vpack_prom_uncore, initial_min), "vpack_uncore_frequency_initial_min_hertz",
+     "Lowest uncore frequency out of reset (initial_min_freq_khz)."},
+    {offsetof(struct vpack_prom_uncore, initial_max), "vpack_uncore_frequency_initial_max_hertz",
+     "Highest uncore frequency out of reset (initial_max_freq_khz)."},
+};
+
+/* Labels of an uncore domain: package, then die, or domain and cluster (those it has). */
+static size_t uncore_labels(const struct vpack_prom_uncore *u, struct label *l, char (*s)[32])
+{
+    size_t n = 0;
+    snprintf(s[0], 32, "%u", u->package);
+    l[n++] = (struct label){"package", s[0]};
+    if (u->die >= 0) {
+        snprintf(s[1], 32, "%d", u->die);
+        l[n++] = (struct label){"die", s[1]};
+    }
+    if (u->domain >= 0) {
+        snprintf(s[2], 32, "%d", u->domain);
+        l[n++] = (struct label){"domain", s[2]};
+    }
+    if (u->cluster >= 0) {
+        snprintf(s[3], 32, "%d", u->cluster);
+        l[n++] = (struct label){"cluster", s[3]};
+    }
+    return n;
+}
+
+static void uncore(struct buf *b, const struct vpack_prom_host *h)
+{
+    struct label l[4];
+    char s[4][32], v[64];
+    for (size_t k = 0; k < sizeof(uncore_fields) / sizeof(uncore_fields[0]); k++) {
+        struct family f = {uncore_fields[k].name, "gauge", uncore_fields[k].help, false};
+        for (size_t i = 0; i < h->nuncore; i++) {
+            double hz;
+            memcpy(&hz, (const char *)&h->uncore[i] + uncore_fields[k].offset, sizeof(hz));
+            if (hz >= 0)
+                sample(b, &f, "", l, uncore_labels(&h->uncore[i], l, s),
+                       fmt_double(v, sizeof(v), hz));
+        }
+    }
+}
+
+/* RAPL DRAM and platform energy, C-state residency, uncore frequency, and which exist. */
+static void hardware_families(struct buf *b, const struct vpack_prom_host *h)
+{
+    energy(b, h->dram, h->ndram, "vpack_dram_energy_joules_total",
+           "Energy the package's DRAM used, from its RAPL \"dram\" subzone (/sys/class/powercap), "
+           "counter wraps undone.");
+    if (h->has_psys) {
+        char v[64];
+        scalar(b, fmt_double(v, sizeof(v), h->psys_joules), "vpack_platform_energy_joules_total",
+               "counter", "Energy the whole platform used, from the RAPL \"psys\" zone "
+               "(/sys/class/powercap), counter wraps undone.");
+    }
+    cstates(b, h, true);
+    cstates(b, h, false);
+    uncore(b, h);
+    struct family f = {"vpack_hardware_source_available", "gauge",
+                       "1 when vpackd reads this source of hardware readings on this host, 0 when "
+                       "it is absent or cannot be read (the log says why at start).",
+                       false};
+    for (size_t i = 0; i < h->navailable; i++) {
+        struct label l = {"source", h->available[i].source};
+        if (h->available[i].source)
+            sample(b, &f, "", &l, 1, h->available[i].available ? "1" : "0");
+    }
+}
+
 static int host_families(struct buf *b, const struct vpack_prom_host *host)
 {
     char cpu[32], v[64];
@@ -288,20 +434,10 @@ static int host_families(struct buf *b, const struct vpack_prom_host *host)
     }
     free(idle);
 
-    struct family fe = {"vpack_package_energy_joules_total", "counter",
-                        "Energy the package used, from RAPL (/sys/class/powercap), counter wraps "
-                        "undone; absent where the host has no RAPL.",
-                        false};
-    for (size_t i = 0; i < host->nenergy; i++) {
-        bool dup = false;
-        for (size_t k = 0; k < i; k++)
-            dup |= host->energy[k].package == host->energy[i].package;
-        if (dup)
-            continue;
-        snprintf(cpu, sizeof(cpu), "%u", host->energy[i].package);
-        struct label l = {"package", cpu};
-        sample(b, &fe, "", &l, 1, fmt_double(v, sizeof(v), host->energy[i].joules));
-    }
+    energy(b, host->energy, host->nenergy, "vpack_package_energy_joules_total",
+           "Energy the package used, from RAPL (/sys/class/powercap), counter wraps "
+           "undone; absent where the host has no RAPL.");
+    hardware_families(b, host);
     return 0;
 }
 

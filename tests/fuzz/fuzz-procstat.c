@@ -19,7 +19,12 @@
  *    "cpu", the last a prefix of the other controllers' names);
  *  - uevent: 1 only for "online@" or "offline@" + a CPU's devpath before the
  *    first NUL, with the matching state and a CPU number >= 0; 0 or -EINVAL
- *    otherwise, -EINVAL exactly when the header has no '@'.
+ *    otherwise, -EINVAL exactly when the header has no '@';
+ *  - perf PMU text (lib/sys/perf-event.c), up to the first NUL: a format
+ *    term parsed is a bit range within 0..63; an event parsed with the
+ *    terms event (config:0-7), umask (config:8-15) and edge (config:18)
+ *    sets no bit outside them; a failure is -EINVAL or -EOPNOTSUPP with a
+ *    message naming it; a C-state name is "C" and digits.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -31,6 +36,7 @@
 #include <string.h>
 
 #include "vpack/cgroupfs.h"
+#include "vpack/perf-event.h"
 #include "vpack/proc.h"
 #include "vpack/qemu-threads.h"
 #include "vpack/uevent.h"
@@ -203,6 +209,27 @@ static void check_uevent(const char *buf, size_t len)
     CHECK(hl >= strlen(want) && !memcmp(buf, want, strlen(want)));
 }
 
+static void check_perf_event(const char *buf, size_t len)
+{
+    char *text = strndup(buf, len), *err = NULL, state[8];
+    struct vpack_perf_format f[3], one;
+    uint64_t config;
+    if (!text)
+        return;
+    int r = vpack_perf_format_parse("x", text, &one, &err);
+    CHECK(r == 0 ? !err && one.lo <= one.hi && one.hi <= 63 : (r == -EINVAL || r == -EOPNOTSUPP));
+    free(err);
+    CHECK(vpack_perf_format_parse("event", "config:0-7", &f[0], NULL) == 0);
+    CHECK(vpack_perf_format_parse("umask", "config:8-15", &f[1], NULL) == 0);
+    CHECK(vpack_perf_format_parse("edge", "config:18", &f[2], NULL) == 0);
+    r = vpack_perf_event_parse(text, f, 3, &config, &err);
+    CHECK(r == 0 ? !err && !(config & ~(uint64_t)0x4ffff) : r == -EINVAL);
+    free(err);
+    if (vpack_perf_cstate_name(text, state, sizeof(state)))
+        CHECK(state[0] == 'C' && isdigit((unsigned char)state[1]));
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -220,6 +247,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_mounts(buf, size);
     check_qemu_thread(buf, size);
     check_uevent(buf, size);
+    check_perf_event(buf, size);
     free(buf);
     return 0;
 }

@@ -28,7 +28,8 @@
 #               passes `promtool check metrics`, renders only those names
 #               names, and lacks a family only where the host lacks its
 #               source (energy without RAPL, idle-state residency without
-#               cpuidle)
+#               cpuidle, the hardware families of a source that
+#               vpack_hardware_source_available says vpackd does not read)
 #   prometheus  its 5 alerting rules load and evaluate without error
 #               (VpackAgentDown and VpackLibvirtDisconnected inactive); every
 #               "expr" of the dashboard, with the Grafana variables replaced
@@ -280,6 +281,29 @@ why = {"vpack_package_energy_joules_total":
            (rapl, "no RAPL on this host (no /sys/class/powercap/intel-rapl:*)"),
        "vpack_cpu_idle_state_residency_seconds_total":
            (cpuidle, "no cpuidle on this host (no /sys/devices/system/cpu/cpu*/cpuidle)")}
+# Issue 26's hardware families: vpackd says itself which sources it reads
+# (vpack_hardware_source_available); a family of a source it does not read
+# is absent, and C-state residency is in seconds or in TSC cycles, not both.
+text = open(sys.argv[2]).read()
+gauge = dict(re.findall(r'^vpack_hardware_source_available\{source="(\w+)"\} (\d)', text, re.M))
+hw = {"vpack_dram_energy_joules_total": "rapl_dram",
+      "vpack_platform_energy_joules_total": "rapl_psys",
+      "vpack_package_cstate_residency_seconds_total": "cstate_pkg",
+      "vpack_package_cstate_residency_tsc_cycles_total": "cstate_pkg",
+      "vpack_core_cstate_residency_seconds_total": "cstate_core",
+      "vpack_core_cstate_residency_tsc_cycles_total": "cstate_core"}
+for f in known:
+    if f.startswith("vpack_uncore_frequency_"):
+        hw[f] = "uncore_frequency"
+for f, counter in hw.items():
+    twin = (f.replace("_seconds_total", "_tsc_cycles_total") if "_seconds_total" in f
+            else f.replace("_tsc_cycles_total", "_seconds_total"))
+    if gauge.get(counter) != "1":
+        why[f] = (False, "vpackd reads no %s here (vpack_hardware_source_available)" % counter)
+    elif twin != f and twin in fams:
+        why[f] = (False, "exported as %s" % twin)
+    elif counter == "uncore_frequency" and fams & {g for g in hw if hw[g] == counter}:
+        why[f] = (False, "this uncore driver has no such attribute")
 bad = []
 for f in sorted(known - fams):
     have_source, reason = why.get(f, (True, None))

@@ -38,6 +38,7 @@
 #include "hostpower.h"
 #include "metrics.h"
 #include "rendered.h"
+#include "prom-test-util.h"
 #include "vpack/counters.h"
 #include "vpack/prom.h"
 
@@ -123,21 +124,6 @@ static struct vpack_prom_metrics *collect_fixture(void *ud)
     __atomic_add_fetch(&collects, 1, __ATOMIC_RELAXED);
     return fixture();
 }
-
-static bool has_line(const char *text, const char *line)
-{
-    size_t n = strlen(line);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (!strncmp(p, line, n) && (p[n] == '\n' || p[n] == '\0'))
-            return true;
-    return false;
-}
-
-#define assert_line(text, line)                                                                   \
-    do {                                                                                          \
-        if (!has_line(text, line))                                                                \
-            fail_msg("missing line: %s\n---- in:\n%s", line, text);                              \
-    } while (0)
 
 static char *render(const struct vpack_prom_host *host)
 {
@@ -326,7 +312,7 @@ static void test_render_host(void **state)
     struct vpack_prom_idle_state idle[] = {
         {1, "C6", 12.5}, {0, "POLL", 0}, {0, "C1 \"x\"", 3.25}, {1, "C6", 99}, {0, NULL, 1}};
     struct vpack_prom_energy energy[] = {{1, 1500.25}, {0, 3.5e6}};
-    struct vpack_prom_host host = {idle, 5, energy, 2};
+    struct vpack_prom_host host = {.idle = idle, .nidle = 5, .energy = energy, .nenergy = 2};
     char *t = render(&host);
     assert_line(t, "# TYPE vpack_cpu_idle_state_residency_seconds_total counter");
     assert_line(t, "vpack_cpu_idle_state_residency_seconds_total{cpu=\"0\",state=\"POLL\"} 0");
@@ -338,6 +324,62 @@ static void test_render_host(void **state)
     assert_line(t, "# TYPE vpack_package_energy_joules_total counter");
     assert_line(t, "vpack_package_energy_joules_total{package=\"1\"} 1500.25");
     assert_line(t, "vpack_package_energy_joules_total{package=\"0\"} 3500000");
+    check_families(t);
+    promtool_check(t);
+    free(t);
+}
+
+/*
+ * The hardware families of issue 26 from hand-built readings, through
+ * promtool: DRAM and platform energy, C-state residency in seconds (TSC
+ * rate known) and in TSC cycles (not known), uncore frequency in both
+ * directory shapes, and the availability gauge; repeats shown once.
+ */
+static void test_render_hardware(void **state)
+{
+    (void)state;
+    struct vpack_prom_energy dram[] = {{0, 61.5}, {1, 2.25}, {0, 99}};
+    struct vpack_prom_cstate pkg[] = {{0, 0, "C2", 2e9}, {0, 0, "C6", 5e9}, {0, 1, "C6", 1e9},
+                                      {0, 1, "C6", 7}};
+    struct vpack_prom_cstate core[] = {{1, 0, "C6", 4e9}};
+    struct vpack_prom_uncore unc[] = {{0, 0, -1, -1, 1.8e9, 8e8, 2.5e9, 8e8, 2.5e9},
+                                      {1, -1, 2, 0, 1.2e9, -1, -1, -1, -1}};
+    struct vpack_prom_available av[] = {{"rapl_dram", true}, {"cstate_core", false}};
+    struct vpack_prom_host host = {.dram = dram, .ndram = 3, .has_psys = true, .psys_joules = 12.5,
+                                   .pkg_cstate = pkg, .npkg_cstate = 4, .core_cstate = core,
+                                   .ncore_cstate = 1, .tsc_hz = 2e9, .uncore = unc, .nuncore = 2,
+                                   .available = av, .navailable = 2};
+    char *t = render(&host);
+    assert_line(t, "# TYPE vpack_dram_energy_joules_total counter");
+    assert_line(t, "vpack_dram_energy_joules_total{package=\"0\"} 61.5");
+    assert_line(t, "vpack_dram_energy_joules_total{package=\"1\"} 2.25");
+    assert_null(strstr(t, "} 99\n"));
+    assert_line(t, "# TYPE vpack_platform_energy_joules_total counter");
+    assert_line(t, "vpack_platform_energy_joules_total 12.5");
+    assert_line(t, "# TYPE vpack_package_cstate_residency_seconds_total counter");
+    assert_line(t, "vpack_package_cstate_residency_seconds_total{package=\"0\",die=\"0\",state=\"C6\"} 2.5");
+    assert_line(t, "vpack_package_cstate_residency_seconds_total{package=\"0\",die=\"1\",state=\"C6\"} 0.5");
+    assert_null(strstr(t, "3.5e-09"));
+    assert_line(t, "vpack_core_cstate_residency_seconds_total{package=\"1\",state=\"C6\"} 2");
+    assert_line(t, "# TYPE vpack_uncore_frequency_hertz gauge");
+    assert_line(t, "vpack_uncore_frequency_hertz{package=\"0\",die=\"0\"} 1800000000");
+    assert_line(t, "vpack_uncore_frequency_hertz{package=\"1\",domain=\"2\",cluster=\"0\"} 1200000000");
+    assert_line(t, "vpack_uncore_frequency_initial_min_hertz{package=\"0\",die=\"0\"} 800000000");
+    assert_null(strstr(t, "vpack_uncore_frequency_min_hertz{package=\"1\""));
+    assert_line(t, "# TYPE vpack_hardware_source_available gauge");
+    assert_line(t, "vpack_hardware_source_available{source=\"rapl_dram\"} 1");
+    assert_line(t, "vpack_hardware_source_available{source=\"cstate_core\"} 0");
+    check_families(t);
+    promtool_check(t);
+    free(t);
+
+    /* No TSC rate: the same counts as cycles, under their own names. */
+    host.tsc_hz = 0;
+    t = render(&host);
+    assert_null(strstr(t, "residency_seconds_total"));
+    assert_line(t, "# TYPE vpack_package_cstate_residency_tsc_cycles_total counter");
+    assert_line(t, "vpack_package_cstate_residency_tsc_cycles_total{package=\"0\",die=\"0\",state=\"C6\"} 5000000000");
+    assert_line(t, "vpack_core_cstate_residency_tsc_cycles_total{package=\"1\",state=\"C6\"} 4000000000");
     check_families(t);
     promtool_check(t);
     free(t);
@@ -413,7 +455,7 @@ static void test_render_golden(void **state)
 {
     (void)state;
     struct vpack_prom_metrics *m = fixture();
-    struct vpack_prom_host host = {golden_idle, 3, golden_energy, 2};
+    struct vpack_prom_host host = {.idle = golden_idle, .nidle = 3, .energy = golden_energy, .nenergy = 2};
     char *t = NULL;
     m->counters = golden_counters;
     assert_int_equal(vpack_prom_render(m, &host, &t, NULL), 0);
@@ -614,18 +656,6 @@ static void test_wrap_delta(void **state)
 
 /* ------------------------------------------------------- the HTTP endpoint */
 
-static void put_file(const char *root, const char *rel, const char *text)
-{
-    char path[4096], cmd[4200];
-    snprintf(path, sizeof(path), "%s/%s", root, rel);
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
-    assert_int_equal(system(cmd), 0);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-}
-
 static char *make_root(void)
 {
     char *root = strdup("/tmp/vpack-prom-root-XXXXXX");
@@ -652,14 +682,6 @@ static char *make_root(void)
     put_file(root, "sys/class/powercap/intel-rapl:1/name", "psys\n");
     put_file(root, "sys/class/powercap/intel-rapl:1/energy_uj", "7\n");
     return root;
-}
-
-static void remove_root(char *root)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    assert_int_equal(system(cmd), 0);
-    free(root);
 }
 
 /* Joules as summed over a package's dies: the same to within rounding. */
@@ -1065,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_render_escaping),
         cmocka_unit_test(test_render_invalid_utf8),
         cmocka_unit_test(test_render_host),
+        cmocka_unit_test(test_render_hardware),
         cmocka_unit_test(test_render_golden),
         cmocka_unit_test(test_status_golden),
         cmocka_unit_test(test_counters_table),
