@@ -49,7 +49,12 @@ static void usage(FILE *f)
             "  --planetlab DIR     build the trace from PlanetLab VM traces in DIR\n"
             "  --vms N             ... from N files picked with the seed\n"
             "  --seed S            ... the seed (default 1)\n"
-            "  --burst SIGMA       ... log-normal burst on each VM's demand (default 0)\n"
+            "  --burst SIGMA       ... log-normal burst of mean 1 on each VM's demand\n"
+            "                      (default 0: none); work that does not fit is carried\n"
+            "  --burst-tau SECONDS ... the burst's correlation time (default 60; 0:\n"
+            "                      independent every interval)\n"
+            "  --vcpu-split HOW    ... a VM's demand over its vCPUs: even (default),\n"
+            "                      simplex (random shares) or hot (one vCPU first)\n"
             "  --hold              ... hold readings instead of interpolating\n"
             "  --interval-ms MS    ... the trace's interval (default 1000)\n"
             "  --hours H           stop after H hours of trace\n"
@@ -81,6 +86,8 @@ enum {
     OPT_VMS,
     OPT_SEED,
     OPT_BURST,
+    OPT_BURST_TAU,
+    OPT_VCPU_SPLIT,
     OPT_HOLD,
     OPT_INTERVAL,
     OPT_HOURS,
@@ -102,7 +109,8 @@ struct sim_args {
     unsigned nsets;
     unsigned vms, interval_ms;
     unsigned long long seed;
-    double burst, hours;
+    double burst, burst_tau, hours;
+    enum vpack_vcpu_split split;
     bool hold, json;
     bool have_pin_cost;
     double pin_cost;         /* --pin-cost, ms */
@@ -123,6 +131,18 @@ static int parse_number(const char *opt, const char *text, double min, double ma
     }
     *out = v;
     return 0;
+}
+
+/* --vcpu-split HOW. Returns 0 or -EINVAL (reported). */
+static int parse_split(const char *text, enum vpack_vcpu_split *out)
+{
+    for (unsigned s = 0; s < VPACK_SPLITS; s++)
+        if (!strcmp(text, vpack_vcpu_split_name(s))) {
+            *out = (enum vpack_vcpu_split)s;
+            return 0;
+        }
+    vpackctl_err("simulate: --vcpu-split '%s': expected even, simplex or hot", text);
+    return -EINVAL;
 }
 
 /* --host-burst CPUS:EVERY. Returns 0 or -EINVAL (reported). */
@@ -158,6 +178,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         {"vms", required_argument, NULL, OPT_VMS},
         {"seed", required_argument, NULL, OPT_SEED},
         {"burst", required_argument, NULL, OPT_BURST},
+        {"burst-tau", required_argument, NULL, OPT_BURST_TAU},
+        {"vcpu-split", required_argument, NULL, OPT_VCPU_SPLIT},
         {"hold", no_argument, NULL, OPT_HOLD},
         {"interval-ms", required_argument, NULL, OPT_INTERVAL},
         {"hours", required_argument, NULL, OPT_HOURS},
@@ -177,7 +199,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     double v;
     int c;
 
-    *a = (struct sim_args){.interval_ms = 1000, .seed = 1};
+    *a = (struct sim_args){.interval_ms = 1000, .seed = 1,
+                           .burst_tau = VPACK_PLANETLAB_BURST_TAU};
     /* Every --set is an argument of its own: argc bounds their number. */
     a->sets = calloc((size_t)argc, sizeof(*a->sets));
     if (!a->sets) {
@@ -197,6 +220,10 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             a->seed = (unsigned long long)v;
         else if (c == OPT_BURST)
             err = parse_number(g.option, optarg, 0, 3, &a->burst);
+        else if (c == OPT_BURST_TAU)
+            err = parse_number(g.option, optarg, 0, 86400, &a->burst_tau);
+        else if (c == OPT_VCPU_SPLIT)
+            err = parse_split(optarg, &a->split);
         else if (c == OPT_HOLD)
             a->hold = true;
         else if (c == OPT_INTERVAL && !(err = parse_number(g.option, optarg, 100, 3600000, &v)))
@@ -319,6 +346,8 @@ static int planetlab_load(const struct sim_args *a, struct source *s)
     s->pl.interval_ms = a->interval_ms;
     s->pl.reading_ms = 300000;
     s->pl.burst = a->burst;
+    s->pl.burst_tau = a->burst_tau;
+    s->pl.split = a->split;
     s->pl.interpolate = !a->hold;
     s->pl.level = 2;
     s->pl.seed = a->seed;
@@ -469,8 +498,7 @@ int simulate_main(int argc, char **argv)
         vpackctl_err("simulate: %s: no interval in the trace", src.name);
         goto cleanup;
     }
-    simulate_figures(&sim, f);
-    if (simulate_bound_broken(&sim) < 0)
+    if (simulate_figures(&sim, f) < 0 || simulate_bound_broken(&sim) < 0)
         goto cleanup;
     if (a.svg && simulate_write_svg(&sim, f, a.svg) < 0)
         goto cleanup;

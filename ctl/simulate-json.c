@@ -51,6 +51,24 @@ static struct json_object *scope_json(const struct figures *x, bool *ok)
     return vpack_json_finish(o, *ok);
 }
 
+/* {"vms", "delay": {"p50", "p99", "max"}, "unserved": {...}}: the spread across VMs. */
+static struct json_object *vm_spread_json(const struct vpack_model_vm_spread *v, bool *ok)
+{
+    struct json_object *o = json_object_new_object(), *d = json_object_new_object(),
+                       *u = json_object_new_object();
+
+    vpack_json_set_int(o, "vms", v->n, ok);
+    vpack_json_set_double(d, "p50", v->delay_p50, ok);
+    vpack_json_set_double(d, "p99", v->delay_p99, ok);
+    vpack_json_set_double(d, "max", v->delay_max, ok);
+    vpack_json_set_double(u, "p50", v->unserved_p50, ok);
+    vpack_json_set_double(u, "p99", v->unserved_p99, ok);
+    vpack_json_set_double(u, "max", v->unserved_max, ok);
+    vpack_json_set(o, "delay", vpack_json_finish(d, *ok), ok);
+    vpack_json_set(o, "unserved", vpack_json_finish(u, *ok), ok);
+    return vpack_json_finish(o, *ok);
+}
+
 static struct json_object *oracle_json(const struct oracle *x, bool *ok)
 {
     struct json_object *o = json_object_new_object();
@@ -94,6 +112,12 @@ int simulate_print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_double(lv, "served_cpu_s", x->t.served, &ok);
         vpack_json_set_double(lv, "served_ratio", x->served_ratio, &ok);
         vpack_json_set_double(lv, "delay_p99", x->t.delay_p99, &ok);
+        vpack_json_set(lv, "per_vm", vm_spread_json(&x->vm, &ok), &ok);
+        vpack_json_set_double(lv, "saturated_package_seconds", x->t.saturated_pkg_s, &ok);
+        vpack_json_set_double(lv, "saturation_share", x->saturation, &ok);
+        vpack_json_set_double(lv, "energy_x_violation", x->esv, &ok);
+        /* null: not charged by the model (a moved vCPU is served at once), not zero. */
+        vpack_json_set_null(lv, "work_lost_to_moves_cpu_s", &ok);
         vpack_json_set_double(lv, "moves_per_hour", x->moves_per_hour, &ok);
         vpack_json_set_int(lv, "moves", (int64_t)x->t.moves, &ok);
         vpack_json_set_int(lv, "pin_ops", (int64_t)x->t.pin_ops, &ok);

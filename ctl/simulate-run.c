@@ -183,7 +183,29 @@ static double energy_idle_deep(const struct sim *sim, const struct vpack_model_t
            (sim->idle_w - sim->deep_w) * t->shallow_pkg_s[sim->pc6_scope];
 }
 
-void simulate_figures(const struct sim *sim, struct figures *f)
+/*
+ * The consolidation literature's ranking figures (Beloglazov and Buyya,
+ * "Optimal online deterministic algorithms and adaptive heuristics for
+ * energy and performance efficient dynamic consolidation of virtual
+ * machines in cloud data centers", CCPE 24(13), 2012): the saturation share
+ * (their SLATAH: the share of active-host time at 100 %), and energy x
+ * violation (their ESV = E x SLATAH x PDM), with PDM here the share of the
+ * demanded work the model did not serve (theirs: what migrations cost; this
+ * model charges moves nothing of the guests' work yet, so its unserved work
+ * comes from sharing alone). Returns 0 or -1 (reported).
+ */
+static int ranking_figures(const struct sim *sim, int l, struct figures *x)
+{
+    if (vpack_model_vm_spread(sim->model[l], &x->vm) < 0) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
+    x->saturation = x->t.active_pkg_s > 0 ? x->t.saturated_pkg_s / x->t.active_pkg_s : 0;
+    x->esv = x->kwh * x->saturation * (1 - x->served_ratio);
+    return 0;
+}
+
+int simulate_figures(const struct sim *sim, struct figures *f)
 {
     for (int l = 0; l < NLEVELS; l++) {
         struct figures *x = &f[l];
@@ -206,7 +228,10 @@ void simulate_figures(const struct sim *sim, struct figures *f)
         x->vs_bound = sim->bound.package_s > 0 ? x->t.active_pkg_s / sim->bound.package_s - 1 : 0;
         x->vs_target =
             sim->target.package_s > 0 ? x->t.active_pkg_s / sim->target.package_s - 1 : 0;
+        if (ranking_figures(sim, l, x) < 0)
+            return -1;
     }
+    return 0;
 }
 
 /*

@@ -3,6 +3,7 @@
  * vpackctl simulate's table: the figures of the three levels side by side,
  * and where each thread ended up for a small trace.
  */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "simulate.h"
@@ -18,6 +19,7 @@ enum row {
     ROW_SAVING,
     ROW_SERVED,
     ROW_DELAY,
+    ROW_ESV,
     ROW_MOVES,
     ROW_PINS,
     ROW_PIN_CPU,
@@ -48,6 +50,9 @@ static void print_row(const char *label, const struct figures *f, enum row what)
         case ROW_DELAY:
             snprintf(cell, sizeof(cell), "%.2f%%", x->t.delay_p99 * 100);
             break;
+        case ROW_ESV:
+            snprintf(cell, sizeof(cell), "%.3g", x->esv);
+            break;
         case ROW_MOVES:
             snprintf(cell, sizeof(cell), "%.1f", x->moves_per_hour);
             break;
@@ -70,6 +75,20 @@ static void print_row(const char *label, const struct figures *f, enum row what)
             snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_target * 100);
             break;
         }
+        printf(" %12s", cell);
+    }
+    putchar('\n');
+}
+
+/* A row of shares: the double at offset off of each level's figures, as a percentage. */
+static void print_share_row(const char *label, const struct figures *f, size_t off, int digits)
+{
+    printf("%-26s", label);
+    for (int l = 0; l < NLEVELS; l++) {
+        char cell[64];
+
+        snprintf(cell, sizeof(cell), "%.*f%%", digits,
+                 *(const double *)((const char *)&f[l] + off) * 100);
         printf(" %12s", cell);
     }
     putchar('\n');
@@ -157,6 +176,14 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
     putchar('\n');
     print_row("served work ratio", f, ROW_SERVED);
     print_row("p99 vCPU delay", f, ROW_DELAY);
+    /* Per VM, then across VMs: the VM that suffers is not hidden in a pooled figure. */
+    print_share_row("per-VM delay p50", f, offsetof(struct figures, vm.delay_p50), 2);
+    print_share_row("per-VM delay p99", f, offsetof(struct figures, vm.delay_p99), 2);
+    print_share_row("per-VM delay max", f, offsetof(struct figures, vm.delay_max), 2);
+    print_share_row("per-VM unserved p99", f, offsetof(struct figures, vm.unserved_p99), 4);
+    print_share_row("per-VM unserved max", f, offsetof(struct figures, vm.unserved_max), 4);
+    print_share_row("saturation share", f, offsetof(struct figures, saturation), 2);
+    print_row("energy x violation", f, ROW_ESV);
     print_row("moves per hour", f, ROW_MOVES);
     print_row("pin operations", f, ROW_PINS);
     print_row("pin CPU-seconds", f, ROW_PIN_CPU);
@@ -172,6 +199,10 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
            sim->bound.exact ? "exact" : "lower bound");
     printf("%-26s %12.0f (%s)\n", "policy target pkg-s", sim->target.package_s,
            sim->target.exact ? "exact" : "lower bound");
+    printf("%-26s %s\n", "work lost to moves",
+           "not charged: the model serves a moved vCPU at once; see moves per hour");
+    printf("%-26s %12u (with vCPU work; per-VM delay: wait per CPU-second wanted)\n",
+           "VMs in the per-VM figures", f[0].vm.n);
     if (f[0].t.foreign_s > 0)
         printf("%-26s %12.1f (--host-burst)\n", "CPU-seconds outside guests", f[0].t.foreign_s);
     /* Where each thread ended up, for a trace small enough to read. */

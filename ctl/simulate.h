@@ -71,6 +71,9 @@ struct figures {
     double saving_scope[VPACK_PC6_SCOPES]; /* against level 0, under each deep-state scope */
     double saving_idle_deep;     /* ... under the power model's scope, with idle_w = deep_w */
     double vs_bound, vs_target;  /* package-seconds with work against each oracle */
+    struct vpack_model_vm_spread vm; /* per-VM delay and unserved share, across VMs */
+    double saturation;           /* saturated over active package-seconds (SLATAH-like) */
+    double esv;                  /* energy (kWh) x saturation x unserved share of demand */
 };
 
 /*
@@ -79,8 +82,8 @@ struct figures {
  * (named write_path in messages). Returns 0 or -1 (reported).
  */
 int simulate_run(struct sim *sim, struct source *src, double max_s, const char *write_path);
-/* The figures of each level from the models' totals (f[NLEVELS]). */
-void simulate_figures(const struct sim *sim, struct figures *f);
+/* The figures of each level from the models' totals (f[NLEVELS]). Returns 0 or -1 (reported). */
+int simulate_figures(const struct sim *sim, struct figures *f);
 /* A level under the capacity bound with its demand served: -1 (reported), else 0. */
 int simulate_bound_broken(const struct sim *sim);
 

@@ -71,6 +71,13 @@
  *     (independent packages, as for cores); none, never. energy = power *
  *     interval. The totals also keep the energy under each scope, so one run
  *     shows what the platform's scope does to the result.
+ *  8. Saturation (vpack_model_totals' saturated_pkg_s). A package is
+ *     saturated in an interval when it serves all it can: each of its cores
+ *     serves 1 + smt_gain * (n - 1), n its usable CPUs (every CPU of the
+ *     core has work and the core is offered at least that much). Such an
+ *     interval counts whole: the fluid model has no time finer than the
+ *     interval, so a package full for half of it and idle for the rest is
+ *     not saturated here.
  *
  * What the model cannot see: wake-up latency and transition energy of
  * C-states, turbo and frequency, cache and memory locality (remote memory
@@ -248,6 +255,9 @@ struct vpack_model_totals {
     const double *pkg_busy_s;     /* per package: core-busy share times seconds */
     const double *pkg_idle_s;     /* per package: whole-idle seconds */
     double delay_p99;             /* over every vCPU in every interval, share of the interval */
+    /* Package-seconds a package served all it can (step 8): the saturation share
+     * is this over active_pkg_s (SLATAH, Beloglazov and Buyya 2012). */
+    double saturated_pkg_s;
 };
 
 void vpack_model_totals(const struct vpack_model *m, struct vpack_model_totals *out);
@@ -256,9 +266,29 @@ void vpack_model_totals(const struct vpack_model *m, struct vpack_model_totals *
 struct vpack_model_domain {
     const char *name;
     double demand, served;
+    double vcpu_demand;   /* its vCPUs' alone, CPU-seconds */
+    double vcpu_delay;    /* seconds its vCPUs waited (step 5's delay times the interval) */
 };
 /* The i-th domain seen, or NULL past the last. */
 const struct vpack_model_domain *vpack_model_domain_get(const struct vpack_model *m, unsigned i);
+
+/*
+ * Per-VM slowdown: one figure per domain with vCPU work, then its spread
+ * across the domains (not one pooled figure over every vCPU-interval):
+ *  - delay: the domain's vCPU wait per CPU-second its vCPUs wanted,
+ *    vcpu_delay / vcpu_demand (0.1: its work took 10 % longer than alone);
+ *  - unserved: the share of its demand not served, 1 - served / demand.
+ * p50 and p99 are nearest-rank percentiles (the ceil(q n)-th smallest of
+ * n), max the largest. Domains whose vCPUs wanted nothing are not counted
+ * (n says how many are).
+ */
+struct vpack_model_vm_spread {
+    unsigned n;
+    double delay_p50, delay_p99, delay_max;
+    double unserved_p50, unserved_p99, unserved_max;
+};
+/* Returns 0 with *out, or -ENOMEM. */
+int vpack_model_vm_spread(const struct vpack_model *m, struct vpack_model_vm_spread *out);
 
 /*
  * The CPUs thread k of the i-th domain seen (its vCPUs, then the emulator,

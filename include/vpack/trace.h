@@ -53,20 +53,49 @@ void vpack_trace_from_observed(struct vpack_snapshot *s);
 
 /*
  * The PlanetLab builder (the CoMon VM traces: one reading per 5 minutes, the
- * VM's utilisation of one CPU in percent). A VM's demand at time t is its
- * reading, linearly interpolated between readings (held after the last, or
- * held throughout with interpolate = 0), as a share of one CPU, spread evenly
- * over its vCPUs. With burst > 0 each VM's demand in each interval is
- * multiplied by a log-normal factor exp(burst * z - burst^2 / 2) (mean 1; z
- * standard normal from the seed, the VM and the interval), each vCPU then
- * cut to 1. Emulators demand nothing; there are no iothreads, pins or
- * bounds. Every domain gets level.
+ * VM's utilisation of one CPU in percent). A VM's base demand at time t is
+ * its reading, linearly interpolated between readings (held after the last,
+ * or held throughout with interpolate = 0), as a share of one CPU.
+ *
+ * Bursts (burst > 0): the base demand of each VM in interval k is multiplied
+ * by exp(burst * z_k - burst^2 / 2), z an AR(1) process in log space,
+ * z_k = phi z_(k-1) + sqrt(1 - phi^2) e_k with phi = exp(-interval /
+ * burst_tau) (0 when burst_tau is 0: independent each interval) and e_k
+ * standard normal from the seed, the VM and the interval; z_0 = e_0. z is
+ * stationary N(0, 1), so the factor has mean 1 in every interval and a
+ * lag-1 autocorrelation of (exp(burst^2 phi) - 1) / (exp(burst^2) - 1).
+ *
+ * The split: the VM's wanted work W (its demand plus what did not fit
+ * before) is shared by its vCPUs (enum vpack_vcpu_split) with weights drawn
+ * from the seed, the VM and the reading (a new draw every reading), each
+ * vCPU at most one CPU; a vCPU's excess is spread evenly over the vCPUs
+ * with room (the guest's scheduler moves runnable work to idle vCPUs), and
+ * what still does not fit is carried to the next interval. So no demand is
+ * lost: over a run, the work offered plus the carry at the end is the base
+ * demand times the factors, whose mean is the base demand's. Without
+ * bursts W is at most one CPU (a reading is at most 100 %) and nothing is
+ * ever carried.
+ *
+ * Emulators demand nothing; there are no iothreads, pins or bounds. Every
+ * domain gets level.
  */
+enum vpack_vcpu_split {
+    VPACK_SPLIT_EVEN,    /* W / nvcpus each: the vCPUs move in lock-step */
+    VPACK_SPLIT_SIMPLEX, /* weights uniform on the simplex (Dirichlet(1, ..., 1)) */
+    VPACK_SPLIT_HOT,     /* one vCPU (drawn) takes W up to one CPU, the rest evenly */
+    VPACK_SPLITS
+};
+
+/* "even", "simplex" or "hot". */
+const char *vpack_vcpu_split_name(enum vpack_vcpu_split s);
+
 struct vpack_planetlab_vm {
     char *name;            /* domain name (owned) */
     unsigned nvcpus;
     unsigned nreadings;
     double *pct;           /* readings, percent of one CPU (owned) */
+    /* The builder's state: interval vpack_planetlab.next - 1's AR(1) value and W. */
+    double z, wanted;
 };
 
 struct vpack_planetlab {
@@ -75,10 +104,16 @@ struct vpack_planetlab {
     unsigned interval_ms;  /* the trace's interval; default 1000 */
     unsigned reading_ms;   /* between readings; 300000 */
     double burst;          /* log-normal sigma; 0: none */
+    double burst_tau;      /* the burst's correlation time, seconds; 0: independent */
+    enum vpack_vcpu_split split;
     int interpolate;       /* 1: linear between readings, 0: hold */
     int level;             /* every domain's level */
     uint64_t seed;
+    unsigned long next;    /* the builder's: intervals the vms' state has run */
 };
+
+/* The default burst_tau, seconds (an ASSUMPTION: see man/vpackctl.1, --burst-tau). */
+#define VPACK_PLANETLAB_BURST_TAU 60.0
 
 /*
  * Parses one PlanetLab file's text: one integer or decimal percentage
@@ -101,9 +136,12 @@ unsigned long vpack_planetlab_intervals(const struct vpack_planetlab *pl);
 
 /*
  * Interval k of the trace as a snapshot (free with vpack_snapshot_free()).
+ * With bursts the intervals depend on the ones before (the AR(1) value and
+ * the carry): pl keeps that state, so calls in order k = 0, 1, 2, ... cost
+ * one interval each; any other k replays from 0 (the same answer, slower).
  * Returns 0 or -ENOMEM.
  */
-int vpack_planetlab_snapshot(const struct vpack_planetlab *pl, unsigned long k,
+int vpack_planetlab_snapshot(struct vpack_planetlab *pl, unsigned long k,
                              struct vpack_snapshot **out);
 
 /* Frees the VMs (names, readings) and the array; the struct itself is the caller's. */

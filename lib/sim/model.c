@@ -200,6 +200,7 @@ struct vpack_model {
     double *fill;
     unsigned capfill;
     unsigned cap[9];        /* capacities of the scratch arrays above, in order */
+    double *sat_core;       /* account_saturation()'s: per core, offered, CPUs with work, usable */
 
     struct vpack_model_totals tot;
     double *pkg_busy_s, *pkg_idle_s;
@@ -397,6 +398,7 @@ void vpack_model_free(struct vpack_model *m)
     free(m->moff);
     free(m->mocc);
     free(m->fill);
+    free(m->sat_core);
     free(m);
 }
 
@@ -793,6 +795,13 @@ static int share(struct vpack_model *m, unsigned nthr)
     return 0;
 }
 
+/* A vCPU's part in its domain's per-VM figures (vpack_model_vm_spread()). */
+static void account_vcpu(struct mdom *md, double demand, double delay, double dt)
+{
+    md->pub.vcpu_demand += demand * dt;
+    md->pub.vcpu_delay += delay * dt;
+}
+
 /* Each thread's served work and delay; the domains' sums; the next observation. */
 static void account_threads(struct vpack_model *m, const struct vpack_snapshot *snap,
                             struct vpack_model_interval *iv, double dt)
@@ -827,6 +836,7 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
                 unsigned b = (unsigned)(delay * HIST_BINS + 0.5);
                 m->hist[b > HIST_BINS ? HIST_BINS : b]++;
                 m->nhist++;
+                account_vcpu(md, dmd, delay, dt);
                 if (delay > iv->max_delay)
                     iv->max_delay = delay;
             }
@@ -888,6 +898,42 @@ static void account_packages(struct vpack_model *m, struct vpack_model_interval 
     m->tot.planned_pkg_s += iv->nactive * dt;
 }
 
+/*
+ * Step 8: the packages that served all they can in this interval (every
+ * core at 1 + smt_gain * (usable CPUs - 1)) add the interval to
+ * saturated_pkg_s. Returns 0 or -ENOMEM.
+ */
+static int account_saturation(struct vpack_model *m, double dt)
+{
+    double g = m->power.smt_gain, *want, *busy, *n;
+
+    if (!m->sat_core && !(m->sat_core = malloc(3 * m->ncores * sizeof(double))))
+        return -ENOMEM;
+    want = m->sat_core;
+    busy = want + m->ncores;
+    n = busy + m->ncores;
+    for (unsigned c = 0; c < m->ncores; c++)
+        want[c] = busy[c] = n[c] = 0;
+    for (unsigned c = 0; c < m->ncpu; c++) {
+        int core = m->cpu_core[c];
+
+        if (core < 0)
+            continue;
+        want[core] += m->occ[c];
+        busy[core] += m->load[c] > 0;
+        n[core] += 1;
+    }
+    for (unsigned p = 0; p < m->topo->npackages; p++) {
+        bool full = true;
+
+        for (unsigned c = 0; c < m->ncores && full; c++)
+            if (m->core_pkg[c] == p && n[c] > 0)
+                full = busy[c] == n[c] && want[c] >= (1 + g * (n[c] - 1)) * (1 - 1e-9);
+        m->tot.saturated_pkg_s += full ? dt : 0;
+    }
+    return 0;
+}
+
 int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
                      struct vpack_model_interval *out, char **errmsg)
 {
@@ -922,6 +968,8 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
         goto cleanup;
     account_threads(m, snap, &iv, dt);
     account_packages(m, &iv, dt);
+    if ((err = account_saturation(m, dt)) < 0)
+        goto cleanup;
     m->first = false;
     iv.seconds = dt;
     iv.npackages = m->topo->npackages;
@@ -998,4 +1046,50 @@ int vpack_model_thread_cpus(const struct vpack_model *m, unsigned i, unsigned k,
         if (vpack_cpuset_set(out, (unsigned)mk->cpus[c]) < 0)
             return -ENOENT;
     return (int)md->nvcpus;
+}
+
+/* The nearest-rank percentile q of v[0..n) (sorted, n > 0): the ceil(q n)-th smallest. */
+static double nearest_rank(const double *v, unsigned n, double q)
+{
+    double r = ceil(q * n - 1e-9);
+
+    return v[r < 1 ? 0 : (unsigned)r - 1];
+}
+
+int vpack_model_vm_spread(const struct vpack_model *m, struct vpack_model_vm_spread *out)
+{
+    double *delay = malloc((m->ndoms ? m->ndoms : 1) * sizeof(double));
+    double *unserved = malloc((m->ndoms ? m->ndoms : 1) * sizeof(double));
+    unsigned n = 0;
+
+    *out = (struct vpack_model_vm_spread){0};
+    if (!delay || !unserved) {
+        free(delay);
+        free(unserved);
+        return -ENOMEM;
+    }
+    for (unsigned i = 0; i < m->ndoms; i++) {
+        const struct vpack_model_domain *d = &m->doms[i].pub;
+
+        if (d->vcpu_demand <= 0)
+            continue;
+        delay[n] = d->vcpu_delay / d->vcpu_demand;
+        unserved[n++] = d->demand > 0 && d->served < d->demand ? 1 - d->served / d->demand : 0;
+    }
+    if (n > 0) {
+        qsort(delay, n, sizeof(double), cmp_double);
+        qsort(unserved, n, sizeof(double), cmp_double);
+        *out = (struct vpack_model_vm_spread){
+            .n = n,
+            .delay_p50 = nearest_rank(delay, n, 0.50),
+            .delay_p99 = nearest_rank(delay, n, 0.99),
+            .delay_max = delay[n - 1],
+            .unserved_p50 = nearest_rank(unserved, n, 0.50),
+            .unserved_p99 = nearest_rank(unserved, n, 0.99),
+            .unserved_max = unserved[n - 1],
+        };
+    }
+    free(delay);
+    free(unserved);
+    return 0;
 }

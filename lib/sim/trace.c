@@ -314,41 +314,148 @@ static double vm_demand(const struct vpack_planetlab *pl, const struct vpack_pla
     return (pl->interpolate ? a + (b - a) * f : a) / 100;
 }
 
-/* The log-normal burst factor of VM v in interval k (mean 1). */
-static double burst_factor(const struct vpack_planetlab *pl, unsigned v, unsigned long k)
+/* e_k of VM v: a standard normal draw from the seed, the VM and the interval (Box-Muller). */
+static double burst_normal(const struct vpack_planetlab *pl, unsigned v, unsigned long k)
 {
     uint64_t h = mix(pl->seed ^ mix(((uint64_t)v << 40) ^ k));
     double u1 = unit(h), u2 = unit(mix(h));
-    double z = sqrt(-2 * log(1 - u1)) * cos(2 * M_PI * u2);
 
-    return exp(pl->burst * z - pl->burst * pl->burst / 2);
+    return sqrt(-2 * log(1 - u1)) * cos(2 * M_PI * u2);
 }
 
-int vpack_planetlab_snapshot(const struct vpack_planetlab *pl, unsigned long k,
+/* The AR(1) coefficient: exp(-interval / tau), 0 for tau 0 (independent intervals). */
+static double burst_phi(const struct vpack_planetlab *pl)
+{
+    return pl->burst_tau > 0 ? exp(-(pl->interval_ms / 1000.0) / pl->burst_tau) : 0;
+}
+
+static const char *const split_names[VPACK_SPLITS] = {"even", "simplex", "hot"};
+
+const char *vpack_vcpu_split_name(enum vpack_vcpu_split s)
+{
+    return (unsigned)s < VPACK_SPLITS ? split_names[s] : "?";
+}
+
+/* VM v's weight of vCPU c (of n) in interval k: the split's, summing to 1 over c. */
+static double split_weight(const struct vpack_planetlab *pl, unsigned v, unsigned n, unsigned c,
+                           unsigned long k)
+{
+    /* A new draw every reading: the split is a property of the VM's work of the moment. */
+    uint64_t r = (uint64_t)((double)k * pl->interval_ms / pl->reading_ms);
+    uint64_t h = mix(pl->seed ^ mix(UINT64_C(0x73706c6974) ^ ((uint64_t)v << 40) ^ r));
+    double sum = 0, mine = 0;
+
+    if (pl->split == VPACK_SPLIT_EVEN || n < 2)
+        return 1.0 / n;
+    if (pl->split == VPACK_SPLIT_HOT)
+        return (unsigned)(unit(h) * n) == c ? 1 : 0;
+    /* Normalised standard exponentials are uniform on the simplex. */
+    for (unsigned i = 0; i < n; i++) {
+        double e = -log(1 - unit(mix(h + i)));
+
+        sum += e;
+        if (i == c)
+            mine = e;
+    }
+    return mine / sum;
+}
+
+/*
+ * Shares W over VM v's n vCPUs (u[0..n)) by the split's weights, each at
+ * most one CPU; an excess spread evenly over the vCPUs with room until none
+ * is left or all are full. Returns what did not fit.
+ */
+static double fill_vcpus(const struct vpack_planetlab *pl, unsigned v, unsigned long k, double W,
+                         unsigned n, double *u)
+{
+    double excess = 0;
+
+    for (unsigned c = 0; c < n; c++)
+        u[c] = W * split_weight(pl, v, n, c, k);
+    /* Each round fills at least one more vCPU or places the whole excess. */
+    for (unsigned round = 0; round <= n; round++) {
+        unsigned room = 0;
+
+        excess = 0;
+        for (unsigned c = 0; c < n; c++) {
+            if (u[c] > 1) {
+                excess += u[c] - 1;
+                u[c] = 1;
+            }
+            room += u[c] < 1;
+        }
+        if (excess <= 0 || room == 0)
+            break;
+        for (unsigned c = 0; c < n; c++)
+            if (u[c] < 1)
+                u[c] += excess / room;
+    }
+    return excess > 0 ? excess : 0;
+}
+
+/* Runs VM v's burst state to interval k (pl->next == k): z and the wanted work W. */
+static void burst_step(const struct vpack_planetlab *pl, unsigned v, unsigned long k, double *u)
+{
+    struct vpack_planetlab_vm *vm = &pl->vms[v];
+    double phi = burst_phi(pl), e = burst_normal(pl, v, k), carry = 0;
+
+    if (k > 0)
+        carry = fill_vcpus(pl, v, k - 1, vm->wanted, vm->nvcpus, u);
+    vm->z = k > 0 ? phi * vm->z + sqrt(1 - phi * phi) * e : e;
+    vm->wanted = vm_demand(pl, vm, k) * exp(pl->burst * vm->z - pl->burst * pl->burst / 2) +
+                 carry;
+}
+
+/* Brings every VM's state to interval k, replaying from 0 when k is behind. */
+static void burst_advance(struct vpack_planetlab *pl, unsigned long k, double *u)
+{
+    if (pl->next > k + 1)
+        pl->next = 0;
+    for (; pl->next <= k; pl->next++)
+        for (unsigned v = 0; v < pl->nvms; v++)
+            burst_step(pl, v, pl->next, u);
+}
+
+/* A scratch array as long as the largest VM's vCPUs (at least 1), or NULL. */
+static double *vcpu_scratch(const struct vpack_planetlab *pl)
+{
+    unsigned most = 1;
+
+    for (unsigned v = 0; v < pl->nvms; v++)
+        if (pl->vms[v].nvcpus > most)
+            most = pl->vms[v].nvcpus;
+    return malloc(most * sizeof(double));
+}
+
+int vpack_planetlab_snapshot(struct vpack_planetlab *pl, unsigned long k,
                              struct vpack_snapshot **out)
 {
-    struct vpack_snapshot *s = vpack_snapshot_new(0, pl->nvms);
+    double *u = vcpu_scratch(pl);
+    struct vpack_snapshot *s = u ? vpack_snapshot_new(0, pl->nvms) : NULL;
 
     *out = NULL;
-    if (!s)
+    if (!s) {
+        free(u);
         return -ENOMEM;
+    }
+    if (pl->burst > 0)
+        burst_advance(pl, k, u);
     s->interval_ms = pl->interval_ms;
     for (unsigned v = 0; v < pl->nvms; v++) {
         const struct vpack_planetlab_vm *vm = &pl->vms[v];
         struct vpack_domain_sample *d = &s->domains[v];
-        double dem = vm_demand(pl, vm, k), per;
         int err = vpack_domain_sample_init(d, vm->name, pl->level, vm->nvcpus, 0);
 
         if (err < 0) {
             vpack_snapshot_free(s);
+            free(u);
             return err;
         }
-        if (pl->burst > 0)
-            dem *= burst_factor(pl, v, k);
-        per = vm->nvcpus ? dem / vm->nvcpus : 0;
+        fill_vcpus(pl, v, k, pl->burst > 0 ? vm->wanted : vm_demand(pl, vm, k), vm->nvcpus, u);
         for (unsigned c = 0; c < vm->nvcpus; c++)
-            d->vcpus[c].util = per > 1 ? 1 : per;
+            d->vcpus[c].util = u[c];
     }
+    free(u);
     *out = s;
     return 0;
 }
@@ -362,4 +469,5 @@ void vpack_planetlab_clear(struct vpack_planetlab *pl)
     free(pl->vms);
     pl->vms = NULL;
     pl->nvms = 0;
+    pl->next = 0;
 }

@@ -170,6 +170,16 @@ EOF_TOPOLOGIES
     # Every day of tests/data/planetlab, three seeds, 2- and 4-socket hosts with
     # and without SMT, at 60 s intervals (issue 26): a Markdown table.
     bash tests/bench/bench-days.sh "$vpackctl" 60 "1 2 3" >"$dir/days.md" || return 1
+    # The same on the 2-socket hosts without bursts and with the trace builder's
+    # bursts and uneven vCPUs (issue 26, item 4): one section per workload.
+    local args
+    for args in "" "--burst 1" "--burst 1 --vcpu-split hot" "--burst 2 --vcpu-split hot"; do
+        # shellcheck disable=SC2086 # the workload's options, split on purpose
+        HOSTS='package:2 core:16 pu:1;package:2 core:16 pu:2' \
+        TITLE="Workload: ${args:-no bursts, even vCPUs}" \
+            bash tests/bench/bench-days.sh "$vpackctl" 60 "1 2 3" -- $args || return 1
+        echo
+    done >"$dir/days-bursts.md"
     python3 tests/bench/model-vs-live.py "$vpackctl" "$(dirname "$dir")" "$top/BENCHMARKS.md" \
         >"$dir/model-vs-live.txt" || return 1
     echo "simulate $((SECONDS - t0))" >>"$(dirname "$dir")/durations"

@@ -3,9 +3,9 @@
 #
 # The capacity bound is a bound (issue 26): on each of the nine PlanetLab
 # days of tests/data/planetlab (100 VMs, three seeds) and, on one day, with
-# bursts and with watermarks of 1.0, on a 4-socket host with 8 NUMA nodes,
-# 2- and 24-socket SMT hosts and a small 2-socket SMT host, `vpackctl
-# simulate`
+# bursts, with watermarks of 1.0 and with uneven vCPUs, on a 4-socket host
+# with 8 NUMA nodes, 2- and 24-socket SMT hosts and a small 2-socket SMT
+# host, `vpackctl simulate`
 #  - exits 0: it fails when a level has fewer packages with work than the
 #    capacity bound in an interval where it served all its demand (a bug of
 #    the model or the oracle, see include/vpack/oracle.h);
@@ -102,6 +102,13 @@ for topo in "${topos[@]}"; do
             --seed "$seed" \
             --burst 1 --set policy.pack_watermark=1.0 --set policy.spread_watermark=1.0
     done
+done
+# Uneven vCPUs (one hot vCPU, random shares) under heavy bursts, lasting and not.
+for topo in "${topos[@]}"; do
+    check "$topo burst 2 hot vCPU" "$data" 120 --topology "synthetic:\"$topo\"" \
+        --burst 2 --vcpu-split hot
+    check "$topo burst 2 tau 0 simplex" "$data" 120 --topology "synthetic:\"$topo\"" \
+        --burst 2 --burst-tau 0 --vcpu-split simplex
 done
 [ "$runs" -ge 120 ] || fail "only $runs runs: the days of tests/data/planetlab are missing"
 # Edges a recording has (test-record found them): intervals where nothing or

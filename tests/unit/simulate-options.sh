@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # vpackctl simulate's policy options, --config FILE and --set SECTION.KEY=VALUE,
-# and the host's own load (--pin-cost, --host-burst):
+# and the host's own load (--pin-cost, --host-burst), the workload options
+# (--burst-tau, --vcpu-split) and the ranking figures (per-VM delay and
+# unserved share, saturation share, energy x violation) on a hand-made trace:
 # a bad key, value or file is one line on stderr naming it (exit 2 for --set,
 # 1 for the file), and a setting changes what the model does, the same from
 # the file or from --set, --set winning over the file. Runs on the PlanetLab
@@ -149,6 +151,58 @@ sim --topology "$topo" --json --power "$tmp/package.ini"
     fail "--power pc6_scope changed the per-scope figures, which do not depend on it"
 [ "$(field "$out" 'abs(o["levels"][2]["saving"] - o["levels"][2]["by_pc6_scope"]["package"]["saving"]) < 1e-9 and o["levels"][2]["saving"] > o["levels"][2]["by_pc6_scope"]["system"]["saving"]')" = True ] ||
     fail "pc6_scope = package: level 2 saving $(field "$out" 'o["levels"][2]["by_pc6_scope"]') not the package scope's, or not above system's"
+
+# ---- the workload options: refused with one line naming them --------------
+sim --topology "$topo" --vcpu-split lumpy
+refused "bad --vcpu-split" 2 "--vcpu-split" "'lumpy'" "even, simplex or hot"
+sim --topology "$topo" --burst-tau -1
+refused "negative --burst-tau" 2 "--burst-tau" "'-1'"
+sim --topology "$topo" --json --burst 1 --burst-tau 30 --vcpu-split hot
+[ "$rc" -eq 0 ] || fail "--burst 1 --burst-tau 30 --vcpu-split hot: exit $rc ($err)"
+[ "$(field "$out" 'o["levels"][0]["demand_cpu_s"] != '"$(field "$default" 'o["levels"][0]["demand_cpu_s"]')")" = True ] ||
+    fail "--burst 1 did not change the demand"
+
+# ---- the ranking figures, on a trace small enough to compute by hand --------
+# One CPU. Interval 1: VMs a, b, c want 0.1, 0.2, 0.3, all served; each
+# waits s * W(0.6 - s), W(rho) = rho / (1 - rho) (model.h step 5 on one CPU).
+# Interval 2: a and b want 0.6 each: 1.2 on one CPU, each served 0.5 and
+# waiting the rest of the interval (0.5: the cut of step 5); the package is
+# saturated in 1 of its 2 intervals with work.
+one='synthetic:"package:1 core:1 pu:1"'
+vm() { printf '{"name":"%s","level":0,"vcpus":[{"id":0,"util":%s}]}' "$1" "$2"; }
+{
+    printf '{"interval_ms":1000,"cpus":{},"domains":[%s,%s,%s]}\n' "$(vm a 0.1)" "$(vm b 0.2)" "$(vm c 0.3)"
+    printf '{"interval_ms":1000,"cpus":{},"domains":[%s,%s,%s]}\n' "$(vm a 0.6)" "$(vm b 0.6)" "$(vm c 0)"
+} >"$tmp/rank.jsonl"
+rank=$(python3 -c '
+W = lambda rho: rho / (1 - rho)
+delay = {"a": 0.1 * W(0.5) + 0.5, "b": 0.2 * W(0.4) + 0.5, "c": 0.3 * W(0.3)}
+want = {"a": 0.7, "b": 0.8, "c": 0.3}
+d = sorted(delay[v] / want[v] for v in want)
+u = sorted((0.1 / 0.7, 0.1 / 0.8, 0.0))
+# nearest rank of 3: p50 the 2nd, p99 the 3rd
+print(d[1], d[2], d[2], u[1], u[2], u[2], 0.5, 0.2 / 1.8)')
+read -r dp50 dp99 dmax up50 up99 umax sat unserved <<<"$rank"
+"$ctl" simulate --trace "$tmp/rank.jsonl" --topology "$one" --json >"$tmp/out" 2>"$tmp/err" ||
+    fail "ranking trace: $(cat "$tmp/err")"
+out=$(cat "$tmp/out")
+for l in 0 1 2; do
+    python3 -c '
+import json, sys
+x = json.loads(sys.argv[1])["levels"][int(sys.argv[2])]; v = x["per_vm"]
+want = [float(a) for a in sys.argv[3:10]]
+have = (v["delay"]["p50"], v["delay"]["p99"], v["delay"]["max"], v["unserved"]["p50"],
+        v["unserved"]["p99"], v["unserved"]["max"], x["saturation_share"])
+esv = x["energy_j"] / 3.6e6 * x["saturation_share"] * float(sys.argv[10])
+sys.exit(not (v["vms"] == 3 and all(abs(a - b) < 1e-6 for a, b in zip(want, have)) and
+              abs(x["energy_x_violation"] - esv) < 1e-12 and x["work_lost_to_moves_cpu_s"] is None))
+' "$out" "$l" "$dp50" "$dp99" "$dmax" "$up50" "$up99" "$umax" "$sat" "$unserved" ||
+        fail "ranking trace, level $l: $(field "$out" 'o["levels"]['$l']'); expected per-VM delay $dp50 $dp99 $dmax, unserved $up50 $up99 $umax, saturation $sat, energy x violation = kWh x $sat x $unserved, work lost to moves null"
+done
+"$ctl" simulate --trace "$tmp/rank.jsonl" --topology "$one" >"$tmp/out" 2>&1 || true
+grep -q '^per-VM delay p99 .* 85\.71%$' "$tmp/out" && grep -q '^saturation share .* 50\.00%$' "$tmp/out" &&
+    grep -q '^work lost to moves *not charged' "$tmp/out" ||
+    fail "ranking trace: the text rows are missing or wrong:"$'\n'"$(cat "$tmp/out")"
 
 if [ "$failures" -ne 0 ]; then
     echo "simulate-options: $failures failure(s)" >&2

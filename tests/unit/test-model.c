@@ -257,6 +257,131 @@ static void test_smt_sharing(void **state)
     vpack_topology_free(t);
 }
 
+/* Sakasegawa's M/M/c waiting time per unit of service (model.h step 5), from the formula. */
+static double sakasegawa(double rho, unsigned c)
+{
+    return pow(rho, sqrt(2.0 * (c + 1)) - 1) / (c * (1 - rho));
+}
+
+/*
+ * Per-VM slowdown, each VM's own: on one CPU, VMs of 0.1, 0.2 and 0.3 CPUs
+ * (and one of none) are all served; each waits s * W(rho) with rho the
+ * others' 0.6 - s (step 5), so its wait per CPU-second wanted is W(0.6 - s).
+ * The spread across the three: p50 the 2nd smallest (ceil(0.5 * 3)), p99
+ * the 3rd (ceil(0.99 * 3)). Then an interval over capacity (0.8 and 0.6 of
+ * a, b, c at 0): served in proportion, the unserved share per VM.
+ */
+static void test_per_vm_slowdown(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:1\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_vm_spread v;
+    struct vpack_model_interval iv;
+    const struct vpack_model_domain *d;
+    double w[3], ua, ub, da, db;
+
+    (void)state;
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":["
+            "{\"name\":\"a\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0.1}]},"
+            "{\"name\":\"b\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0.2}]},"
+            "{\"name\":\"c\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0.3}]},"
+            "{\"name\":\"idle\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0}]}]}", &iv);
+    for (unsigned i = 0; i < 3; i++) {
+        double s = 0.1 * (i + 1);
+
+        w[i] = sakasegawa(0.6 - s, 1);
+        d = vpack_model_domain_get(m, i);
+        assert_float_equal(d->vcpu_demand, s, EPS);
+        assert_float_equal(d->vcpu_delay, s * w[i], EPS);
+    }
+    /* W falls with s here: a's is the largest. */
+    assert_true(w[0] > w[1] && w[1] > w[2]);
+    assert_int_equal(vpack_model_vm_spread(m, &v), 0);
+    assert_int_equal(v.n, 3);
+    assert_float_equal(v.delay_p50, w[1], EPS);
+    assert_float_equal(v.delay_p99, w[0], EPS);
+    assert_float_equal(v.delay_max, w[0], EPS);
+    assert_float_equal(v.unserved_max, 0, EPS);
+    /* Over capacity: 1.4 CPUs on one; a gets 0.8 / 1.4 of the CPU, b 0.6 / 1.4. */
+    step(m, "{\"interval_ms\":1000,\"cpus\":{},\"domains\":["
+            "{\"name\":\"a\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0.8}]},"
+            "{\"name\":\"b\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0.6}]},"
+            "{\"name\":\"c\",\"level\":0,\"vcpus\":[{\"id\":0,\"util\":0}]}]}", &iv);
+    ua = 1 - (0.1 + 0.8 / 1.4) / 0.9;  /* over both intervals */
+    ub = 1 - (0.2 + 0.6 / 1.4) / 0.8;
+    /* Wait: the unserved work, plus the served work's queueing, cut to the interval. */
+    /* The CPU is fully occupied: rho, the others' part, is 1 - s. */
+    da = fmin(0.8 - 0.8 / 1.4 + 0.8 / 1.4 * sakasegawa(1 - 0.8 / 1.4, 1), 1 - 0.8 / 1.4);
+    db = fmin(0.6 - 0.6 / 1.4 + 0.6 / 1.4 * sakasegawa(1 - 0.6 / 1.4, 1), 1 - 0.6 / 1.4);
+    assert_float_equal(vpack_model_domain_get(m, 0)->vcpu_delay, 0.1 * w[0] + da, EPS);
+    assert_float_equal(vpack_model_domain_get(m, 1)->vcpu_delay, 0.2 * w[1] + db, EPS);
+    assert_int_equal(vpack_model_vm_spread(m, &v), 0);
+    assert_int_equal(v.n, 3);
+    /* c was served all it wanted: unserved 0, 0 < ub < ua. */
+    assert_true(ub > 0 && ua > ub);
+    assert_float_equal(v.unserved_p50, ub, EPS);
+    assert_float_equal(v.unserved_p99, ua, EPS);
+    assert_float_equal(v.unserved_max, ua, EPS);
+    assert_float_equal(v.delay_max, fmax((0.1 * w[0] + da) / 0.9, (0.2 * w[1] + db) / 0.8), EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
+/* One interval of one domain with n vCPUs of util u each. */
+static void step_busy(struct vpack_model *m, unsigned n, double u)
+{
+    char text[1024];
+    size_t len = 0;
+
+    len += (size_t)snprintf(text + len, sizeof(text) - len,
+                            "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\","
+                            "\"level\":0,\"vcpus\":[");
+    for (unsigned k = 0; k < n; k++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "%s{\"id\":%u,\"util\":%g}",
+                                k ? "," : "", k, u);
+    snprintf(text + len, sizeof(text) - len, "]}]}");
+    step(m, text, NULL);
+}
+
+/*
+ * The saturation share (step 8): a package is saturated when it serves all
+ * it can. One core of two hardware threads (smt_gain 0.25) serves at most
+ * 1.25: 2 CPUs of demand saturate it; 1.25 spread over both threads (0.625
+ * each) just does; 1 CPU (0.5 on each thread) does not, though both
+ * threads have work; an idle interval has no work, so it is not active
+ * time. Shares: 2 of 3 active package-seconds. Two one-CPU packages: 1.5
+ * CPUs (0.75 each) saturate neither, 2 CPUs both.
+ */
+static void test_saturation(void **state)
+{
+    struct vpack_topology *t = topo("\"package:1 core:1 pu:2\"");
+    struct vpack_model *m = model(t, 0);
+    struct vpack_model_totals tot;
+
+    (void)state;
+    step_busy(m, 2, 1.0);
+    step_busy(m, 2, 0.625);
+    step_busy(m, 2, 0.5);
+    step_busy(m, 2, 0);
+    vpack_model_totals(m, &tot);
+    assert_float_equal(tot.active_pkg_s, 3, EPS);
+    assert_float_equal(tot.saturated_pkg_s, 2, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+
+    t = topo("\"package:2 core:1 pu:1\"");
+    m = model(t, 0);
+    step_busy(m, 2, 0.75);
+    vpack_model_totals(m, &tot);
+    assert_float_equal(tot.active_pkg_s, 2, EPS);
+    assert_float_equal(tot.saturated_pkg_s, 0, EPS);
+    step_busy(m, 2, 1.0);
+    vpack_model_totals(m, &tot);
+    assert_float_equal(tot.saturated_pkg_s, 2, EPS);
+    vpack_model_free(m);
+    vpack_topology_free(t);
+}
+
 /* An idle package sits in its deep C-state; a half-busy one half the time. */
 static void test_idle_package_deep_state(void **state)
 {
@@ -646,6 +771,8 @@ static void test_oracle_eps_above_model_eps(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_per_vm_slowdown),
+        cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_oracle_eps_above_model_eps),
         cmocka_unit_test(test_one_busy_vcpu),
         cmocka_unit_test(test_foreign_load),

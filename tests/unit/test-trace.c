@@ -185,8 +185,8 @@ static void build(struct vpack_planetlab *pl, double burst)
     static char n0[] = "vm0", n1[] = "vm1";
     static struct vpack_planetlab_vm vms[2];
 
-    vms[0] = (struct vpack_planetlab_vm){n0, 2, 3, r0};
-    vms[1] = (struct vpack_planetlab_vm){n1, 1, 1, r1};
+    vms[0] = (struct vpack_planetlab_vm){.name = n0, .nvcpus = 2, .nreadings = 3, .pct = r0};
+    vms[1] = (struct vpack_planetlab_vm){.name = n1, .nvcpus = 1, .nreadings = 1, .pct = r1};
     *pl = (struct vpack_planetlab){.nvms = 2, .vms = vms, .interval_ms = 1000, .reading_ms = 300000,
                                    .burst = burst, .interpolate = 1, .level = 2, .seed = 42};
 }
@@ -219,31 +219,251 @@ static void test_planetlab_snapshot(void **state)
     vpack_snapshot_free(s);
 }
 
-/* The burst model: the same seed gives the same trace; its mean is the reading's. */
+/* The burst model: the same seed gives the same trace, called again or replayed. */
 static void test_planetlab_burst(void **state)
 {
     struct vpack_planetlab pl;
     struct vpack_snapshot *a = NULL, *b = NULL;
-    double sum = 0;
+    double first = 0;
     bool differs = false;
 
     (void)state;
     build(&pl, 0.5);
-    for (unsigned long k = 0; k < 20000; k++) {
+    for (unsigned long k = 0; k < 2000; k++) {
         assert_int_equal(vpack_planetlab_snapshot(&pl, k, &a), 0);
         if (k < 50) {
             assert_int_equal(vpack_planetlab_snapshot(&pl, k, &b), 0);
             assert_float_equal(a->domains[1].vcpus[0].util, b->domains[1].vcpus[0].util, 0);
             vpack_snapshot_free(b);
         }
+        if (k == 7)
+            first = a->domains[1].vcpus[0].util;
         assert_true(a->domains[1].vcpus[0].util <= 1.0);
         differs = differs || fabs(a->domains[1].vcpus[0].util - 0.5) > 0.01;
-        sum += a->domains[1].vcpus[0].util;
         vpack_snapshot_free(a);
     }
     assert_true(differs);
-    /* Mean 0.5 less what the cut at 1 takes off (small at sigma 0.5). */
-    assert_true(sum / 20000 > 0.46 && sum / 20000 < 0.52);
+    /* Going back replays from the start: the same interval 7. */
+    assert_int_equal(vpack_planetlab_snapshot(&pl, 7, &a), 0);
+    assert_float_equal(a->domains[1].vcpus[0].util, first, 0);
+    vpack_snapshot_free(a);
+}
+
+/* Three VMs of 1, 2 and 4 vCPUs, readings held, changing every reading; n intervals' worth. */
+#define LONG_READINGS 1400
+static void build_long(struct vpack_planetlab *pl, double burst, double tau,
+                       enum vpack_vcpu_split split)
+{
+    static double pct[3][LONG_READINGS];
+    static char names[3][8] = {"a", "b", "c"};
+    static struct vpack_planetlab_vm vms[3];
+
+    for (unsigned v = 0; v < 3; v++) {
+        for (unsigned i = 0; i < LONG_READINGS; i++)
+            pct[v][i] = 5 + 10.0 * ((i * (v + 3)) % 7) + 5 * v; /* 5 % to 75 % */
+        vms[v] = (struct vpack_planetlab_vm){.name = names[v], .nvcpus = v == 0 ? 1 : 2 * v,
+                                             .nreadings = LONG_READINGS, .pct = pct[v]};
+    }
+    *pl = (struct vpack_planetlab){.nvms = 3, .vms = vms, .interval_ms = 1000,
+                                   .reading_ms = 300000, .burst = burst, .burst_tau = tau,
+                                   .split = split, .interpolate = 0, .level = 0, .seed = 7};
+}
+
+/* Every vCPU's demand over intervals 0..n-1, in CPUs; *end: the work carried past the last. */
+static double total_demand(struct vpack_planetlab *pl, unsigned long n, double *end)
+{
+    double sum = 0, last = 0;
+
+    for (unsigned long k = 0; k < n; k++) {
+        struct vpack_snapshot *s = NULL;
+
+        assert_int_equal(vpack_planetlab_snapshot(pl, k, &s), 0);
+        last = 0;
+        for (unsigned d = 0; d < s->ndomains; d++)
+            for (unsigned c = 0; c < s->domains[d].nvcpus; c++) {
+                assert_true(s->domains[d].vcpus[c].util >= 0 &&
+                            s->domains[d].vcpus[c].util <= 1 + 1e-12);
+                last += s->domains[d].vcpus[c].util;
+            }
+        sum += last;
+        vpack_snapshot_free(s);
+    }
+    /* What the last interval wanted and did not get is still owed. */
+    *end = 0;
+    for (unsigned v = 0; v < pl->nvms; v++)
+        *end += pl->burst > 0 ? pl->vms[v].wanted : 0;
+    *end = pl->burst > 0 ? *end - last : 0;
+    return sum;
+}
+
+/*
+ * The burst preserves the mean demand: over a long series, the mean demand
+ * with log-normal bursts of sigma 2 (mean 1, variance e^4 - 1 = 53.6) is the
+ * readings' mean. The readings' mean is summed here from the readings.
+ * Tolerance: with n = 400000 intervals of 3 VMs, the factor's own relative
+ * standard error is about sqrt(53.6 / 1.2e6) = 0.7 % for independent
+ * intervals and a few times that for tau = 10 s (correlated intervals count
+ * as fewer): 6 % is more than 4 standard errors either way, while the old
+ * cut (demand over a vCPU dropped) lost 37 % (issue 26).
+ */
+static void test_burst_mean(void **state)
+{
+    const unsigned long n = 400000;
+    const double taus[] = {0, 10};
+    struct vpack_planetlab pl;
+    double want = 0, got, end;
+
+    (void)state;
+    build_long(&pl, 0, 0, VPACK_SPLIT_EVEN);
+    for (unsigned long k = 0; k < n; k++)
+        for (unsigned v = 0; v < 3; v++)
+            want += pl.vms[v].pct[k * 1000 / 300000] / 100;
+    /* Sigma 0: exactly the readings. */
+    got = total_demand(&pl, n, &end);
+    assert_float_equal(got / n, want / n, 1e-9);
+    for (unsigned i = 0; i < 2; i++) {
+        build_long(&pl, 2, taus[i], VPACK_SPLIT_EVEN);
+        got = total_demand(&pl, n, &end);
+        print_message("sigma 2, tau %g: mean %.4f CPUs (+ %.3f carried at the end), readings %.4f\n",
+                      taus[i], got / n, end, want / n);
+        assert_true(end >= 0);
+        assert_true(fabs((got + end) / want - 1) < 0.06);
+    }
+    /* The split changes who runs it, not how much there is. */
+    build_long(&pl, 2, 10, VPACK_SPLIT_HOT);
+    got = total_demand(&pl, n, &end);
+    assert_true(fabs((got + end) / want - 1) < 0.06);
+}
+
+/* The lag-1 autocorrelation of VM 0's demand over n intervals. */
+static double lag1(struct vpack_planetlab *pl, unsigned long n)
+{
+    double sx = 0, sxx = 0, sxy = 0, prev = 0;
+
+    for (unsigned long k = 0; k < n; k++) {
+        struct vpack_snapshot *s = NULL;
+        double x;
+
+        assert_int_equal(vpack_planetlab_snapshot(pl, k, &s), 0);
+        x = s->domains[0].vcpus[0].util;
+        vpack_snapshot_free(s);
+        sx += x;
+        sxx += x * x;
+        if (k > 0)
+            sxy += x * prev;
+        prev = x;
+    }
+    /* Stationary: one mean and variance for both lags. */
+    return (sxy / (n - 1) - (sx / n) * (sx / n)) / (sxx / n - (sx / n) * (sx / n));
+}
+
+/*
+ * The bursts are correlated in time: with the log of the factor an AR(1)
+ * process of coefficient phi = exp(-1 s / tau), the factor exp(s z - s^2/2)
+ * has lag-1 autocorrelation (exp(s^2 phi) - 1) / (exp(s^2) - 1) (the
+ * covariance of two log-normals). One VM at a flat 10 % of a CPU and sigma
+ * 0.5 is never cut (a factor of 10 is 4.8 standard deviations of z away),
+ * so its demand is the factor times 0.1. n = 100000: the estimate's
+ * standard error is about 1 / sqrt(n) = 0.003 for independent intervals,
+ * some 0.01 at tau 10; the tolerances are 0.02 and 0.04.
+ */
+static void test_burst_autocorrelation(void **state)
+{
+    static double flat[400];
+    static char name[] = "flat";
+    struct vpack_planetlab_vm vm = {.name = name, .nvcpus = 1, .nreadings = 400, .pct = flat};
+    struct vpack_planetlab pl = {.nvms = 1, .vms = &vm, .interval_ms = 1000, .reading_ms = 300000,
+                                 .burst = 0.5, .interpolate = 0, .seed = 3};
+    double s2 = 0.25, phi = exp(-1.0 / 10), r;
+
+    (void)state;
+    for (unsigned i = 0; i < 400; i++)
+        flat[i] = 10;
+    pl.burst_tau = 0;
+    r = lag1(&pl, 100000);
+    print_message("tau 0: lag-1 autocorrelation %.4f\n", r);
+    assert_true(fabs(r) < 0.02);
+    vm.z = vm.wanted = 0;
+    pl.next = 0;
+    pl.burst_tau = 10;
+    r = lag1(&pl, 100000);
+    print_message("tau 10: lag-1 autocorrelation %.4f, expected %.4f\n", r,
+                  (exp(s2 * phi) - 1) / (exp(s2) - 1));
+    assert_true(fabs(r - (exp(s2 * phi) - 1) / (exp(s2) - 1)) < 0.04);
+}
+
+/* Interval k of pl, VM v's vCPU utils in u (at most 8). */
+static void vcpus_at(struct vpack_planetlab *pl, unsigned long k, unsigned v, double *u)
+{
+    struct vpack_snapshot *s = NULL;
+
+    assert_int_equal(vpack_planetlab_snapshot(pl, k, &s), 0);
+    for (unsigned c = 0; c < s->domains[v].nvcpus; c++)
+        u[c] = s->domains[v].vcpus[c].util;
+    vpack_snapshot_free(s);
+}
+
+/*
+ * The split: the VM's demand is the same whichever way it is shared; even
+ * gives each vCPU demand / n, hot one vCPU all of it (a reading is at most
+ * one CPU) and which one is drawn anew each reading, simplex shares uniform
+ * on the simplex: for 2 vCPUs, vCPU 0's share is uniform on [0, 1] (mean
+ * 1/2, variance 1/12). Over more than the vCPUs hold (a hand-made 250 %),
+ * hot fills one vCPU and spreads the rest evenly.
+ */
+static void test_vcpu_split(void **state)
+{
+    struct vpack_planetlab pl;
+    double u[8], m = 0, m2 = 0;
+    unsigned hot[4] = {0}, nread = 1000;
+
+    (void)state;
+    build_long(&pl, 0, 0, VPACK_SPLIT_EVEN);
+    vcpus_at(&pl, 0, 2, u);
+    for (unsigned c = 0; c < 4; c++)
+        assert_float_equal(u[c], pl.vms[2].pct[0] / 100 / 4, 1e-12);
+    pl.split = VPACK_SPLIT_HOT;
+    for (unsigned i = 0; i < nread; i++) {
+        double want = pl.vms[2].pct[i] / 100, sum = 0;
+        unsigned nhot = 0, h = 0;
+
+        vcpus_at(&pl, (unsigned long)i * 300, 2, u);
+        for (unsigned c = 0; c < 4; c++) {
+            sum += u[c];
+            if (u[c] > 0) {
+                nhot++;
+                h = c;
+            }
+        }
+        assert_float_equal(sum, want, 1e-12);
+        assert_int_equal(nhot, 1);
+        hot[h]++;
+    }
+    /* Each vCPU is the hot one about a quarter of the time (binomial sd 14). */
+    for (unsigned c = 0; c < 4; c++)
+        assert_true(hot[c] > 250 - 70 && hot[c] < 250 + 70);
+    pl.split = VPACK_SPLIT_SIMPLEX;
+    for (unsigned i = 0; i < nread; i++) {
+        double want = pl.vms[1].pct[i] / 100, share;
+
+        vcpus_at(&pl, (unsigned long)i * 300 + 17, 1, u);
+        assert_float_equal(u[0] + u[1], want, 1e-12);
+        share = u[0] / want;
+        m += share;
+        m2 += share * share;
+    }
+    m /= nread;
+    m2 = m2 / nread - m * m;
+    /* Standard errors 0.009 and 0.003. */
+    assert_true(fabs(m - 0.5) < 0.04);
+    assert_true(fabs(m2 - 1.0 / 12) < 0.015);
+    /* More than the vCPUs can hold. */
+    pl.vms[2].pct[0] = 250;
+    pl.split = VPACK_SPLIT_HOT;
+    vcpus_at(&pl, 0, 2, u);
+    assert_float_equal(u[0] + u[1] + u[2] + u[3], 2.5, 1e-12);
+    for (unsigned c = 0; c < 4; c++)
+        assert_true(fabs(u[c] - 1) < 1e-12 || fabs(u[c] - 0.5) < 1e-12);
 }
 
 /*
@@ -312,6 +532,9 @@ int main(void)
         cmocka_unit_test(test_planetlab_pick),
         cmocka_unit_test(test_planetlab_snapshot),
         cmocka_unit_test(test_planetlab_burst),
+        cmocka_unit_test(test_burst_mean),
+        cmocka_unit_test(test_burst_autocorrelation),
+        cmocka_unit_test(test_vcpu_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
