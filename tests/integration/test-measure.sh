@@ -3,7 +3,8 @@
 #
 # vpackctl measure (issue 26, item 5) against a real vpackd with real QEMU
 # (TCG) guests, the topology override treating CPU 0 and CPU 1 as two
-# packages: two idle level-2 guests (packed) and one level-0 guest (never
+# packages: two level-2 guests of about 0.25 CPUs each (work:20; packed on
+# one package, spread over both at level 0) and one idle level-0 guest (never
 # touched). Phases:
 #
 #   run      `vpackctl measure --json`, 4 rounds of 12 s (5 s warm-up): the
@@ -11,7 +12,8 @@
 #            dropped; the kernel's view: the level-2 guests spread to CPUs
 #            0-1, then packed, then spread, then packed); every figure has
 #            an interval; the verdict on this machine (no RAPL) says energy
-#            cannot be measured here and gives the idle-residency difference
+#            cannot be measured here and gives the idle-residency difference;
+#            the package packing empties is idler at the configured levels
 #   after    every domain at its own level (status), no hold, the level-2
 #            guests packed again, the level-0 guest on CPUs 0-1
 #   sigterm  a second measure gets SIGTERM in its first (level-0) round: it
@@ -52,12 +54,13 @@ vp_destroy_all_test_domains
 
 META2="<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
 META0="<vpack:powerpolicy xmlns:vpack='$NS' level='0'/>"
-vp_define_start vpms-a 1 idle "" "$META2"
-vp_define_start vpms-b 1 idle "" "$META2"
+# work:20: 20 % of each 100 ms without forking (about 0.25 CPUs under TCG).
+vp_define_start vpms-a 1 work:20 "" "$META2"
+vp_define_start vpms-b 1 work:20 "" "$META2"
 vp_define_start vpms-z 1 idle "" "$META0"
 for d in a b z; do vp_wait_ready vpms-$d; done
 sleep 2 # the boots' tail
-vp_fit_watermarks 0.6 0.8 0.2 "two idle guests packed must stay clear of the pack watermark" 0.9
+vp_fit_watermarks 0.8 0.95 0.2 "two guests of 0.25 CPUs packed must stay clear of the pack watermark" 0.95
 
 # Short pack delay and residency: a configured round packs within its warm-up.
 vp_start_agent --ready=libvirt -- --topology 'synthetic:"package:2 core:1 pu:1"' \
@@ -124,6 +127,11 @@ idle = {f["figure"]: f for f in m["figures"]}
 gain = max(idle["package 0 idle"]["difference"]["mean"], idle["package 1 idle"]["difference"]["mean"])
 if not gain > 0:
     bad.append("no package idler at the configured level: %r" % gain)
+for f in m["figures"]:
+    if f.get("difference"):
+        print("%-26s level 0 %8.2f ± %-7.2f configured %8.2f ± %-7.2f difference %+8.2f ± %.2f %s" % (
+            f["figure"], f["level0"]["mean"], f["level0"]["half"], f["configured"]["mean"],
+            f["configured"]["half"], f["difference"]["mean"], f["difference"]["half"], f["unit"]))
 print("verdict:", t)
 for b in bad:
     print("bad:", b)
