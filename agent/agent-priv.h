@@ -198,6 +198,11 @@ struct vpack_agent {
     int own_package;       /* the package its threads are on now; -1: not confined */
     int own_task_fd;       /* /proc/self/task, held: a new thread shows in its count; -1 */
     int own_nthreads;      /* vpackd's threads when their affinity was last set */
+    /* A hold (control op hold-level, issue 26: `vpackctl measure`'s level-0 rounds):
+     * every domain is planned at level hold_level at most until loop time hold_until_ms,
+     * when the hold drops by itself; -1: no hold. The domains' own levels stay as they are. */
+    int hold_level;
+    uint64_t hold_until_ms;
     bool stopping;
 };
 
@@ -221,6 +226,8 @@ void vpack__doms_refresh(struct vpack_agent *a);
 void vpack__doms_list_running(struct vpack_agent *a);
 /* The domain's level: its own, else a rule's, else the configured default. */
 int vpack__dom_level(const struct vpack_agent *a, const struct agent_dom *d);
+/* The level the policy plans it at: its own (vpack__dom_level()) capped by a hold. */
+int vpack__dom_plan_level(const struct vpack_agent *a, const struct agent_dom *d);
 /* Where that level comes from. */
 enum vpack_level_source vpack__dom_level_source(const struct agent_dom *d);
 /* True when vpack places it: its request is known and its level is 1 or 2. */

@@ -359,12 +359,39 @@ static uint64_t phase_end(struct vpack_agent *a, enum agent_phase p, uint64_t si
     return now;
 }
 
+void vpack_agent_hold(struct vpack_agent *a, int level, double seconds)
+{
+    if (seconds <= 0) {
+        if (a->hold_level >= 0)
+            log_info("hold-level %d dropped: every domain at its own level again", a->hold_level);
+        a->hold_level = -1;
+    } else {
+        log_info("hold-level %d for %.1f s: every domain planned at level %d at most", level,
+                 seconds, level);
+        a->hold_level = level;
+        a->hold_until_ms = uv_now(a->loop) + (uint64_t)(seconds * 1000 + 0.5);
+    }
+    a->replan = true;
+}
+
+/* A hold whose lease ran out drops by itself: a killed client cannot keep it. */
+static void hold_expire(struct vpack_agent *a)
+{
+    if (a->hold_level < 0 || uv_now(a->loop) < a->hold_until_ms)
+        return;
+    log_info("hold-level %d: its lease ran out: every domain at its own level again",
+             a->hold_level);
+    a->hold_level = -1;
+    a->replan = true;
+}
+
 static void on_tick(uv_timer_t *timer)
 {
     static const struct vpack__act_out out = {false, NULL, NULL};
     struct vpack_agent *a = timer->data;
     if (a->stopping)
         return;
+    hold_expire(a);
     uint64_t t0 = uv_hrtime(), t;
     double last = a->tick_ns ? (double)(t0 - a->tick_ns) : 0;
     a->tick_ns = t0;
@@ -555,6 +582,7 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
         return -ENOMEM;
     a->loop = loop;
     a->own_package = -1;
+    a->hold_level = -1;
     a->own_task_fd = -1;
     a->records_fd = -1;
     a->proc_stat = (struct vpack_host_held)VPACK_HOST_HELD_INIT;

@@ -72,6 +72,14 @@ int vpack_agent_register(struct vpack_agent *a, const struct vpack_ctl_request *
 int vpack_agent_forget(struct vpack_agent *a, const struct vpack_ctl_request *req, char **errmsg);
 
 /*
+ * The control op hold-level (issue 26): from now, every domain is planned at
+ * level at most level (its own level stays as it is), until seconds have
+ * passed or the next hold-level; seconds 0 drops the hold at once. The next
+ * interval plans (a->replan), and the log says each change.
+ */
+void vpack_agent_hold(struct vpack_agent *a, int level, double seconds);
+
+/*
  * Status as JSON (the control socket's "status" answer): 0 with *out (caller
  * puts), or -ENOMEM.
  */

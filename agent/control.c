@@ -340,6 +340,14 @@ static int op_forget(struct vpack_agent *a, const struct vpack_ctl_request *req,
     return vpack_agent_forget(a, req, errmsg);
 }
 
+static int op_hold_level(struct vpack_agent *a, const struct vpack_ctl_request *req,
+                         struct json_object *ans, char **errmsg)
+{
+    (void)ans, (void)errmsg;
+    vpack_agent_hold(a, req->hold_level, req->hold_seconds);
+    return 0;
+}
+
 /*
  * The ops: a function, or a view of the agent that the answer carries under
  * key; prefix when an error is told as "OP: ERROR".
@@ -357,6 +365,7 @@ static const struct {
     [VPACK_CTL_REBALANCE] = {op_rebalance, NULL, NULL, false},
     [VPACK_CTL_REGISTER] = {op_register, NULL, NULL, true},
     [VPACK_CTL_FORGET] = {op_forget, NULL, NULL, true},
+    [VPACK_CTL_HOLD_LEVEL] = {op_hold_level, NULL, NULL, true},
 };
 _Static_assert(sizeof(ops) / sizeof(ops[0]) == VPACK_CTL_NOPS, "an op without an entry in ops[]");
 

@@ -87,6 +87,14 @@ int vpack__dom_level(const struct vpack_agent *a, const struct agent_dom *d)
     return d->level >= 0 ? d->level : a->cfg.policy.default_level;
 }
 
+int vpack__dom_plan_level(const struct vpack_agent *a, const struct agent_dom *d)
+{
+    /* d->level as it is (-1: the policy's default) unless the hold caps it. */
+    if (a->hold_level >= 0 && vpack__dom_level(a, d) > a->hold_level)
+        return a->hold_level;
+    return d->level;
+}
+
 enum vpack_level_source vpack__dom_level_source(const struct agent_dom *d)
 {
     return d->level < 0 ? VPACK_LEVEL_DEFAULT : d->rule ? VPACK_LEVEL_RULE : VPACK_LEVEL_DOMAIN;

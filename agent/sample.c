@@ -472,13 +472,15 @@ static bool in_snapshot(const struct agent_dom *d)
 }
 
 /* Fills one domain of the snapshot from d. Returns 0 or -ENOMEM. */
-static int domain_to_sample(const struct agent_dom *d, struct vpack_domain_sample *ds)
+static int domain_to_sample(const struct vpack_agent *a, const struct agent_dom *d,
+                            struct vpack_domain_sample *ds)
 {
     unsigned non = 0;
     for (unsigned v = 0; v < d->nvcpus; v++)
         non += d->vcpu_online[v];
     /* A domain vpack cannot read the request of is level 0 (rule: hands off). */
-    if (vpack_domain_sample_init(ds, d->name, d->known ? d->level : 0, non, d->niothreads) < 0)
+    if (vpack_domain_sample_init(ds, d->name, d->known ? vpack__dom_plan_level(a, d) : 0, non,
+                                 d->niothreads) < 0)
         return -ENOMEM;
     if (d->has_bound) {
         if (!(ds->cpuset = malloc(sizeof(*ds->cpuset))))
@@ -523,7 +525,7 @@ int vpack__sample_snapshot(struct vpack_agent *a, struct vpack_snapshot **out, u
     for (unsigned i = 0; i < a->ndoms; i++) {
         if (!in_snapshot(&a->doms[i]))
             continue;
-        if (domain_to_sample(&a->doms[i], &s->domains[k]) < 0)
+        if (domain_to_sample(a, &a->doms[i], &s->domains[k]) < 0)
             goto fail;
         m[k++] = i;
     }

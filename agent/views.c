@@ -205,6 +205,21 @@ static struct json_object *status_cgroup(const struct vpack_agent *a, bool *ok)
     return o;
 }
 
+/* "hold": null, or the held level and the seconds its lease has left (hold-level). */
+static void status_hold(const struct vpack_agent *a, struct json_object *root, bool *ok)
+{
+    if (a->hold_level < 0) {
+        vpack_json_set_null(root, "hold", ok);
+        return;
+    }
+    struct json_object *o = json_object_new_object();
+    uint64_t now = uv_now(a->loop);
+    double left = a->hold_until_ms > now ? (double)(a->hold_until_ms - now) / 1000 : 0;
+    vpack_json_set_int(o, "level", a->hold_level, ok);
+    vpack_json_set_double(o, "seconds_left", left, ok);
+    vpack_json_set(root, "hold", o, ok);
+}
+
 int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
 {
     struct json_object *root = json_object_new_object();
@@ -226,6 +241,7 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
         vpack_json_append(doms, o, &ok);
     }
     vpack_json_set(root, "domains", doms, &ok);
+    status_hold(a, root, &ok);
     vpack_json_set(root, "cgroup", status_cgroup(a, &ok), &ok);
     struct vpack_counters ctr = counters_now(a);
     vpack_json_set(root, "counters", vpack_counters_json(&ctr), &ok);

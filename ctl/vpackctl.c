@@ -18,6 +18,7 @@ static const struct vpackctl_cmd commands[] = {
     {"plan", plan_main, "Run the policy offline on a recorded snapshot"},
     {"record", record_main, "Record the running agent's snapshots as a trace"},
     {"simulate", simulate_main, "Model what vpack would save on a host, from a trace"},
+    {"measure", measure_main, "Measure what packing saves here: level 0 against the levels, A/B"},
     {"version", version_main, "Print the version of vpackctl and of the running agent"},
 };
 

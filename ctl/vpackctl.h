@@ -39,6 +39,7 @@ int define_main(int argc, char **argv);
 int record_main(int argc, char **argv);
 int simulate_main(int argc, char **argv);
 int wait_main(int argc, char **argv);
+int measure_main(int argc, char **argv);
 
 /* Prints "vpackctl: <message>" on stderr. */
 void vpackctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

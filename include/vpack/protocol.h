@@ -10,6 +10,8 @@
  *   rebalance {"dry_run": BOOL}            root or [control] group; anyone when dry_run
  *   register {"domain": RECORD, "event"}   root or [control] group
  *   forget {"uuid"}                        root or [control] group
+ *   hold-level {"level": L, "seconds": S}  root: every domain at level L at
+ *                                          most for S seconds (0: drop the hold)
  *
  * The permission check comes before the arguments are checked: a peer that
  * may not write learns nothing about its arguments.
@@ -30,6 +32,7 @@ enum vpack_ctl_op {
     VPACK_CTL_REBALANCE,
     VPACK_CTL_REGISTER,
     VPACK_CTL_FORGET,
+    VPACK_CTL_HOLD_LEVEL,
     VPACK_CTL_NOPS /* the number of ops, not one */
 };
 
@@ -42,6 +45,8 @@ struct vpack_ctl_request {
     const char *name;              /* register: the record's "name" */
     const char *uuid;              /* register: the record's "uuid"; forget: the request's */
     bool reconnect;                /* register: "event" is "reconnect" */
+    int hold_level;                /* hold-level: the most any domain's level may be, 0 to 2 */
+    double hold_seconds;           /* hold-level: the lease, 0 (drop) to VPACK_HOLD_MAX_S */
     struct json_object *obj;       /* the whole request; the pointers above point into it */
 };
 
@@ -59,6 +64,13 @@ struct vpack_ctl_request {
 int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
                             struct vpack_ctl_request *req, char **errmsg);
 void vpack_ctl_request_clear(struct vpack_ctl_request *req);
+
+/*
+ * The longest lease of a hold: a `vpackctl measure` that is killed leaves
+ * the host at the held level for no longer than its lease, which it renews
+ * each round; an hour bounds what a hand-made request can do.
+ */
+#define VPACK_HOLD_MAX_S 3600
 
 /* True for a libvirt UUID in its 36-character text form. */
 bool vpack_ctl_uuid_ok(const char *uuid);

@@ -13,7 +13,7 @@ static const char *const op_names[] = {
     [VPACK_CTL_VERSION] = "version",     [VPACK_CTL_STATUS] = "status",
     [VPACK_CTL_SNAPSHOT] = "snapshot",   [VPACK_CTL_EXPLAIN] = "explain",
     [VPACK_CTL_REBALANCE] = "rebalance", [VPACK_CTL_REGISTER] = "register",
-    [VPACK_CTL_FORGET] = "forget",
+    [VPACK_CTL_FORGET] = "forget",       [VPACK_CTL_HOLD_LEVEL] = "hold-level",
 };
 _Static_assert(sizeof(op_names) / sizeof(op_names[0]) == VPACK_CTL_NOPS, "an op without a name");
 
@@ -52,6 +52,28 @@ static bool name_ok(const char *s)
     return true;
 }
 
+/* hold-level's "level" (an integer 0 to 2) and "seconds" (0 to VPACK_HOLD_MAX_S). */
+static int hold_args(struct vpack_ctl_request *req, char **errmsg)
+{
+    struct json_object *l = vpack_json_member(req->obj, "level");
+    struct json_object *s = vpack_json_member(req->obj, "seconds");
+    if (!json_object_is_type(l, json_type_int) || json_object_get_int64(l) < 0 ||
+        json_object_get_int64(l) > 2)
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "hold-level: needs a \"level\" of 0, 1 or 2 (an integer)");
+    double sec = json_object_is_type(s, json_type_int) || json_object_is_type(s, json_type_double)
+                     ? json_object_get_double(s)
+                     : -1;
+    /* NaN fails both comparisons: refused too. */
+    if (!(sec >= 0 && sec <= VPACK_HOLD_MAX_S))
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "hold-level: needs \"seconds\" from 0 (drop the hold) to %d",
+                                VPACK_HOLD_MAX_S);
+    req->hold_level = (int)json_object_get_int64(l);
+    req->hold_seconds = sec;
+    return 0;
+}
+
 static int check_args(struct vpack_ctl_request *req, char **errmsg)
 {
     struct json_object *o = req->obj, *v;
@@ -77,6 +99,8 @@ static int check_args(struct vpack_ctl_request *req, char **errmsg)
         const char *event = str_member(o, "event");
         req->reconnect = event && !strcmp(event, "reconnect");
         return 0;
+    case VPACK_CTL_HOLD_LEVEL:
+        return hold_args(req, errmsg);
     case VPACK_CTL_FORGET:
         req->uuid = str_member(o, "uuid");
         if (!vpack_ctl_uuid_ok(req->uuid))
@@ -137,6 +161,13 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
                    json_object_get_boolean(vpack_json_member(req->obj, "dry_run"));
     /* A record ties a guest to its requested pins: only the hook, which
      * runs as root, makes or removes one, not the control group. */
+    if (req->op == VPACK_CTL_HOLD_LEVEL && uid != 0) {
+        ret = vpack_errmsg_set(-EPERM, errmsg,
+                               "permission denied: '%s' needs root: it changes every domain's "
+                               "placement (uid %u)",
+                               req->op_name, uid);
+        goto fail;
+    }
     if ((req->op == VPACK_CTL_REGISTER || req->op == VPACK_CTL_FORGET) && uid != 0) {
         ret = vpack_errmsg_set(-EPERM, errmsg,
                                "permission denied: '%s' needs root, as the hook runs (uid %u)",

@@ -205,6 +205,30 @@ run wait --for packed --socket ""
 expect_rc "wait --socket ''" 2
 expect_err "wait --socket ''" "vpackctl: wait: --socket needs a path"
 
+# ---- measure: usage errors before anything is asked -----------------------
+while IFS='|' read -r args want; do
+    # shellcheck disable=SC2086 # args is split on purpose
+    run measure $args --socket "$nosock"
+    expect_rc "measure $args" 2
+    expect_no_out "measure $args"
+    expect_err "measure $args" "$want"
+done <<'EOF2'
+--minutes 3 --round-seconds 60|vpackctl: measure: --minutes 3 holds 2 rounds of 60 s: at least 4 are needed (two of each level) for an interval
+--minutes 1 --round-seconds 10 --warmup-seconds 10|vpackctl: measure: --warmup-seconds 10 leaves nothing of a 10 s round
+--minutes 600 --round-seconds 3590|vpackctl: measure: --round-seconds 3590: a round's hold may last at most 3570 s
+--minutes 0|vpackctl: measure: --minutes '0': expected minutes, more than 0 and at most 10080
+--minutes x|vpackctl: measure: --minutes 'x': expected minutes, more than 0 and at most 10080
+--round-seconds -1|vpackctl: measure: --round-seconds '-1': expected seconds, more than 0 and at most 86400
+--sample-seconds 0|vpackctl: measure: --sample-seconds '0': expected seconds, more than 0 and at most 86400
+--bogus|vpackctl: measure: unknown option '--bogus'
+EOF2
+run measure --minutes 1 --round-seconds 10 --socket "$nosock"
+expect_rc "measure (no agent)" 3
+expect_err "measure (no agent)" "vpackctl: cannot reach vpackd at $nosock: No such file or directory"
+# 5.4 rounds of 10 s make 4 (an even number): accepted, then no agent.
+run measure --minutes 0.9 --round-seconds 10 --socket "$nosock"
+expect_rc "measure 0.9 min of 10 s rounds (no agent)" 3
+
 # ---- wait against a stand-in agent ----------------------------------------
 # fake_agent NAME LINE...: a stand-in on $tmp/NAME.sock answering the k-th
 # request of a connection with the k-th LINE (the last one repeated; CLOSE:
@@ -251,6 +275,14 @@ if [ -x "$VP_PYTHON" ]; then
     n=$(grep -c request "$tmp/spread.log")
     [ "$n" -ge 2 ] && [ "$n" -le 6 ] || vp_fail "wait packed (timeout): $n looks in 0.6 s, expected 2 to 6 (one each 0.5 s)"
     # Each condition on each state, --timeout 0: one look.
+    # measure refuses to start over another hold (another measure running).
+    fake_agent held '{"ok":true,"status":{"packages":[{"id":0,"cpus":"0"}],"domains":[],"hold":{"level":0,"seconds_left":41.6}}}'
+    run measure --minutes 1 --round-seconds 10 --socket "$tmp/held.sock"
+    expect_rc "measure (a hold already)" 1
+    expect_err "measure (a hold already)" \
+        "vpackctl: measure: vpackd holds the levels already (another vpackctl measure?): its hold ends in 42 s"
+    [ "$(grep -c request "$tmp/held.log")" = 1 ] ||
+        vp_fail "measure (a hold already): asked more than status: $(grep -c request "$tmp/held.log") requests"
     fake_agent packed "$pack"
     fake_agent two "$two"
     while IFS='|' read -r sock cond want_rc want_out; do

@@ -90,6 +90,24 @@ static void test_ops(void **state)
                            "{\"name\": \"web1\", \"uuid\": \"" UUID "\"}}", true, &req), 0);
     assert_false(req.reconnect);
     vpack_ctl_request_clear(&req);
+
+    assert_int_equal(parse("{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 90.5}", true,
+                           &req), 0);
+    assert_int_equal(req.op, VPACK_CTL_HOLD_LEVEL);
+    assert_int_equal(req.hold_level, 0);
+    assert_true(req.hold_seconds == 90.5);
+    vpack_ctl_request_clear(&req);
+    /* The edges: level 2 and the longest lease; 0 s drops the hold. */
+    assert_int_equal(parse("{\"op\": \"hold-level\", \"level\": 2, \"seconds\": 3600}", true,
+                           &req), 0);
+    assert_int_equal(req.hold_level, 2);
+    assert_true(req.hold_seconds == 3600);
+    vpack_ctl_request_clear(&req);
+    assert_int_equal(parse("{\"op\": \"hold-level\", \"level\": 1, \"seconds\": 0}", true,
+                           &req), 0);
+    assert_int_equal(req.hold_level, 1);
+    assert_true(req.hold_seconds == 0);
+    vpack_ctl_request_clear(&req);
 }
 
 static void test_permission(void **state)
@@ -117,6 +135,18 @@ static void test_permission(void **state)
     free(err);
     line = "{\"op\": \"forget\", \"uuid\": \"" UUID "\"}";
     assert_int_equal(vpack_ctl_request_parse(line, strlen(line), true, 1000, &req, &err), -EPERM);
+    free(err);
+    /* A hold moves every guest: root only, not the control group, arguments unread. */
+    expect_error("{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 60}", false, -EPERM,
+                 "permission denied: 'hold-level' needs root: it changes every domain's "
+                 "placement (uid 1000)");
+    expect_error("{\"op\": \"hold-level\", \"level\": \"x\"}", false, -EPERM,
+                 "permission denied: 'hold-level' needs root: it changes every domain's "
+                 "placement (uid 1000)");
+    line = "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 60}";
+    assert_int_equal(vpack_ctl_request_parse(line, strlen(line), true, 1000, &req, &err), -EPERM);
+    assert_string_equal(err, "permission denied: 'hold-level' needs root: it changes every "
+                             "domain's placement (uid 1000)");
     free(err);
     /* A dry run changes nothing: anyone. */
     assert_int_equal(parse("{\"op\": \"rebalance\", \"dry_run\": true}", false, &req), 0);
@@ -168,6 +198,36 @@ static void test_errors(void **state)
     expect_error("{\"op\": \"forget\"}", true, -EINVAL, "forget: needs a valid \"uuid\"");
     expect_error("{\"op\": \"forget\", \"uuid\": \"" UUID "\\u0000/x\"}", true, -EINVAL,
                  "forget: needs a valid \"uuid\"");
+    /* hold-level: a bad level, a bad lease, garbage. */
+    static const char *const bad_level[] = {
+        "{\"op\": \"hold-level\", \"seconds\": 60}",
+        "{\"op\": \"hold-level\", \"level\": 3, \"seconds\": 60}",
+        "{\"op\": \"hold-level\", \"level\": -1, \"seconds\": 60}",
+        "{\"op\": \"hold-level\", \"level\": 0.5, \"seconds\": 60}",
+        "{\"op\": \"hold-level\", \"level\": \"0\", \"seconds\": 60}",
+        "{\"op\": \"hold-level\", \"level\": null, \"seconds\": 60}",
+        "{\"op\": \"hold-level\", \"level\": 4294967296, \"seconds\": 60}",
+    };
+    for (size_t i = 0; i < sizeof(bad_level) / sizeof(bad_level[0]); i++)
+        expect_error(bad_level[i], true, -EINVAL,
+                     "hold-level: needs a \"level\" of 0, 1 or 2 (an integer)");
+    static const char *const bad_lease[] = {
+        "{\"op\": \"hold-level\", \"level\": 0}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": -1}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 3600.5}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": \"60\"}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": [60]}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": true}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 1e400}",
+        /* json-c reads these words as numbers: NaN fails every comparison. */
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": NaN}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": Infinity}",
+    };
+    for (size_t i = 0; i < sizeof(bad_lease) / sizeof(bad_lease[0]); i++)
+        expect_error(bad_lease[i], true, -EINVAL,
+                     "hold-level: needs \"seconds\" from 0 (drop the hold) to 3600");
+    expect_error("{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 6", true, -EINVAL,
+                 "invalid JSON: incomplete");
     /* Without errmsg: the same answer, and no message is made. */
     struct vpack_ctl_request req;
     assert_int_equal(vpack_ctl_request_parse("[", 1, true, 0, &req, NULL), -EINVAL);
