@@ -89,7 +89,9 @@ static int oracle_add(struct sim *sim, struct oracle *o, const struct vpack_snap
 {
     bool exact;
 
-    *k = vpack_oracle_packages(sim->topo, o->cap, snap, &exact);
+    *k = o->delay_bound > 0 ? vpack_oracle_delay_packages(sim->topo, o->cap, snap, o->delay_bound,
+                                                          &exact)
+                            : vpack_oracle_packages(sim->topo, o->cap, snap, &exact);
     if (*k < 0) {
         vpackctl_err("simulate: out of memory");
         return -1;
@@ -105,14 +107,15 @@ static int step(struct sim *sim, const struct vpack_snapshot *snap, const char *
 {
     struct vpack_model_interval iv;
     struct point p = {0};
-    int bound, target;
+    int bound, target, delay;
 
     /* The burst ends each period of host_every intervals. */
     bool burst = sim->host_every && sim->host_burst > 0 &&
                  ++sim->nsteps % sim->host_every == 0;
 
     if (oracle_add(sim, &sim->bound, snap, &bound) < 0 ||
-        oracle_add(sim, &sim->target, snap, &target) < 0)
+        oracle_add(sim, &sim->target, snap, &target) < 0 ||
+        oracle_add(sim, &sim->delay, snap, &delay) < 0)
         return -1;
     for (int l = 0; l < NLEVELS; l++) {
         char *err = NULL;
@@ -129,7 +132,8 @@ static int step(struct sim *sim, const struct vpack_snapshot *snap, const char *
         }
         if (iv.nworking < (unsigned)bound) {
             sim->under_bound[l]++;
-            if (iv.served >= iv.demand - 1e-9)
+            /* A refill is work lost to a move, not to capacity: the bound still holds. */
+            if (iv.served + iv.refill >= iv.demand - 1e-9)
                 sim->under_bound_served[l]++;
         }
         if (l == NLEVELS - 1) {
@@ -154,7 +158,7 @@ int simulate_run(struct sim *sim, struct source *src, double max_s, const char *
 {
     double seconds = 0;
 
-    sim->bound.exact = sim->target.exact = true;
+    sim->bound.exact = sim->target.exact = sim->delay.exact = true;
     for (;;) {
         struct vpack_snapshot *snap = NULL;
         int r;
@@ -183,6 +187,21 @@ static double energy_idle_deep(const struct sim *sim, const struct vpack_model_t
            (sim->idle_w - sim->deep_w) * t->shallow_pkg_s[sim->pc6_scope];
 }
 
+/* The figures of the costs (model.h, step 8) of level x, f[0] being level 0's. */
+static void cost_figures(const struct sim *sim, const struct figures *f, struct figures *x)
+{
+    const struct vpack_model_totals *t = &x->t;
+
+    x->vs_delay = sim->delay.package_s > 0 ? t->active_pkg_s / sim->delay.package_s - 1 : 0;
+    for (unsigned v = 0; v < VPACK_COST_VARIANTS; v++)
+        x->saving_var[v] =
+            f[0].t.energy_var_j[v] > 0 ? 1 - t->energy_var_j[v] / f[0].t.energy_var_j[v] : 0;
+    /* The refill comes off served work one for one: none of it, or twice (as long as the
+     * threads had that much served: an estimate from above). */
+    x->served_refill0 = t->demand > 0 ? (t->served + t->refill_s) / t->demand : 1;
+    x->served_refill2 = t->demand > 0 ? (t->served - t->refill_s) / t->demand : 1;
+}
+
 void simulate_figures(const struct sim *sim, struct figures *f)
 {
     for (int l = 0; l < NLEVELS; l++) {
@@ -206,6 +225,7 @@ void simulate_figures(const struct sim *sim, struct figures *f)
         x->vs_bound = sim->bound.package_s > 0 ? x->t.active_pkg_s / sim->bound.package_s - 1 : 0;
         x->vs_target =
             sim->target.package_s > 0 ? x->t.active_pkg_s / sim->target.package_s - 1 : 0;
+        cost_figures(sim, f, x);
     }
 }
 

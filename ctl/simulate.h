@@ -41,6 +41,7 @@ struct point {
 struct oracle {
     double *cap;            /* per package */
     double package_s;       /* its count times each interval's length, summed */
+    double delay_bound;     /* > 0: the delay-bounded optimum at this p99 delay bound */
     bool exact;             /* every interval's count was the minimum */
 };
 
@@ -48,6 +49,9 @@ struct sim {
     const struct vpack_topology *topo;
     struct vpack_model *model[NLEVELS];
     struct oracle bound, target; /* the capacity bound, the policy target */
+    struct oracle delay;         /* the delay-bounded optimum (its cap is bound's) */
+    const char *platform;        /* the power model's platform profile */
+    struct vpack_power_params power;
     double seconds;
     /* Per level: intervals with fewer packages with work than the bound, and
      * of those, intervals where the level served all its demand (a bug). */
@@ -71,6 +75,9 @@ struct figures {
     double saving_scope[VPACK_PC6_SCOPES]; /* against level 0, under each deep-state scope */
     double saving_idle_deep;     /* ... under the power model's scope, with idle_w = deep_w */
     double vs_bound, vs_target;  /* package-seconds with work against each oracle */
+    double vs_delay;             /* ... against the delay-bounded optimum */
+    double saving_var[VPACK_COST_VARIANTS]; /* against level 0, one cost assumption varied */
+    double served_refill0, served_refill2;  /* served ratio with refill_ms 0 and doubled */
 };
 
 /*

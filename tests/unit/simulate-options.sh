@@ -150,6 +150,26 @@ sim --topology "$topo" --json --power "$tmp/package.ini"
 [ "$(field "$out" 'abs(o["levels"][2]["saving"] - o["levels"][2]["by_pc6_scope"]["package"]["saving"]) < 1e-9 and o["levels"][2]["saving"] > o["levels"][2]["by_pc6_scope"]["system"]["saving"]')" = True ] ||
     fail "pc6_scope = package: level 2 saving $(field "$out" 'o["levels"][2]["by_pc6_scope"]') not the package scope's, or not above system's"
 
+# ---- platform profiles and the delay bound ---------------------------------
+sim --topology "$topo" --platform xeon-nope
+refused "unknown platform" 1 "--platform 'xeon-nope'" \
+    "xeon-skx, xeon-icx, xeon-spr, pc6-package, amd-epyc"
+[ "$(field "$default" 'o["platform"]["name"]')" = xeon-spr ] || fail "default platform not xeon-spr"
+sim --topology "$topo" --json --platform pc6-package
+[ "$rc" -eq 0 ] || fail "--platform pc6-package: exit $rc ($err)"
+[ "$(field "$out" 'o["pc6_scope"], o["platform"]["exit_latency_us"], o["platform"]["target_residency_us"]')" = "('package', 290.0, 800.0)" ] ||
+    fail "--platform pc6-package: $(field "$out" 'o["platform"]'), scope $(field "$out" 'o["pc6_scope"]')"
+sim --topology "$topo" --json --power "$here/../../data/power-model.ini" --platform xeon-skx
+[ "$(field "$out" 'o["pc6_scope"], o["platform"]["exit_latency_us"], o["platform"]["target_residency_us"]')" = "('system', 133.0, 600.0)" ] ||
+    fail "--power data/power-model.ini --platform xeon-skx: $(field "$out" 'o["platform"]') ($err)"
+sim --topology "$topo" --power "$tmp/package.ini" --platform xeon-spr
+refused "--platform with a one-platform file" 1 "no platform 'xeon-spr'" "it has no profiles"
+sim --topology "$topo" --delay-bound 0
+refused "--delay-bound 0" 2 "--delay-bound" "'0'"
+sim --topology "$topo" --json --delay-bound 0.01
+[ "$(field "$out" 'o["delay_bound"] == 0.0001 and o["delay_bounded_optimum"]["package_seconds"] >= o["capacity_bound"]["package_seconds"]')" = True ] ||
+    fail "--delay-bound 0.01: $(field "$out" 'o["delay_bound"], o["delay_bounded_optimum"], o["capacity_bound"]')"
+
 if [ "$failures" -ne 0 ]; then
     echo "simulate-options: $failures failure(s)" >&2
     exit 1
