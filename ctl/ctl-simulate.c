@@ -41,8 +41,9 @@ static void usage(FILE *f)
             "seconds, and the package-seconds with work against two oracles: the\n"
             "capacity bound (the fewest packages whose full capacity holds the demand\n"
             "with every pin and bound kept: no level that serves its demand goes\n"
-            "below it) and the policy target (the same at the pack watermark). See\n"
-            "vpackctl(1), SIMULATE.\n"
+            "below it), the delay-bounded optimum (the fewest packages on which the\n"
+            "model's p99 vCPU delay stays under --delay-bound) and the policy target\n"
+            "(the capacity bound at the pack watermark). See vpackctl(1), SIMULATE.\n"
             "\n"
             "Options:\n"
             "  --trace FILE        a trace: JSON lines, one interval each ('-': stdin)\n"
@@ -69,6 +70,11 @@ static void usage(FILE *f)
             "                      (repeatable; applied after --config)\n"
             "  --power FILE        the power model (default: built in, as in\n"
             "                      data/power-model.ini)\n"
+            "  --platform NAME     the platform profile of the power model (default:\n"
+            "                      " VPACK_POWER_DEFAULT_PLATFORM "; built in: xeon-skx, xeon-icx, xeon-spr,\n"
+            "                      pc6-package, amd-epyc)\n"
+            "  --delay-bound PCT   the p99 vCPU delay, %% of the interval, the delay-\n"
+            "                      bounded optimum keeps under (default 5)\n"
             "  --pin-cost MS       CPU time each pin operation costs the host outside\n"
             "                      the guests (default: 2.16, measured; 0 to 1000)\n"
             "  --host-burst CPUS:EVERY\n"
@@ -101,10 +107,14 @@ enum {
     OPT_SVG,
     OPT_PIN_COST,
     OPT_HOST_BURST,
+    OPT_PLATFORM,
+    OPT_DELAY_BOUND,
 };
 
 struct sim_args {
     const char *trace, *planetlab, *write, *spec, *reserved, *power, *svg, *config;
+    const char *platform;    /* --platform, or NULL for the default */
+    double delay_bound;      /* --delay-bound, share of the interval */
     char **sets; /* --set, in order: pointers into argv */
     unsigned nsets;
     unsigned vms, interval_ms;
@@ -193,6 +203,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         {"svg", required_argument, NULL, OPT_SVG},
         {"pin-cost", required_argument, NULL, OPT_PIN_COST},
         {"host-burst", required_argument, NULL, OPT_HOST_BURST},
+        {"platform", required_argument, NULL, OPT_PLATFORM},
+        {"delay-bound", required_argument, NULL, OPT_DELAY_BOUND},
         VPACKCTL_OPTIONS_END,
     };
     struct vpackctl_getopt g = {.cmd = "simulate", .usage = usage, .options = options};
@@ -200,7 +212,7 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     int c;
 
     *a = (struct sim_args){.interval_ms = 1000, .seed = 1,
-                           .burst_tau = VPACK_PLANETLAB_BURST_TAU};
+                           .burst_tau = VPACK_PLANETLAB_BURST_TAU, .delay_bound = 0.05};
     /* Every --set is an argument of its own: argc bounds their number. */
     a->sets = calloc((size_t)argc, sizeof(*a->sets));
     if (!a->sets) {
@@ -251,6 +263,10 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             a->have_pin_cost = true;
         } else if (c == OPT_HOST_BURST)
             err = parse_host_burst(optarg, a);
+        else if (c == OPT_PLATFORM)
+            a->platform = optarg;
+        else if (c == OPT_DELAY_BOUND && !(err = parse_number(g.option, optarg, 0.01, 100, &v)))
+            a->delay_bound = v / 100;
         if (err < 0)
             return VPACKCTL_EXIT_USAGE;
     }
@@ -388,8 +404,24 @@ static int load_config(const struct sim_args *a, struct vpack_config *c)
     return VPACKCTL_PROCEED;
 }
 
-/* The power model of --power, or the defaults. Returns 0 or -1 (reported). */
-static int load_power(const char *path, struct vpack_power_params *pw)
+/* The built-in profile platform, or a message naming the ones there are. Returns 0 or -1. */
+static int builtin_power(const char *platform, struct vpack_power_params *pw)
+{
+    char names[256] = "";
+    size_t used = 0;
+    const char *n;
+
+    if (vpack_power_platform(platform, pw) == 0)
+        return 0;
+    for (unsigned i = 0; (n = vpack_power_platform_name(i)) && used < sizeof(names); i++)
+        used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "", n);
+    vpackctl_err("simulate: --platform '%s': not a built-in platform; they are %s", platform,
+                 names);
+    return -1;
+}
+
+/* The power model of --power and --platform, or the defaults. Returns 0 or -1 (reported). */
+static int load_power(const char *path, const char *platform, struct vpack_power_params *pw)
 {
     char *buf, *err = NULL;
     long len;
@@ -397,10 +429,10 @@ static int load_power(const char *path, struct vpack_power_params *pw)
 
     vpack_power_params_default(pw);
     if (!path)
-        return 0;
+        return platform ? builtin_power(platform, pw) : 0;
     if ((len = read_whole(path, &buf)) < 0)
         return -1;
-    r = vpack_power_params_parse(buf, (size_t)len, pw, &err);
+    r = vpack_power_profile_parse(buf, (size_t)len, platform, pw, &err);
     free(buf);
     if (r < 0) {
         vpackctl_err("simulate: %s: %s", path, err ? err : "out of memory");
@@ -436,9 +468,11 @@ int simulate_main(int argc, char **argv)
                                       a.reserved ? a.reserved : reserved, &topo)))
         goto cleanup;
     ret = VPACKCTL_EXIT_FAIL;
-    if (load_power(a.power, &pw) < 0)
+    if (load_power(a.power, a.platform, &pw) < 0)
         goto cleanup;
     sim.topo = topo;
+    sim.power = pw;
+    sim.platform = a.platform ? a.platform : a.power ? "the file's default" : VPACK_POWER_DEFAULT_PLATFORM;
     sim.pc6_scope = pw.pc6_scope;
     sim.idle_w = pw.idle_w;
     sim.deep_w = pw.deep_w;
@@ -450,6 +484,9 @@ int simulate_main(int argc, char **argv)
     }
     vpack_oracle_capacity_real(topo, pw.smt_gain, sim.bound.cap);
     vpack_oracle_capacity_target(topo, conf.policy.pack_watermark, sim.target.cap);
+    /* The delay-bounded optimum sizes packages as the capacity bound does. */
+    sim.delay.cap = sim.bound.cap;
+    sim.delay.delay_bound = a.delay_bound;
     vpack_model_host_default(&host);
     /* The model observes as the configured agent would. */
     host.smoothing_rise = conf.smoothing_rise;

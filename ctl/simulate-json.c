@@ -78,6 +78,39 @@ static struct json_object *oracle_json(const struct oracle *x, bool *ok)
     return vpack_json_finish(o, *ok);
 }
 
+/* The platform profile's figures the model used. */
+static struct json_object *platform_json(const struct sim *sim, bool *ok)
+{
+    const struct vpack_power_params *p = &sim->power;
+    struct json_object *o = json_object_new_object();
+
+    vpack_json_set_str(o, "name", sim->platform, ok);
+    vpack_json_set_double(o, "exit_latency_us", p->exit_us, ok);
+    vpack_json_set_double(o, "target_residency_us", p->residency_us, ok);
+    vpack_json_set_double(o, "busy_period_ms", p->busy_period_ms, ok);
+    vpack_json_set_double(o, "refill_ms", p->refill_ms, ok);
+    vpack_json_set_str(o, "remote_memory", p->remote == VPACK_REMOTE_HOLDS ? "holds" : "free", ok);
+    return vpack_json_finish(o, *ok);
+}
+
+/* The costs of one level (model.h, step 8) and the saving with each assumption varied. */
+static struct json_object *costs_json(const struct figures *x, bool *ok)
+{
+    struct json_object *o = json_object_new_object(), *var = json_object_new_object();
+
+    vpack_json_set_double(o, "refill_cpu_s", x->t.refill_s, ok);
+    vpack_json_set_double(o, "smt_slowdown_cpu_s", x->t.smt_slow_s, ok);
+    vpack_json_set_double(o, "exit_delay_vcpu_s", x->t.wake_delay_s, ok);
+    vpack_json_set_double(o, "deep_exits", x->t.deep_wakes, ok);
+    vpack_json_set_double(o, "memory_held_package_s", x->t.held_pkg_s, ok);
+    vpack_json_set_double(o, "served_ratio_refill_0", x->served_refill0, ok);
+    vpack_json_set_double(o, "served_ratio_refill_x2", x->served_refill2, ok);
+    for (unsigned v = 0; v < VPACK_COST_VARIANTS; v++)
+        vpack_json_set_double(var, vpack_cost_variant_name(v), x->saving_var[v], ok);
+    vpack_json_set(o, "saving_by_assumption", vpack_json_finish(var, *ok), ok);
+    return vpack_json_finish(o, *ok);
+}
+
 int simulate_print_json(const struct sim *sim, const struct figures *f)
 {
     struct json_object *o = json_object_new_object(), *levels = json_object_new_array();
@@ -91,6 +124,9 @@ int simulate_print_json(const struct sim *sim, const struct figures *f)
     vpack_json_set_str(o, "pc6_scope", vpack_pc6_scope_name(sim->pc6_scope), &ok);
     vpack_json_set(o, "capacity_bound", oracle_json(&sim->bound, &ok), &ok);
     vpack_json_set(o, "policy_target", oracle_json(&sim->target, &ok), &ok);
+    vpack_json_set(o, "delay_bounded_optimum", oracle_json(&sim->delay, &ok), &ok);
+    vpack_json_set_double(o, "delay_bound", sim->delay.delay_bound, &ok);
+    vpack_json_set(o, "platform", platform_json(sim, &ok), &ok);
     for (int l = 0; l < NLEVELS; l++) {
         const struct figures *x = &f[l];
         struct json_object *lv = json_object_new_object(), *idle = json_object_new_array(),
@@ -116,8 +152,8 @@ int simulate_print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_double(lv, "saturated_package_seconds", x->t.saturated_pkg_s, &ok);
         vpack_json_set_double(lv, "saturation_share", x->saturation, &ok);
         vpack_json_set_double(lv, "energy_x_violation", x->esv, &ok);
-        /* null: not charged by the model (a moved vCPU is served at once), not zero. */
-        vpack_json_set_null(lv, "work_lost_to_moves_cpu_s", &ok);
+        /* The moved threads' cache refill (model.h's costs): work they were not served. */
+        vpack_json_set_double(lv, "work_lost_to_moves_cpu_s", x->t.refill_s, &ok);
         vpack_json_set_double(lv, "moves_per_hour", x->moves_per_hour, &ok);
         vpack_json_set_int(lv, "moves", (int64_t)x->t.moves, &ok);
         vpack_json_set_int(lv, "pin_ops", (int64_t)x->t.pin_ops, &ok);
@@ -129,6 +165,8 @@ int simulate_print_json(const struct sim *sim, const struct figures *f)
         vpack_json_set_double(lv, "vs_capacity_bound", x->vs_bound, &ok);
         vpack_json_set_double(lv, "vs_policy_target", x->vs_target, &ok);
         vpack_json_set_int(lv, "intervals_under_bound", (int64_t)sim->under_bound[l], &ok);
+        vpack_json_set_double(lv, "vs_delay_bounded_optimum", x->vs_delay, &ok);
+        vpack_json_set(lv, "costs", costs_json(x, &ok), &ok);
         vpack_json_set(lv, "placement", placement_json(sim->model[l], &ok), &ok);
         vpack_json_append(levels, vpack_json_finish(lv, ok), &ok);
     }

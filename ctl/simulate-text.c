@@ -27,6 +27,12 @@ enum row {
     ROW_AWAKE,
     ROW_BOUND,
     ROW_TARGET,
+    ROW_DELAY_OPT,
+    ROW_REFILL,
+    ROW_SMT,
+    ROW_WAKE,
+    ROW_EXITS,
+    ROW_HELD,
 };
 
 static void print_row(const char *label, const struct figures *f, enum row what)
@@ -70,6 +76,24 @@ static void print_row(const char *label, const struct figures *f, enum row what)
             break;
         case ROW_BOUND:
             snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_bound * 100);
+            break;
+        case ROW_DELAY_OPT:
+            snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_delay * 100);
+            break;
+        case ROW_REFILL:
+            snprintf(cell, sizeof(cell), "%.2f", x->t.refill_s);
+            break;
+        case ROW_SMT:
+            snprintf(cell, sizeof(cell), "%.0f", x->t.smt_slow_s);
+            break;
+        case ROW_WAKE:
+            snprintf(cell, sizeof(cell), "%.1f", x->t.wake_delay_s);
+            break;
+        case ROW_EXITS:
+            snprintf(cell, sizeof(cell), "%.0f", x->t.deep_wakes);
+            break;
+        case ROW_HELD:
+            snprintf(cell, sizeof(cell), "%.0f", x->t.held_pkg_s);
             break;
         default:
             snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_target * 100);
@@ -130,6 +154,44 @@ static void placement_line(const struct vpack_model *m, unsigned i, char *buf, s
     }
 }
 
+/* The power model's platform and the figures the costs take from it. */
+static void platform_line(const struct sim *sim)
+{
+    const struct vpack_power_params *p = &sim->power;
+
+    printf("platform %s: PC6 %s, exit %.0f us, residency %.0f us, busy period %g ms, "
+           "refill %g ms, remote memory %s\n\n",
+           sim->platform, vpack_pc6_scope_name(p->pc6_scope), p->exit_us, p->residency_us,
+           p->busy_period_ms, p->refill_ms, p->remote == VPACK_REMOTE_HOLDS ? "holds" : "free");
+}
+
+/* The saving with each cost assumption varied (sensitivity, model.h step 8). */
+static void cost_saving_rows(const struct figures *f)
+{
+    for (unsigned v = 0; v < VPACK_COST_VARIANTS; v++) {
+        printf("  ... %-20s", vpack_cost_variant_name(v));
+        for (int l = 0; l < NLEVELS; l++) {
+            char cell[32];
+            snprintf(cell, sizeof(cell), "%.1f%%", f[l].saving_var[v] * 100);
+            printf(" %12s", cell);
+        }
+        putchar('\n');
+    }
+}
+
+/* Served work with the refill assumption varied. */
+static void cost_served_rows(const struct figures *f)
+{
+    static const char *const label[2] = {"  ... refill 0", "  ... refill x 2"};
+
+    for (int r = 0; r < 2; r++) {
+        printf("%-26s", label[r]);
+        for (int l = 0; l < NLEVELS; l++)
+            printf(" %12.4f", r ? f[l].served_refill2 : f[l].served_refill0);
+        putchar('\n');
+    }
+}
+
 int simulate_print_text(const struct sim *sim, const struct figures *f)
 {
     const struct vpack_topology *t = sim->topo;
@@ -137,6 +199,7 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
     printf("%lu intervals (%.2f h), up to %lu domains, on %s (%u packages)\n\n",
            f[0].t.intervals, f[0].t.seconds / 3600, sim->ndomains,
            t->source ? t->source : "host", t->npackages);
+    platform_line(sim);
     printf("%-26s %12s %12s %12s\n", "", "level 0", "level 1", "level 2");
     for (unsigned p = 0; p < t->npackages; p++) {
         char label[64];
@@ -174,7 +237,9 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
         printf(" %12s", cell);
     }
     putchar('\n');
+    cost_saving_rows(f);
     print_row("served work ratio", f, ROW_SERVED);
+    cost_served_rows(f);
     print_row("p99 vCPU delay", f, ROW_DELAY);
     /* Per VM, then across VMs: the VM that suffers is not hidden in a pooled figure. */
     print_share_row("per-VM delay p50", f, offsetof(struct figures, vm.delay_p50), 2);
@@ -191,6 +256,12 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
     print_row("package-seconds with work", f, ROW_ACTIVE);
     print_row("vs capacity bound", f, ROW_BOUND);
     print_row("vs policy target", f, ROW_TARGET);
+    print_row("vs delay-bounded optimum", f, ROW_DELAY_OPT);
+    print_row("refill CPU-seconds", f, ROW_REFILL);
+    print_row("SMT slowdown CPU-seconds", f, ROW_SMT);
+    print_row("exit delay vCPU-seconds", f, ROW_WAKE);
+    print_row("deep-state exits", f, ROW_EXITS);
+    print_row("memory-held package-s", f, ROW_HELD);
     printf("%-26s", "intervals under the bound");
     for (int l = 0; l < NLEVELS; l++)
         printf(" %12lu", sim->under_bound[l]);
@@ -200,9 +271,12 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
     printf("%-26s %12.0f (%s)\n", "policy target pkg-s", sim->target.package_s,
            sim->target.exact ? "exact" : "lower bound");
     printf("%-26s %s\n", "work lost to moves",
-           "not charged: the model serves a moved vCPU at once; see moves per hour");
+           "the refill CPU-seconds row (moved threads' cache refill; pin work is libvirtd's CPU)");
     printf("%-26s %12u (with vCPU work; per-VM delay: wait per CPU-second wanted)\n",
            "VMs in the per-VM figures", f[0].vm.n);
+    printf("%-26s %12.0f (%s, p99 delay <= %.1f%%)\n", "delay-bounded opt pkg-s",
+           sim->delay.package_s, sim->delay.exact ? "exact" : "lower bound",
+           sim->delay.delay_bound * 100);
     if (f[0].t.foreign_s > 0)
         printf("%-26s %12.1f (--host-burst)\n", "CPU-seconds outside guests", f[0].t.foreign_s);
     /* Where each thread ended up, for a trace small enough to read. */

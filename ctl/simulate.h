@@ -41,6 +41,7 @@ struct point {
 struct oracle {
     double *cap;            /* per package */
     double package_s;       /* its count times each interval's length, summed */
+    double delay_bound;     /* > 0: the delay-bounded optimum at this p99 delay bound */
     bool exact;             /* every interval's count was the minimum */
 };
 
@@ -48,6 +49,9 @@ struct sim {
     const struct vpack_topology *topo;
     struct vpack_model *model[NLEVELS];
     struct oracle bound, target; /* the capacity bound, the policy target */
+    struct oracle delay;         /* the delay-bounded optimum (its cap is bound's) */
+    const char *platform;        /* the power model's platform profile */
+    struct vpack_power_params power;
     double seconds;
     /* Per level: intervals with fewer packages with work than the bound, and
      * of those, intervals where the level served all its demand (a bug). */
@@ -74,6 +78,9 @@ struct figures {
     struct vpack_model_vm_spread vm; /* per-VM delay and unserved share, across VMs */
     double saturation;           /* saturated over active package-seconds (SLATAH-like) */
     double esv;                  /* energy (kWh) x saturation x unserved share of demand */
+    double vs_delay;             /* ... against the delay-bounded optimum */
+    double saving_var[VPACK_COST_VARIANTS]; /* against level 0, one cost assumption varied */
+    double served_refill0, served_refill2;  /* served ratio with refill_ms 0 and doubled */
 };
 
 /*

@@ -71,7 +71,39 @@
  *     (independent packages, as for cores); none, never. energy = power *
  *     interval. The totals also keep the energy under each scope, so one run
  *     shows what the platform's scope does to the result.
- *  8. Saturation (vpack_model_totals' saturated_pkg_s). A package is
+ *  8. Costs (each figure's source is in data/power-model.ini).
+ *     - SMT: a CPU whose core's other CPUs are occupied o of the time (at
+ *       most 1) runs at 1 - o (1 - smt_gain) / 2 of a CPU's speed (two busy
+ *       siblings share 1 + smt_gain, step 4's capacity), so its work
+ *       occupies it load / speed (at most 1): more delay (step 5 counts
+ *       the stretch as occupancy beyond the thread's work, so the delay
+ *       figure holds the slowdown, which a real host's schedstat would
+ *       count as running) and, over 1, less served work. The policy sees
+ *       the stretched occupancy as CPU busy, as the agent would. Solved
+ *       by fixed-point iteration; smt_slow_s keeps the time run beyond the
+ *       work done.
+ *     - Moves: beside the pin charge of step 2, a thread whose mask changed
+ *       loses refill_ms of its served work refilling its caches (at most
+ *       what it was served), so served falls below demand.
+ *     - Deep state: a package with work alternates busy periods of mean
+ *       busy_period_ms with whole-idle gaps, taken as exponential
+ *       (independent wake-ups): wake-ups per second r = (1 - idle) / busy
+ *       period, mean gap g = idle / r. Only gaps longer than the target
+ *       residency T reach the deep state: the share of whole-idle time in
+ *       them is (1 + T/g) e^(-T/g). Each exit from it (r e^(-T/g) a second)
+ *       costs the exit latency L, awake rather than deep, and as delay of
+ *       the work on the package, spread over it in proportion. System-wide
+ *       scope: the same over the share every package is whole-idle, with r
+ *       the sum of the packages' rates, each package's exits in proportion
+ *       to its rate.
+ *     - Memory: under remote_memory = holds, a package holding (on one of
+ *       its NUMA nodes) memory of a domain with demand in the interval is
+ *       not in the deep state (its memory controller serves the domain
+ *       wherever it runs); system-wide, no package is. Only traces with
+ *       memory homes (a recording's "memory") have them; PlanetLab ones do
+ *       not. Its bandwidth and latency cost to the guest is not modelled.
+ *     Totals keep the energy with each assumption varied (VPACK_VAR_*).
+ *  9. Saturation (vpack_model_totals' saturated_pkg_s). A package is
  *     saturated in an interval when it serves all it can: each of its cores
  *     serves 1 + smt_gain * (n - 1), n its usable CPUs (every CPU of the
  *     core has work and the core is offered at least that much). Such an
@@ -79,10 +111,9 @@
  *     interval, so a package full for half of it and idle for the rest is
  *     not saturated here.
  *
- * What the model cannot see: wake-up latency and transition energy of
- * C-states, turbo and frequency, cache and memory locality (remote memory
- * costs nothing here), interrupts and host processes outside the trace
- * other than the foreign load it is given and its own pin operations' charge
+ * What the model cannot see: transition energy of C-states, turbo and
+ * frequency, remote memory's bandwidth and latency, interrupts and host
+ * processes outside the trace other than the foreign load it is given and its own pin operations' charge
  * (vpackd's own sampling is not charged), scheduler imperfection inside a
  * mask, bursts shorter than an interval, second-scale guest bursts the trace
  * does not carry. Nor does it see that the scheduler lets a thread that
@@ -113,7 +144,16 @@ enum vpack_pc6_scope {
 /* "package", "system" or "none". */
 const char *vpack_pc6_scope_name(enum vpack_pc6_scope s);
 
-/* The per-package power model; data/power-model.ini cites the sources. */
+/* What a domain's memory does to the socket that holds it (VPACK_COST_REMOTE_*). */
+enum vpack_remote_memory {
+    VPACK_REMOTE_HOLDS, /* a node holding memory of a domain with work keeps its package out of PC6 */
+    VPACK_REMOTE_FREE,  /* memory costs nothing (the model before issue 26) */
+};
+
+/*
+ * One platform's power model and the costs packing pays on it;
+ * data/power-model.ini names the source of every figure, profile by profile.
+ */
 struct vpack_power_params {
     double awake_w;   /* package awake, no core busy (uncore, LLC, links) */
     double core_w;    /* added per busy physical core */
@@ -121,9 +161,24 @@ struct vpack_power_params {
     double idle_w;    /* whole package idle (cores in core C6) outside the deep state */
     double smt_gain;  /* work a second busy hardware thread adds to a core, 0..1 */
     enum vpack_pc6_scope pc6_scope;
+    double exit_us;      /* the deep state's exit latency, microseconds */
+    double residency_us; /* its target residency: a shorter idle gap does not reach it */
+    /* The costs ([costs] of the file; the same for every platform). */
+    double busy_period_ms;  /* mean length of a working package's busy period */
+    double refill_ms;       /* CPU time a moved thread loses refilling its caches */
+    enum vpack_remote_memory remote;
+    /* SMT siblings slow each other (step 8); true in every built-in profile and
+     * a parsed file, false (the model before issue 26) in a zeroed struct. */
+    bool smt_corun;
 };
 
-/* The defaults, the values of data/power-model.ini. */
+/* The platform profiles built in: the profiles of data/power-model.ini. */
+#define VPACK_POWER_DEFAULT_PLATFORM "xeon-spr"
+/* The i-th built-in profile's name, or NULL past the last. */
+const char *vpack_power_platform_name(unsigned i);
+/* The built-in profile name into *p: 0, or -ENOENT for a name not built in. */
+int vpack_power_platform(const char *name, struct vpack_power_params *p);
+/* The default profile, VPACK_POWER_DEFAULT_PLATFORM. */
 void vpack_power_params_default(struct vpack_power_params *p);
 
 /*
@@ -156,12 +211,25 @@ struct vpack_model_host {
 /* The defaults above. */
 void vpack_model_host_default(struct vpack_model_host *h);
 /*
- * Reads an INI text of len bytes: section [package] with keys awake_w,
- * core_w, deep_w, idle_w (watts, >= 0, deep_w <= idle_w <= awake_w; idle_w
- * missing is awake_w) and pc6_scope (package, system or none), and [smt]
- * with gain (0..1); other missing keys keep their defaults. Returns 0, or -EINVAL with
- * *errmsg ("line N: ...") for an unknown key or a bad value.
+ * Reads an INI text of len bytes, in one of two forms.
+ *  - Profiles (data/power-model.ini): a key default = NAME before the first
+ *    section, then one section per platform, [NAME], with keys awake_w,
+ *    core_w, deep_w, idle_w (watts, >= 0, deep_w <= idle_w <= awake_w;
+ *    idle_w missing is awake_w), pc6_scope (package, system or none),
+ *    smt_gain (0..1), exit_latency_us and target_residency_us (0..1e6).
+ *  - One platform: section [package] with the keys above but smt_gain, and
+ *    [smt] with gain.
+ * Either form may have [costs] with busy_period_ms (0.001..1e6), refill_ms
+ * (0..1000) and remote_memory (holds or free). Missing keys keep the
+ * built-in default profile's values. platform names the profile to take
+ * (NULL: the file's default). Every profile is checked, not only the one
+ * taken. Returns 0, or -EINVAL with *errmsg ("line N: ...") for an unknown
+ * key or a bad value, or for a platform the file does not have (the message
+ * lists the ones it has).
  */
+int vpack_power_profile_parse(const char *text, size_t len, const char *platform,
+                              struct vpack_power_params *out, char **errmsg);
+/* vpack_power_profile_parse() of the file's default platform. */
 int vpack_power_params_parse(const char *text, size_t len, struct vpack_power_params *out,
                              char **errmsg);
 
@@ -200,6 +268,7 @@ struct vpack_model_interval {
     double max_delay;        /* the largest vCPU delay, share of the interval */
     double foreign;          /* CPUs' worth of foreign load given (vpack_model_add_foreign()) */
     double pin_cpu;          /* CPUs' worth the pin operations cost (pin_ops x pin_cpu_ms) */
+    double refill;           /* CPUs' worth of served work moved threads lost refilling (step 8) */
     double energy_j;
     unsigned pin_ops, moves;
     unsigned nactive;        /* the plan's active packages (all when lifted) */
@@ -236,6 +305,23 @@ struct vpack_plan *vpack_model_take_plan(struct vpack_model *m);
  */
 const struct vpack_snapshot *vpack_model_observed(const struct vpack_model *m);
 
+/* The cost assumptions simulate varies, one at a time (step 8). */
+enum vpack_cost_variant {
+    VPACK_VAR_NO_RESIDENCY, /* every whole-idle gap reaches the deep state, exits free */
+    VPACK_VAR_BUSY_SHORT,   /* busy_period_ms / 10: ten times as many, shorter idle gaps */
+    VPACK_VAR_BUSY_LONG,    /* busy_period_ms * 10 */
+    VPACK_VAR_REMOTE_FREE,  /* remote_memory = free */
+    VPACK_COST_VARIANTS
+};
+/* "residency ignored", "busy period / 10", ...: what variant v changes, short. */
+const char *vpack_cost_variant_name(enum vpack_cost_variant v);
+
+/*
+ * Sakasegawa's M/M/c waiting time per unit of service at occupancy rho
+ * (capped at 0.99) on c servers: step 5's factor, for the oracles too.
+ */
+double vpack_model_wait_factor(double rho, unsigned c);
+
 /* Everything so far. */
 struct vpack_model_totals {
     unsigned long intervals;
@@ -255,9 +341,17 @@ struct vpack_model_totals {
     const double *pkg_busy_s;     /* per package: core-busy share times seconds */
     const double *pkg_idle_s;     /* per package: whole-idle seconds */
     double delay_p99;             /* over every vCPU in every interval, share of the interval */
-    /* Package-seconds a package served all it can (step 8): the saturation share
+    /* Package-seconds a package served all it can (step 9): the saturation share
      * is this over active_pkg_s (SLATAH, Beloglazov and Buyya 2012). */
     double saturated_pkg_s;
+    /* The costs packing pays (step 8). */
+    double refill_s;              /* CPU-seconds of work moved threads lost refilling caches */
+    double smt_slow_s;            /* CPU-seconds run beyond the work done, SMT siblings co-running */
+    double wake_delay_s;          /* vCPU-seconds waited for a package's deep-state exit */
+    double deep_wakes;            /* exits from the deep state (expected count) */
+    double held_pkg_s;            /* package-seconds a domain's memory kept out of the deep state */
+    /* The energy under the power model's scope with one assumption varied. */
+    double energy_var_j[VPACK_COST_VARIANTS];
 };
 
 void vpack_model_totals(const struct vpack_model *m, struct vpack_model_totals *out);

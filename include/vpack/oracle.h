@@ -30,6 +30,29 @@
  *    bound: a policy that fills packages past the pack watermark (up to its
  *    spread watermark) or counts SMT siblings legitimately uses fewer.
  *
+ * A third count is not a bound but an optimum under the host model:
+ *
+ *  - The delay-bounded optimum (vpack_oracle_delay_packages(), capacities
+ *    as the capacity bound's): the size of the smallest set S that holds
+ *    the interval ((a) and (b)) and on whose usable CPUs, c of them, the
+ *    model's queueing formula (include/vpack/model.h, step 5) puts the p99
+ *    of the interval's vCPU delays at most a stated bound: with the whole
+ *    demand D served, spread evenly over S's CPUs, vCPU i of demand d waits
+ *    d * W((D - d) / c, c), W the model's wait factor
+ *    (vpack_model_wait_factor()), and at least n - floor(n / 100) of the
+ *    interval's n vCPUs wait at most the bound. It is what the model says
+ *    a placement that spreads evenly over the fewest packages would need; it
+ *    leaves out the model's other costs (SMT co-running, foreign load, pin
+ *    and refill work, deep-state exits: step 8) and a placement's uneven
+ *    masks, so a real placement, or the model's own levels, may have less
+ *    delay on fewer packages (a lumpy placement can put the light vCPUs on
+ *    idle CPUs) or more. It is never below the capacity bound: its sets
+ *    satisfy (a) and (b), and the capacity bound is the smallest such set
+ *    (for larger hosts both are lower bounds, see below, and the
+ *    delay-bounded one is the larger of the capacity bound's lower bound and
+ *    the delay one). W decreases as c grows with D fixed, so among sets of
+ *    one size the one with the most CPUs has the least delay.
+ *
  * Exact for hosts of at most VPACK_ORACLE_EXACT_MAX packages: the sets are
  * enumerated by size, smallest first. For larger hosts it is a lower bound,
  * the larger of two:
@@ -75,5 +98,17 @@ void vpack_oracle_capacity_target(const struct vpack_topology *topo, double pack
  */
 int vpack_oracle_packages(const struct vpack_topology *topo, const double *cap,
                           const struct vpack_snapshot *snap, bool *exact);
+
+/*
+ * The delay-bounded optimum for snap on topo with cap[] (the capacity
+ * bound's) and bound (share of the interval, p99 of the vCPUs' delay): the
+ * count, 0 when nothing is demanded, all packages when no set meets the
+ * bound; or -ENOMEM. *exact as for vpack_oracle_packages(): beyond
+ * VPACK_ORACLE_EXACT_MAX packages it is a lower bound of the optimum, the
+ * larger of the capacity lower bound and the fewest packages, most CPUs
+ * first, that meet the delay bound (no set of k packages has more CPUs).
+ */
+int vpack_oracle_delay_packages(const struct vpack_topology *topo, const double *cap,
+                                const struct vpack_snapshot *snap, double bound, bool *exact);
 
 #endif

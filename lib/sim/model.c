@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,110 +25,305 @@ const char *vpack_pc6_scope_name(enum vpack_pc6_scope s)
     return (unsigned)s < VPACK_PC6_SCOPES ? scope_names[s] : "?";
 }
 
-void vpack_power_params_default(struct vpack_power_params *p)
+/*
+ * The built-in platform profiles: the values of data/power-model.ini, which
+ * names the source of each (a unit test keeps the two alike). The watts are
+ * the same assumed Xeon socket on every profile; what differs is where PC6
+ * can be held and the deep state's latency and residency.
+ */
+#define COSTS                                                                                  \
+    .busy_period_ms = 2.0, .refill_ms = 1.0, .remote = VPACK_REMOTE_HOLDS, .smt_corun = true
+#define XEON_W .awake_w = 30.0, .core_w = 5.0, .deep_w = 8.0, .idle_w = 30.0, .smt_gain = 0.25
+static const struct {
+    const char *name;
+    struct vpack_power_params p;
+} platforms[] = {
+    /* intel_idle skx_cstates C6; icx_cstates C6; spr_cstates C6 (also Emerald Rapids). */
+    {"xeon-skx", {XEON_W, .pc6_scope = VPACK_PC6_SYSTEM, .exit_us = 133, .residency_us = 600, COSTS}},
+    {"xeon-icx", {XEON_W, .pc6_scope = VPACK_PC6_SYSTEM, .exit_us = 170, .residency_us = 600, COSTS}},
+    {"xeon-spr", {XEON_W, .pc6_scope = VPACK_PC6_SYSTEM, .exit_us = 290, .residency_us = 800, COSTS}},
+    {"pc6-package", {XEON_W, .pc6_scope = VPACK_PC6_PACKAGE, .exit_us = 290, .residency_us = 800, COSTS}},
+    {"amd-epyc", {XEON_W, .pc6_scope = VPACK_PC6_SYSTEM, .exit_us = 400, .residency_us = 800, COSTS}},
+};
+#define NPLATFORMS (sizeof(platforms) / sizeof(platforms[0]))
+
+const char *vpack_power_platform_name(unsigned i)
 {
-    /* The values of data/power-model.ini; keep the two alike. */
-    p->awake_w = 30.0;
-    p->core_w = 5.0;
-    p->deep_w = 8.0;
-    p->idle_w = 30.0;
-    p->smt_gain = 0.25;
-    p->pc6_scope = VPACK_PC6_SYSTEM;
+    return i < NPLATFORMS ? platforms[i].name : NULL;
 }
 
+int vpack_power_platform(const char *name, struct vpack_power_params *p)
+{
+    for (unsigned i = 0; i < NPLATFORMS; i++)
+        if (!strcmp(name, platforms[i].name)) {
+            *p = platforms[i].p;
+            return 0;
+        }
+    return -ENOENT;
+}
+
+void vpack_power_params_default(struct vpack_power_params *p)
+{
+    vpack_power_platform(VPACK_POWER_DEFAULT_PLATFORM, p);
+}
+
+/* A numeric key of the power file: where it goes and its range. */
+struct power_key_def {
+    const char *name;
+    size_t off;
+    double min, max;
+};
+
+#define PKEY(n, f, lo, hi) {n, offsetof(struct vpack_power_params, f), lo, hi}
+static const struct power_key_def profile_keys[] = {
+    PKEY("awake_w", awake_w, 0, 1e6),
+    PKEY("core_w", core_w, 0, 1e6),
+    PKEY("deep_w", deep_w, 0, 1e6),
+    PKEY("idle_w", idle_w, 0, 1e6),
+    PKEY("smt_gain", smt_gain, 0, 1),
+    PKEY("exit_latency_us", exit_us, 0, 1e6),
+    PKEY("target_residency_us", residency_us, 0, 1e6),
+    PKEY("busy_period_ms", busy_period_ms, 0.001, 1e6),
+    PKEY("refill_ms", refill_ms, 0, 1000),
+};
+/* Keys 0..6 belong to a platform, 7.. to [costs]. */
+#define NPLATFORM_KEYS 7
+#define NPOWER_KEYS (sizeof(profile_keys) / sizeof(profile_keys[0]))
+#define MAX_PROFILES 32
+
 struct power_ctx {
-    struct vpack_power_params *p;
+    struct vpack_power_params p; /* the profile being read */
+    const char *want;            /* its section, or NULL for [package] and [smt] */
     bool have_idle;
+    char def[64];                /* default = NAME */
+    char names[MAX_PROFILES][64];
+    unsigned nnames;
+    bool legacy;                 /* [package] or [smt] seen */
     char msg[256];
 };
 
-/* [package] pc6_scope. Returns 1, or 0 with c->msg. */
-static int power_scope(struct power_ctx *c, const char *value)
+/* An enumerated value: its index in names[n], or -1 with c->msg. */
+static int power_enum(struct power_ctx *c, const char *section, const char *key, const char *value,
+                      const char *const *names, unsigned n, const char *expect)
 {
-    for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++)
-        if (!strcmp(value, scope_names[s])) {
-            c->p->pc6_scope = (enum vpack_pc6_scope)s;
-            return 1;
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(value, names[i]))
+            return (int)i;
+    snprintf(c->msg, sizeof(c->msg), "[%s] %s = '%s': expected %s", section, key, value, expect);
+    return -1;
+}
+
+/* Sets key name of dst from value, keys first..last of profile_keys. Returns 1, or 0 with c->msg. */
+static int power_set(struct power_ctx *c, struct vpack_power_params *dst, unsigned first,
+                     unsigned last, const char *section, const char *name, const char *value)
+{
+    static const char *const remote_names[] = {"holds", "free"};
+    char *end;
+    double v;
+    int e;
+
+    if (first == 0 && !strcmp(name, "pc6_scope")) {
+        e = power_enum(c, section, name, value, scope_names, VPACK_PC6_SCOPES,
+                       "package, system or none");
+        dst->pc6_scope = (enum vpack_pc6_scope)(e < 0 ? 0 : e);
+        return e >= 0;
+    }
+    if (last == NPOWER_KEYS && !strcmp(name, "remote_memory")) {
+        e = power_enum(c, section, name, value, remote_names, 2, "holds or free");
+        dst->remote = (enum vpack_remote_memory)(e < 0 ? 0 : e);
+        return e >= 0;
+    }
+    for (unsigned k = first; k < last; k++) {
+        const struct power_key_def *d = &profile_keys[k];
+
+        if (strcmp(name, d->name))
+            continue;
+        errno = 0;
+        v = strtod(value, &end);
+        if (end == value || *end || errno || !isfinite(v) || v < d->min || v > d->max) {
+            snprintf(c->msg, sizeof(c->msg), "[%s] %s = '%s': expected a number from %g to %g",
+                     section, name, value, d->min, d->max);
+            return 0;
         }
-    snprintf(c->msg, sizeof(c->msg),
-             "[package] pc6_scope = '%s': expected package, system or none", value);
+        *(double *)((char *)dst + d->off) = v;
+        if (dst == &c->p && !strcmp(name, "idle_w"))
+            c->have_idle = true;
+        return 1;
+    }
+    snprintf(c->msg, sizeof(c->msg), "unknown key '%s' in section [%s]", name, section);
     return 0;
+}
+
+/* A key before the first section: only default = NAME. */
+static int power_global(struct power_ctx *c, const char *name, const char *value)
+{
+    if (strcmp(name, "default") || strlen(value) >= sizeof(c->def)) {
+        snprintf(c->msg, sizeof(c->msg), "'%s' before the first section: expected default = NAME",
+                 name);
+        return 0;
+    }
+    snprintf(c->def, sizeof(c->def), "%s", value);
+    return 1;
+}
+
+/* Notes section as a platform profile. Returns 1, or 0 with c->msg. */
+static int power_profile(struct power_ctx *c, const char *section)
+{
+    for (unsigned i = 0; i < c->nnames; i++)
+        if (!strcmp(c->names[i], section))
+            return 1;
+    if (c->nnames == MAX_PROFILES || strlen(section) >= sizeof(c->names[0])) {
+        snprintf(c->msg, sizeof(c->msg), "[%s]: at most %d profiles of up to 63 characters",
+                 section, MAX_PROFILES);
+        return 0;
+    }
+    snprintf(c->names[c->nnames++], sizeof(c->names[0]), "%s", section);
+    return 1;
 }
 
 static int power_key(void *user, const char *section, const char *name, const char *value)
 {
     struct power_ctx *c = user;
-    double *dst = NULL, max = 1e6;
-    char *end;
-    double v;
+    struct vpack_power_params scratch = c->p;
+    bool mine;
 
-    if (!strcmp(section, "package") && !strcmp(name, "awake_w"))
-        dst = &c->p->awake_w;
-    else if (!strcmp(section, "package") && !strcmp(name, "core_w"))
-        dst = &c->p->core_w;
-    else if (!strcmp(section, "package") && !strcmp(name, "deep_w"))
-        dst = &c->p->deep_w;
-    else if (!strcmp(section, "package") && !strcmp(name, "idle_w")) {
-        dst = &c->p->idle_w;
-        c->have_idle = true;
-    } else if (!c->msg[0] && !strcmp(section, "package") && !strcmp(name, "pc6_scope"))
-        return power_scope(c, value);
-    else if (!strcmp(section, "smt") && !strcmp(name, "gain")) {
-        dst = &c->p->smt_gain;
-        max = 1;
-    }
     /* inih goes on after an error and reports the first one's line: keep its message. */
     if (c->msg[0])
         return 0;
-    if (!dst) {
-        snprintf(c->msg, sizeof(c->msg), "unknown key '%s' in section [%s]", name, section);
-        return 0;
+    if (!*section)
+        return power_global(c, name, value);
+    if (!strcmp(section, "costs"))
+        return power_set(c, &c->p, NPLATFORM_KEYS, NPOWER_KEYS, section, name, value);
+    if (!strcmp(section, "smt")) {
+        c->legacy = true;
+        if (strcmp(name, "gain")) {
+            snprintf(c->msg, sizeof(c->msg), "unknown key '%s' in section [smt]", name);
+            return 0;
+        }
+        return power_set(c, c->want ? &scratch : &c->p, 4, 5, section, "smt_gain", value);
     }
-    errno = 0;
-    v = strtod(value, &end);
-    if (end == value || *end || errno || !isfinite(v) || v < 0 || v > max) {
-        snprintf(c->msg, sizeof(c->msg), "[%s] %s = '%s': expected a number from 0 to %g",
-                 section, name, value, max);
-        return 0;
+    if (!strcmp(section, "package")) {
+        c->legacy = true;
+        if (!strcmp(name, "smt_gain")) {
+            snprintf(c->msg, sizeof(c->msg), "[package] smt_gain: it is [smt] gain there");
+            return 0;
+        }
+        return power_set(c, c->want ? &scratch : &c->p, 0, NPLATFORM_KEYS, section, name, value);
     }
-    *dst = v;
-    return 1;
+    if (!power_profile(c, section))
+        return 0;
+    /* Every profile's keys are checked; only the wanted one's are kept. */
+    mine = c->want && !strcmp(section, c->want);
+    return power_set(c, mine ? &c->p : &scratch, 0, NPLATFORM_KEYS, section, name, value);
+}
+
+/* One pass over buf reading profile want (NULL: [package] and [smt]) into c->p. */
+static int power_pass(struct power_ctx *c, const char *buf, const char *want, char **errmsg)
+{
+    int line;
+
+    vpack_power_params_default(&c->p);
+    c->want = want;
+    c->have_idle = false;
+    c->nnames = 0;
+    c->legacy = false;
+    c->msg[0] = '\0';
+    line = ini_parse_string(buf, power_key, c);
+    if (line != 0)
+        return vpack_errmsg_set(-EINVAL, errmsg, "line %d: %s", line,
+                                c->msg[0] ? c->msg : "not an INI line");
+    if (!c->have_idle)
+        c->p.idle_w = c->p.awake_w;
+    if (c->p.deep_w > c->p.idle_w || c->p.idle_w > c->p.awake_w)
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "%s%s%sexpected deep_w <= idle_w <= awake_w, got %g, %g and %g: an "
+                                "idler state draws no more",
+                                want ? "[" : "", want ? want : "", want ? "] " : "", c->p.deep_w,
+                                c->p.idle_w, c->p.awake_w);
+    return 0;
+}
+
+/* "a, b, c": the profiles c found. */
+static void power_names(const struct power_ctx *c, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (unsigned i = 0; i < c->nnames && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", c->names[i]);
+}
+
+/* The profiles form: every profile checked, platform (or the default) into *out. */
+static int power_profiles(struct power_ctx *c, const char *buf, const char *platform,
+                          struct vpack_power_params *out, char **errmsg)
+{
+    char names[MAX_PROFILES * 66], want[64];
+    unsigned n = c->nnames;
+    bool found = false;
+    int err;
+
+    if (c->legacy)
+        return vpack_errmsg_set(-EINVAL, errmsg,
+                                "both [package]/[smt] and platform sections: use one form");
+    if (!platform && !c->def[0])
+        return vpack_errmsg_set(-EINVAL, errmsg, "no 'default = NAME' before the first section");
+    snprintf(want, sizeof(want), "%s", platform ? platform : c->def);
+    power_names(c, names, sizeof(names));
+    for (unsigned i = 0; i < n; i++)
+        found = found || !strcmp(c->names[i], want);
+    if (!found)
+        return vpack_errmsg_set(-EINVAL, errmsg, "no platform '%s' in the power model; it has %s",
+                                want, names);
+    for (unsigned i = 0; i < n; i++) {
+        char name[64];
+
+        snprintf(name, sizeof(name), "%s", c->names[i]);
+        if ((err = power_pass(c, buf, name, errmsg)) < 0)
+            return err;
+        if (!strcmp(name, want))
+            *out = c->p;
+    }
+    return 0;
+}
+
+int vpack_power_profile_parse(const char *text, size_t len, const char *platform,
+                              struct vpack_power_params *out, char **errmsg)
+{
+    struct power_ctx *c;
+    char *buf;
+    int err;
+
+    if (errmsg)
+        *errmsg = NULL;
+    buf = malloc(len + 1);
+    c = calloc(1, sizeof(*c));
+    if (!buf || !c) {
+        free(buf);
+        free(c);
+        return -ENOMEM;
+    }
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (strlen(buf) != len)
+        err = vpack_errmsg_set(-EINVAL, errmsg, "a NUL byte in the power model");
+    else if ((err = power_pass(c, buf, NULL, errmsg)) < 0)
+        ;
+    else if (c->nnames)
+        err = power_profiles(c, buf, platform, out, errmsg);
+    else if (platform)
+        err = vpack_errmsg_set(-EINVAL, errmsg,
+                               "no platform '%s' in the power model: it has no profiles", platform);
+    else
+        *out = c->p;
+    free(buf);
+    free(c);
+    return err;
 }
 
 int vpack_power_params_parse(const char *text, size_t len, struct vpack_power_params *out,
                              char **errmsg)
 {
-    struct vpack_power_params p;
-    struct power_ctx c = {.p = &p};
-    char *buf;
-    int line;
-
-    if (errmsg)
-        *errmsg = NULL;
-    vpack_power_params_default(&p);
-    buf = malloc(len + 1);
-    if (!buf)
-        return -ENOMEM;
-    memcpy(buf, text, len);
-    buf[len] = '\0';
-    if (strlen(buf) != len) {
-        free(buf);
-        return vpack_errmsg_set(-EINVAL, errmsg, "a NUL byte in the power model");
-    }
-    line = ini_parse_string(buf, power_key, &c);
-    free(buf);
-    if (line != 0)
-        return vpack_errmsg_set(-EINVAL, errmsg, "line %d: %s", line,
-                                c.msg[0] ? c.msg : "not an INI line");
-    if (!c.have_idle)
-        p.idle_w = p.awake_w;
-    if (p.deep_w > p.idle_w || p.idle_w > p.awake_w)
-        return vpack_errmsg_set(-EINVAL, errmsg,
-                                "expected deep_w <= idle_w <= awake_w, got %g, %g and %g: an idler "
-                                "state draws no more",
-                                p.deep_w, p.idle_w, p.awake_w);
-    *out = p;
-    return 0;
+    return vpack_power_profile_parse(text, len, NULL, out, errmsg);
 }
 
 void vpack_model_host_default(struct vpack_model_host *h)
@@ -201,6 +397,15 @@ struct vpack_model {
     unsigned capfill;
     unsigned cap[9];        /* capacities of the scratch arrays above, in order */
     double *sat_core;       /* account_saturation()'s: per core, offered, CPUs with work, usable */
+
+    /* The costs of step 8 (model.h). */
+    double *speed;          /* per CPU: its speed beside its SMT siblings, this interval */
+    double *pkg_lat;        /* per package: delay per unit of work from deep-state exits */
+    bool *pkg_held;         /* per package: memory of a domain with demand on it */
+    double *mlat;           /* per mask: its work's delay per unit from deep-state exits */
+    unsigned capmlat;
+    unsigned *thr_prev;     /* per thread of the interval: its mask before the plan */
+    unsigned capprev;
 
     struct vpack_model_totals tot;
     double *pkg_busy_s, *pkg_idle_s;
@@ -340,6 +545,13 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
     m->obs.cpu_busy = calloc(m->ncpu, sizeof(double));
     m->obs.cpu_busy_now = calloc(m->ncpu, sizeof(double));
     m->foreign = calloc(m->ncpu, sizeof(double));
+    m->speed = calloc(m->ncpu, sizeof(double));
+    m->pkg_lat = calloc(np, sizeof(double));
+    m->pkg_held = calloc(np, sizeof(bool));
+    if (!m->speed || !m->pkg_lat || !m->pkg_held) {
+        vpack_model_free(m);
+        return -ENOMEM;
+    }
     if (!m->state || !m->cpu_core || !m->core_pkg || !m->load || !m->frac || !m->occ || !m->tmp ||
         !m->core_busy || !m->pkg_busy || !m->pkg_idle || !m->pkg_busy_s || !m->pkg_idle_s ||
         !m->obs.cpu_busy || !m->obs.cpu_busy_now || !m->foreign) {
@@ -399,6 +611,11 @@ void vpack_model_free(struct vpack_model *m)
     free(m->mocc);
     free(m->fill);
     free(m->sat_core);
+    free(m->speed);
+    free(m->pkg_lat);
+    free(m->pkg_held);
+    free(m->mlat);
+    free(m->thr_prev);
     free(m);
 }
 
@@ -623,6 +840,54 @@ static void water_fill(struct vpack_model *m, const struct mask *k, double D, do
     }
 }
 
+/*
+ * SMT co-running (model.h, step 8): each CPU's speed beside its core's other
+ * CPUs, and its occupancy at that speed, by fixed-point iteration (each
+ * round moves the occupancies by less than half the last one's change, as
+ * a sibling's occupancy changes a CPU's speed by at most (1 - g) / 2: until
+ * nothing moves by 1e-12, at most 64 rounds). m->tmp holds each core's
+ * occupancy sum; serve() reads it as the work the core is asked for.
+ */
+static void smt_stretch(struct vpack_model *m)
+{
+    double slow = m->power.smt_corun ? (1 - m->power.smt_gain) / 2 : 0;
+
+    for (unsigned c = 0; c < m->ncpu; c++)
+        m->speed[c] = 1;
+    for (int round = 0, moved = 1; moved && round < 64; round++) {
+        moved = 0;
+        for (unsigned c = 0; c < m->ncpu; c++) {
+            int core = m->cpu_core[c];
+            double sib;
+
+            if (core < 0)
+                continue;
+            sib = m->tmp[core] - m->occ[c];
+            m->speed[c] = 1 - (sib > 1 ? 1 : sib < 0 ? 0 : sib) * slow;
+        }
+        for (unsigned k = 0; k < m->ncores; k++)
+            m->tmp[k] = 0;
+        for (unsigned c = 0; c < m->ncpu; c++) {
+            int core = m->cpu_core[c];
+            double want;
+
+            if (core < 0)
+                continue;
+            want = m->load[c] / m->speed[c];
+            want = want > 1 ? 1 : want;
+            moved = moved || fabs(want - m->occ[c]) > 1e-12;
+            m->occ[c] = want;
+            m->tmp[core] += m->occ[c];
+        }
+    }
+    /* serve() caps the work, not the occupancy: tmp becomes work asked of each core. */
+    for (unsigned k = 0; k < m->ncores; k++)
+        m->tmp[k] = 0;
+    for (unsigned c = 0; c < m->ncpu; c++)
+        if (m->cpu_core[c] >= 0)
+            m->tmp[m->cpu_core[c]] += m->occ[c] * m->speed[c];
+}
+
 /* Serves each CPU's load under its core's capacity: m->frac, m->occ, busy and idle. */
 static void serve(struct vpack_model *m)
 {
@@ -644,6 +909,7 @@ static void serve(struct vpack_model *m)
         if (m->load[c] > 0)
             m->core_busy[core] += 1;
     }
+    smt_stretch(m);
     for (unsigned c = 0; c < m->ncpu; c++) {
         int core = m->cpu_core[c];
         double cap, scale;
@@ -652,7 +918,7 @@ static void serve(struct vpack_model *m)
             continue;
         cap = m->core_busy[core] >= 1 ? 1 + g * (m->core_busy[core] - 1) : 1;
         scale = m->tmp[core] > cap ? cap / m->tmp[core] : 1;
-        m->frac[c] = m->load[c] > 0 ? m->occ[c] * scale / m->load[c] : 1;
+        m->frac[c] = m->load[c] > 0 ? m->occ[c] * m->speed[c] * scale / m->load[c] : 1;
     }
     for (unsigned c = 0; c < m->ncores; c++)
         m->core_busy[c] = 1; /* now the product of (1 - occupancy) */
@@ -671,8 +937,7 @@ static void serve(struct vpack_model *m)
     }
 }
 
-/* Sakasegawa's M/M/c waiting time per unit of service at occupancy rho. */
-static double wait_factor(double rho, unsigned c)
+double vpack_model_wait_factor(double rho, unsigned c)
 {
     if (rho <= 0 || c == 0)
         return 0;
@@ -802,6 +1067,220 @@ static void account_vcpu(struct mdom *md, double demand, double delay, double dt
     md->pub.vcpu_delay += delay * dt;
 }
 
+/* Each thread's mask before the plan is applied (step 8: a changed one refills). */
+static int remember_masks(struct vpack_model *m, const struct vpack_snapshot *snap, unsigned nthr)
+{
+    unsigned off = 0;
+
+    if (grow(&m->thr_prev, &m->capprev, nthr + 1, sizeof(unsigned)) < 0)
+        return -ENOMEM;
+    for (unsigned i = 0; i < snap->ndomains; i++) {
+        const struct mdom *md = &m->doms[m->map[i]];
+
+        for (unsigned k = 0; k < nthreads_of(&snap->domains[i]); k++)
+            m->thr_prev[off++] = md->thr[k].mask;
+    }
+    return 0;
+}
+
+/* The share of whole-idle time idle, woken rate times a second, in gaps of at least T
+ * (seconds), less the exits' latency L: the deep state's share (model.h, step 8). */
+static double gap_deep(double idle, double rate, double T, double L)
+{
+    double x, deep;
+
+    if (idle <= 0)
+        return 0;
+    if (rate <= 0 || (T <= 0 && L <= 0))
+        return idle;
+    if (!isfinite(rate))
+        return 0;
+    x = T * rate / idle;
+    deep = idle * (1 + x) * exp(-x) - rate * exp(-x) * L;
+    return deep > 0 ? deep : 0;
+}
+
+/* Exits from the deep state a second: wake-ups ending a gap of at least T (exponential gaps
+ * of mean idle / rate); none when the gaps are all too short to count (rate infinite). */
+static double exits_of(double idle, double rate, double T)
+{
+    if (idle <= 0 || rate <= 0 || !isfinite(rate))
+        return 0;
+    return rate * exp(-T * rate / idle);
+}
+
+/* Package p's wake-ups a second with busy periods of busy_s seconds. */
+static double wake_rate(const struct vpack_model *m, unsigned p, double busy_s)
+{
+    double busy = 1 - m->pkg_idle[p];
+
+    if (busy <= 0)
+        return 0;
+    return busy_s > 0 ? busy / busy_s : INFINITY;
+}
+
+/*
+ * The share of the interval package p holds its deep state under scope s,
+ * busy periods of busy_s seconds; residency: the target residency and exit
+ * latency count; memory: a held package (pkg_held) is not deep.
+ */
+static double deep_share(const struct vpack_model *m, unsigned p, enum vpack_pc6_scope s,
+                         double busy_s, bool residency, bool memory)
+{
+    const struct vpack_power_params *pw = &m->power;
+    double T = residency ? pw->residency_us / 1e6 : 0, L = residency ? pw->exit_us / 1e6 : 0;
+    double idle = 1, rate = 0;
+    bool held = false;
+
+    memory = memory && pw->remote == VPACK_REMOTE_HOLDS;
+    if (s == VPACK_PC6_NONE)
+        return 0;
+    if (s == VPACK_PC6_PACKAGE)
+        return memory && m->pkg_held[p] ? 0 : gap_deep(m->pkg_idle[p], wake_rate(m, p, busy_s), T, L);
+    /* System-wide: every package whole-idle at once (independent packages). */
+    for (unsigned q = 0; q < m->topo->npackages; q++) {
+        idle *= m->pkg_idle[q];
+        rate += wake_rate(m, q, busy_s);
+        held = held || m->pkg_held[q];
+    }
+    return memory && held ? 0 : gap_deep(idle, rate, T, L);
+}
+
+/* Package p's power at deep share deep of the interval, watts. */
+static double pkg_watts(const struct vpack_model *m, unsigned p, double deep)
+{
+    const struct vpack_power_params *pw = &m->power;
+    double idle = m->pkg_idle[p];
+
+    return deep * pw->deep_w + (idle - deep) * pw->idle_w + (1 - idle) * pw->awake_w +
+           pw->core_w * m->pkg_busy[p];
+}
+
+/* pkg_held: the packages holding memory of a domain with demand in snap. */
+static void hold_memory(struct vpack_model *m, const struct vpack_snapshot *snap)
+{
+    const struct vpack_topology *t = m->topo;
+
+    for (unsigned p = 0; p < t->npackages; p++)
+        m->pkg_held[p] = false;
+    for (unsigned i = 0; i < snap->ndomains; i++) {
+        const struct vpack_domain_sample *d = &snap->domains[i];
+        double demand = 0;
+
+        for (unsigned k = 0; k < nthreads_of(d); k++)
+            demand += demand_of(thread_of(d, k));
+        if (demand <= VPACK_MODEL_WORK_EPS)
+            continue;
+        for (unsigned j = 0; j < d->nmemory; j++)
+            for (unsigned p = 0; p < t->npackages; p++)
+                for (unsigned n = 0; n < t->packages[p].nnuma; n++)
+                    if (d->memory[j].share > 0 && t->packages[p].numa_nodes[n] == d->memory[j].node)
+                        m->pkg_held[p] = true;
+    }
+}
+
+/*
+ * Deep-state exits under the power model's scope: pkg_lat per package (exit
+ * delay per unit of its work), mlat per mask (its work's, by where share()
+ * put it), the count in the totals. Returns 0 or -ENOMEM.
+ */
+static int exit_costs(struct vpack_model *m, const struct vpack_snapshot *snap)
+{
+    const struct vpack_power_params *pw = &m->power;
+    double busy_s = pw->busy_period_ms / 1000, L = pw->exit_us / 1e6, T = pw->residency_us / 1e6;
+    double all_idle = 1, all_rate = 0;
+    unsigned np = m->topo->npackages;
+
+    if (grow(&m->mlat, &m->capmlat, m->nmasks + 1, sizeof(double)) < 0)
+        return -ENOMEM;
+    hold_memory(m, snap);
+    for (unsigned p = 0; p < np; p++) {
+        all_idle *= m->pkg_idle[p];
+        all_rate += wake_rate(m, p, busy_s);
+    }
+    for (unsigned p = 0; p < np; p++) {
+        double rate = wake_rate(m, p, busy_s), idle = m->pkg_idle[p], exits = 0;
+
+        /* The exits: wake-ups ending a gap of at least T, i.e. one spent deep; system-wide,
+         * the system's, each package's in proportion to its rate. */
+        if (deep_share(m, p, pw->pc6_scope, busy_s, true, true) <= 0)
+            exits = 0;
+        else if (pw->pc6_scope == VPACK_PC6_PACKAGE)
+            exits = exits_of(idle, rate, T);
+        else if (pw->pc6_scope == VPACK_PC6_SYSTEM && all_rate > 0 && isfinite(all_rate))
+            exits = exits_of(all_idle, all_rate, T) * rate / all_rate;
+        m->tot.deep_wakes += exits * snap->interval_ms / 1000.0;
+        m->pkg_lat[p] = m->pkg_busy[p] > VPACK_MODEL_WORK_EPS ? exits * L / m->pkg_busy[p] : 0;
+    }
+    for (unsigned k = 0; k < m->nmasks; k++) {
+        const struct mask *mk = &m->masks[k];
+        double w = 0, lat = 0;
+
+        m->mlat[k] = 0;
+        if (m->mdemand[k] <= 0)
+            continue;
+        for (unsigned i = 0; i < mk->ncpus; i++) {
+            double f = m->fill[m->moff[k] + i];
+
+            w += f;
+            lat += f * m->pkg_lat[m->topo->cpu_package[mk->cpus[i]]];
+        }
+        m->mlat[k] = w > 0 ? lat / w : 0;
+    }
+    return 0;
+}
+
+/*
+ * Thread off's costs (step 8): a moved thread's refill comes off its served
+ * work *s; returns the delay its work waits for deep-state exits.
+ */
+static double thread_costs(struct vpack_model *m, unsigned off, double *s, double dt)
+{
+    double wake = *s * m->mlat[m->thr_mask[off]];
+
+    if (m->thr_prev[off] != m->thr_mask[off] && dt > 0 && *s > 0) {
+        double lost = m->power.refill_ms / 1000 / dt;
+
+        lost = lost < *s ? lost : *s;
+        *s -= lost;
+        m->tot.refill_s += lost * dt;
+    }
+    m->tot.wake_delay_s += wake * dt;
+    return wake;
+}
+
+/* The totals of step 8: SMT time, held package-seconds, energy with each assumption varied. */
+static void account_costs(struct vpack_model *m, double dt)
+{
+    const struct vpack_power_params *pw = &m->power;
+    double busy_s = pw->busy_period_ms / 1000;
+
+    for (unsigned c = 0; c < m->ncpu; c++)
+        if (m->cpu_core[c] >= 0)
+            m->tot.smt_slow_s += m->occ[c] * (1 - m->speed[c]) * dt;
+    for (unsigned p = 0; p < m->topo->npackages; p++) {
+        enum vpack_pc6_scope s = pw->pc6_scope;
+        double deep[VPACK_COST_VARIANTS] = {
+            deep_share(m, p, s, busy_s, false, true),
+            deep_share(m, p, s, busy_s / 10, true, true),
+            deep_share(m, p, s, busy_s * 10, true, true),
+            deep_share(m, p, s, busy_s, true, false),
+        };
+
+        m->tot.held_pkg_s += m->pkg_held[p] ? dt : 0;
+        for (unsigned v = 0; v < VPACK_COST_VARIANTS; v++)
+            m->tot.energy_var_j[v] += pkg_watts(m, p, deep[v]) * dt;
+    }
+}
+
+const char *vpack_cost_variant_name(enum vpack_cost_variant v)
+{
+    static const char *const names[VPACK_COST_VARIANTS] = {
+        "residency ignored", "busy period / 10", "busy period x 10", "remote memory free"};
+
+    return (unsigned)v < VPACK_COST_VARIANTS ? names[v] : "?";
+}
+
 /* Each thread's served work and delay; the domains' sums; the next observation. */
 static void account_threads(struct vpack_model *m, const struct vpack_snapshot *snap,
                             struct vpack_model_interval *iv, double dt)
@@ -821,8 +1300,12 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
             if (dmd > 0 && m->mdemand[mk] > 0)
                 s = dmd * m->mserved[mk] / m->mdemand[mk];
             if (dmd > 0) {
+                /* Occupancy beyond its work: the others', and its own SMT stretch (step 8). */
                 double rho = msk->ncpus ? (m->mocc[mk] - s) / msk->ncpus : 0;
-                delay = (dmd - s) + s * wait_factor(rho < 0 ? 0 : rho, msk->ncpus);
+                double wake = thread_costs(m, off, &s, dt);
+
+                delay = (dmd - s) + s * vpack_model_wait_factor(rho < 0 ? 0 : rho, msk->ncpus) +
+                        wake;
                 if (delay > 1 - s)
                     delay = 1 - s;
             }
@@ -860,22 +1343,18 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
 static void account_packages(struct vpack_model *m, struct vpack_model_interval *iv, double dt)
 {
     const struct vpack_power_params *pw = &m->power;
-    double all_idle = 1; /* every package whole-idle at once (independent packages) */
 
-    for (unsigned p = 0; p < m->topo->npackages; p++)
-        all_idle *= m->pkg_idle[p];
     for (unsigned p = 0; p < m->topo->npackages; p++) {
         double idle = m->pkg_idle[p];
-        /* The share of the interval in the deep state, under each scope. */
-        double deep[VPACK_PC6_SCOPES] = {idle, all_idle, 0};
         unsigned nc = m->topo->packages[p].ncores ? m->topo->packages[p].ncores : 1;
 
         for (unsigned s = 0; s < VPACK_PC6_SCOPES; s++) {
-            double watts = deep[s] * pw->deep_w + (idle - deep[s]) * pw->idle_w +
-                           (1 - idle) * pw->awake_w + pw->core_w * m->pkg_busy[p];
+            /* The share of the interval in the deep state under scope s (step 8). */
+            double deep = deep_share(m, p, s, pw->busy_period_ms / 1000, true, true);
+            double watts = pkg_watts(m, p, deep);
 
             m->tot.energy_scope_j[s] += watts * dt;
-            m->tot.shallow_pkg_s[s] += (idle - deep[s]) * dt;
+            m->tot.shallow_pkg_s[s] += (idle - deep) * dt;
             if (s == pw->pc6_scope)
                 iv->energy_j += watts * dt;
         }
@@ -957,6 +1436,8 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
     iv.nactive = plan->lifted ? m->topo->npackages : plan->nactive;
     iv.wakeup_package = plan->wakeup_package;
     iv.lifted = plan->lifted;
+    if ((err = remember_masks(m, snap, nthr)) < 0)
+        goto cleanup;
     if ((err = apply_plan(m, snap, plan, &iv)) < 0) {
         if (err == -EPROTO)
             vpack_errmsg_set(-EINVAL, errmsg, "the plan does not match the interval's domains");
@@ -964,9 +1445,13 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
     }
     iv.foreign = charge_foreign(m, &iv, dt, &iv.pin_cpu);
     /* apply_plan() may have interned new masks. */
-    if ((err = scratch(m, snap->ndomains, nthr)) < 0 || (err = share(m, nthr)) < 0)
+    if ((err = scratch(m, snap->ndomains, nthr)) < 0 || (err = share(m, nthr)) < 0 ||
+        (err = exit_costs(m, snap)) < 0)
         goto cleanup;
+    iv.refill = m->tot.refill_s;
     account_threads(m, snap, &iv, dt);
+    iv.refill = dt > 0 ? (m->tot.refill_s - iv.refill) / dt : 0;
+    account_costs(m, dt);
     account_packages(m, &iv, dt);
     if ((err = account_saturation(m, dt)) < 0)
         goto cleanup;

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "vpack/model.h"
+
 /* Package bitmaps: hosts with more packages get the capacity bound only. */
 #define MAX_BITS 64
 
@@ -18,6 +20,13 @@ static uint64_t packages_of(const struct vpack_topology *t, const vpack_cpuset *
         if (!s || vpack_cpuset_intersects(&t->packages[p].cpus, s))
             bits |= UINT64_C(1) << p;
     return bits;
+}
+
+static const struct vpack_thread_sample *thread_at(const struct vpack_domain_sample *d, unsigned k)
+{
+    if (k < d->nvcpus)
+        return &d->vcpus[k];
+    return k == d->nvcpus ? &d->emulator : &d->iothreads[k - d->nvcpus - 1];
 }
 
 static double cut(double u)
@@ -121,10 +130,67 @@ void vpack_oracle_capacity_target(const struct vpack_topology *t, double pack_wa
         cap[p] = t->packages[p].ncores * pack_watermark;
 }
 
+/* The packages each thread with demand may run on (distinct, supersets dropped) and the
+ * demand, into *cons (owned), *ncons and *need. Returns 0 or -ENOMEM. */
+static int constraints(const struct vpack_topology *t, const struct vpack_snapshot *snap,
+                       uint64_t **cons, unsigned *ncons, double *need)
+{
+    unsigned n = t->npackages, cap = 0;
+
+    *ncons = 0;
+    *need = 0;
+    for (unsigned i = 0; i < snap->ndomains; i++)
+        cap += snap->domains[i].nvcpus + 1 + snap->domains[i].niothreads;
+    *cons = malloc((cap ? cap : 1) * sizeof(**cons));
+    if (!*cons)
+        return -ENOMEM;
+    for (unsigned i = 0; i < snap->ndomains; i++) {
+        const struct vpack_domain_sample *d = &snap->domains[i];
+        unsigned nt = d->nvcpus + 1 + d->niothreads;
+
+        for (unsigned k = 0; k < nt; k++) {
+            const struct vpack_thread_sample *th = thread_at(d, k);
+            const vpack_cpuset *allowed = th->pin ? th->pin : d->cpuset;
+            uint64_t bits;
+
+            /* The host model counts a package with less work than this idle. */
+            if (th->util <= VPACK_ORACLE_EPS)
+                continue;
+            *need += cut(th->util);
+            if (!allowed || n > MAX_BITS)
+                continue;
+            bits = packages_of(t, allowed);
+            /* A thread that can run on no usable CPU constrains nothing we can choose. */
+            if (bits)
+                add_constraint(*cons, ncons, bits);
+        }
+    }
+    return 0;
+}
+
+/* The smallest k whose best set (see ok_set) passes test; all packages when none does. */
+typedef bool (*set_test)(const struct vpack_topology *t, uint64_t set, const void *arg);
+
+/* The fewest packages of a set that holds (capacity and bounds) and passes test (NULL: any). */
+static int exact_min(const struct vpack_topology *t, const double *capacity, double need,
+                     const uint64_t *cons, unsigned ncons, set_test test, const void *arg)
+{
+    unsigned n = t->npackages;
+
+    for (unsigned k = 1; k < n; k++) {
+        uint64_t limit = UINT64_C(1) << n;
+
+        for (uint64_t s = (UINT64_C(1) << k) - 1; s < limit; s = next_combination(s))
+            if (holds(t, capacity, s, need, cons, ncons) && (!test || test(t, s, arg)))
+                return (int)k;
+    }
+    return (int)n;
+}
+
 int vpack_oracle_packages(const struct vpack_topology *t, const double *capacity,
                           const struct vpack_snapshot *snap, bool *exact)
 {
-    unsigned n = t->npackages, ncons = 0, cap = 0;
+    unsigned n = t->npackages, ncons = 0;
     uint64_t *cons = NULL;
     double need = 0;
     int ret;
@@ -133,56 +199,130 @@ int vpack_oracle_packages(const struct vpack_topology *t, const double *capacity
         *exact = true;
     if (n == 0)
         return 0;
-    for (unsigned i = 0; i < snap->ndomains; i++)
-        cap += snap->domains[i].nvcpus + 1 + snap->domains[i].niothreads;
-    cons = malloc((cap ? cap : 1) * sizeof(*cons));
-    if (!cons)
+    if (constraints(t, snap, &cons, &ncons, &need) < 0)
         return -ENOMEM;
-    for (unsigned i = 0; i < snap->ndomains; i++) {
-        const struct vpack_domain_sample *d = &snap->domains[i];
-        unsigned nt = d->nvcpus + 1 + d->niothreads;
-
-        for (unsigned k = 0; k < nt; k++) {
-            const struct vpack_thread_sample *th = k < d->nvcpus    ? &d->vcpus[k]
-                                                   : k == d->nvcpus ? &d->emulator
-                                                                    : &d->iothreads[k - d->nvcpus - 1];
-            const vpack_cpuset *allowed = th->pin ? th->pin : d->cpuset;
-            uint64_t bits;
-
-            /* The host model counts a package with less work than this idle. */
-            if (th->util <= VPACK_ORACLE_EPS)
-                continue;
-            need += cut(th->util);
-            if (!allowed || n > MAX_BITS)
-                continue;
-            bits = packages_of(t, allowed);
-            /* A thread that can run on no usable CPU constrains nothing we can choose. */
-            if (bits)
-                add_constraint(cons, &ncons, bits);
-        }
-    }
     /* Nothing demanded: no package need hold anything. */
-    if (need <= 0) {
-        free(cons);
-        return 0;
-    }
-    if (n > VPACK_ORACLE_EXACT_MAX) {
+    if (need <= 0)
+        ret = 0;
+    else if (n > VPACK_ORACLE_EXACT_MAX) {
         if (exact)
             *exact = false;
         ret = lower_bound(t, capacity, need, cons, ncons);
-        free(cons);
-        return ret;
-    }
-    ret = (int)n;
-    for (unsigned k = 1; k < n && ret == (int)n; k++) {
-        uint64_t limit = UINT64_C(1) << n;
-
-        for (uint64_t s = (UINT64_C(1) << k) - 1; s < limit; s = next_combination(s))
-            if (holds(t, capacity, s, need, cons, ncons)) {
-                ret = (int)k;
-                break;
-            }
-    }
+    } else
+        ret = exact_min(t, capacity, need, cons, ncons, NULL, NULL);
     free(cons);
+    return ret;
+}
+
+/* What the delay test needs: the interval's vCPU demands and the bound. */
+struct delay_arg {
+    const double *vcpu;    /* each vCPU's demand (cut to 1) */
+    unsigned nvcpus;
+    double need, bound;
+};
+
+/* The usable CPUs of the packages of set. */
+static unsigned set_cpus(const struct vpack_topology *t, uint64_t set)
+{
+    unsigned c = 0;
+
+    for (unsigned p = 0; p < t->npackages && p < MAX_BITS; p++)
+        if (set >> p & 1)
+            c += vpack_cpuset_count(&t->packages[p].cpus);
+    return c;
+}
+
+/* The model's p99 vCPU delay with the demand spread over c CPUs is at most the bound. */
+static bool delay_ok(unsigned c, const struct delay_arg *a)
+{
+    unsigned ok = 0, want = a->nvcpus - a->nvcpus / 100;
+
+    for (unsigned i = 0; i < a->nvcpus; i++) {
+        double d = a->vcpu[i], rho = c ? (a->need - d) / c : 0;
+
+        if (d <= 0 || d * vpack_model_wait_factor(rho < 0 ? 0 : rho, c) <= a->bound)
+            ok++;
+    }
+    return ok >= want;
+}
+
+static bool delay_test(const struct vpack_topology *t, uint64_t set, const void *arg)
+{
+    return delay_ok(set_cpus(t, set), arg);
+}
+
+static int cmp_udesc(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Beyond VPACK_ORACLE_EXACT_MAX: the smallest k whose k largest packages (in CPUs) pass. */
+static int delay_lower(const struct vpack_topology *t, const struct delay_arg *a)
+{
+    unsigned *cpus = malloc(t->npackages * sizeof(*cpus)), c = 0, k;
+
+    if (!cpus)
+        return -ENOMEM;
+    for (unsigned p = 0; p < t->npackages; p++)
+        cpus[p] = vpack_cpuset_count(&t->packages[p].cpus);
+    qsort(cpus, t->npackages, sizeof(*cpus), cmp_udesc);
+    for (k = 0; k < t->npackages; k++) {
+        c += cpus[k];
+        if (delay_ok(c, a))
+            break;
+    }
+    free(cpus);
+    return (int)(k < t->npackages ? k + 1 : t->npackages);
+}
+
+/* The vCPUs' demands of snap into a (a->vcpu owned). Returns 0 or -ENOMEM. */
+static int vcpu_demands(const struct vpack_snapshot *snap, struct delay_arg *a)
+{
+    double *v;
+
+    a->nvcpus = 0;
+    for (unsigned i = 0; i < snap->ndomains; i++)
+        a->nvcpus += snap->domains[i].nvcpus;
+    a->vcpu = v = malloc((a->nvcpus ? a->nvcpus : 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    a->nvcpus = 0;
+    for (unsigned i = 0; i < snap->ndomains; i++)
+        for (unsigned k = 0; k < snap->domains[i].nvcpus; k++) {
+            double u = snap->domains[i].vcpus[k].util;
+            v[a->nvcpus++] = u <= VPACK_ORACLE_EPS ? 0 : cut(u);
+        }
+    return 0;
+}
+
+int vpack_oracle_delay_packages(const struct vpack_topology *t, const double *capacity,
+                                const struct vpack_snapshot *snap, double bound, bool *exact)
+{
+    struct delay_arg a = {.bound = bound};
+    unsigned n = t->npackages, ncons = 0;
+    uint64_t *cons = NULL;
+    int ret, k;
+
+    if (exact)
+        *exact = true;
+    if (n == 0)
+        return 0;
+    if (constraints(t, snap, &cons, &ncons, &a.need) < 0 || vcpu_demands(snap, &a) < 0) {
+        free(cons);
+        return -ENOMEM;
+    }
+    if (a.need <= 0)
+        ret = 0;
+    else if (n > VPACK_ORACLE_EXACT_MAX) {
+        if (exact)
+            *exact = false;
+        ret = lower_bound(t, capacity, a.need, cons, ncons);
+        k = ret < 0 ? ret : delay_lower(t, &a);
+        ret = ret < 0 || k < 0 ? -ENOMEM : ret > k ? ret : k;
+    } else
+        ret = exact_min(t, capacity, a.need, cons, ncons, delay_test, &a);
+    free(cons);
+    free((void *)a.vcpu);
     return ret;
 }

@@ -6,8 +6,10 @@
 # host, level 2 against level 0 as mean, standard deviation and range over
 # day x seed of: the saving with package C6 per package, with package C6
 # system-wide (the built-in Xeon profile, idle_w = awake_w) and with idle_w
-# as low as deep_w; package-seconds with work against the capacity bound;
-# served work; p99 vCPU delay; moves per hour; and at level 0 and level 2:
+# as low as deep_w; package-seconds with work against the capacity bound
+# and the delay-bounded optimum; served work; p99 vCPU delay; moves per hour;
+# CPU-seconds run beyond the work done by SMT siblings co-running (the
+# model's costs, include/vpack/model.h step 8, are on); and at level 0 and level 2:
 # per-VM delay p99 and max (each VM's wait per CPU-second wanted, across the
 # VMs) and the saturation share. Prints a Markdown section.
 #
@@ -48,8 +50,8 @@ echo "\`tests/bench/bench-days.sh\`: ${#days[@]} PlanetLab days (\`tests/data/pl
      "deviation [min, max] over day x seed. Run $(date -u '+%Y-%m-%d %H:%M UTC')," \
      "vpack $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')."
 echo
-echo "| host | saving, PC6 per package | saving, PC6 system-wide | saving, system-wide with idle_w = deep_w | vs capacity bound | served | p99 delay % | moves/h | per-VM delay p99 %, level 0 | per-VM delay p99 % | per-VM delay max %, level 0 | per-VM delay max % | saturation %, level 0 | saturation % |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| host | saving, PC6 per package | saving, PC6 system-wide | saving, system-wide with idle_w = deep_w | vs capacity bound | vs delay-bounded optimum | served | p99 delay % | moves/h | SMT slowdown CPU-s | per-VM delay p99 %, level 0 | per-VM delay p99 % | per-VM delay max %, level 0 | per-VM delay max % | saturation %, level 0 | saturation % |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for host in "${hosts[@]}"; do
     : >"$tmp/rows"
     for day in "${days[@]}"; do
@@ -58,8 +60,9 @@ for host in "${hosts[@]}"; do
                 --interval-ms "$((interval * 1000))" --topology "synthetic:\"$host\"" \
                 ${extra[@]+"${extra[@]}"} >"$tmp/out"
             echo "$(level2 '  ... PC6 scope package') $(level2 '  ... PC6 scope system') \
-$(level2 '  ... idle_w as deep_w') $(level2 'vs capacity bound') $(level2 'served work ratio') \
-$(level2 'p99 vCPU delay') $(level2 'moves per hour') $(level0 'per-VM delay p99') \
+$(level2 '  ... idle_w as deep_w') $(level2 'vs capacity bound') $(level2 'vs delay-bounded optimum') \
+$(level2 'served work ratio') $(level2 'p99 vCPU delay') $(level2 'moves per hour') \
+$(level2 'SMT slowdown CPU-seconds') $(level0 'per-VM delay p99') \
 $(level2 'per-VM delay p99') $(level0 'per-VM delay max') $(level2 'per-VM delay max') \
 $(level0 'saturation share') $(level2 'saturation share')" >>"$tmp/rows"
         done
@@ -69,9 +72,9 @@ $(level0 'saturation share') $(level2 'saturation share')" >>"$tmp/rows"
               if (NR == 1 || v < lo[i]) lo[i] = v; if (NR == 1 || v > hi[i]) hi[i] = v } }
         END {
             printf "| `%s` (%d runs)", host, NR
-            for (i = 1; i <= 13; i++) {
+            for (i = 1; i <= 15; i++) {
                 m = s[i] / NR; sd = q[i] / NR - m * m; sd = sd > 0 ? sqrt(sd) : 0
-                f = (i == 5) ? "%.4f ± %.4f [%.4f, %.4f]" : (i >= 8 ? "%.2f ± %.2f [%.2f, %.2f]" : "%.1f ± %.1f [%.1f, %.1f]")
+                f = (i == 6) ? "%.4f ± %.4f [%.4f, %.4f]" : (i == 9 ? "%.0f ± %.0f [%.0f, %.0f]" : (i >= 10 ? "%.2f ± %.2f [%.2f, %.2f]" : "%.1f ± %.1f [%.1f, %.1f]"))
                 printf " | " f, m, sd, lo[i], hi[i]
             }
             print " |"

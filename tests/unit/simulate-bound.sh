@@ -11,8 +11,9 @@
 #    the model or the oracle, see include/vpack/oracle.h);
 #  - reports, for every level, package-seconds with work of at least the
 #    capacity bound's minus the intervals it spent under the bound, awake
-#    package-seconds no larger than the package-seconds with work, and a
-#    policy target no smaller than the capacity bound.
+#    package-seconds no larger than the package-seconds with work, a
+#    policy target and a delay-bounded optimum no smaller than the capacity
+#    bound (the model's costs on: SMT slowdown, refill, deep-state exits).
 # No libvirt, no agent. Prints "ok".
 #
 #   bash tests/unit/simulate-bound.sh build/ctl/vpackctl
@@ -36,7 +37,7 @@ row() {
 }
 
 check() {   # check DESCRIPTION DAY INTERVAL_S ARGS...: one run of simulate and its figures.
-    local what=$1 day=$2 secs=$3 work awake under bound target npkg
+    local what=$1 day=$2 secs=$3 work awake under bound target delayopt npkg
     shift 3
     runs=$((runs + 1))
     if ! "$ctl" simulate --planetlab "$day" --vms 100 --interval-ms "$((secs * 1000))" "$@" \
@@ -49,8 +50,9 @@ check() {   # check DESCRIPTION DAY INTERVAL_S ARGS...: one run of simulate and 
     under=$(row "intervals under the bound")
     bound=$(sed -n 's/^capacity bound pkg-s  *\([0-9.]*\).*/\1/p' "$tmp/out")
     target=$(sed -n 's/^policy target pkg-s  *\([0-9.]*\).*/\1/p' "$tmp/out")
+    delayopt=$(sed -n 's/^delay-bounded opt pkg-s  *\([0-9.]*\).*/\1/p' "$tmp/out")
     npkg=$(sed -n '1s/.*(\([0-9]*\) packages)$/\1/p' "$tmp/out")
-    if [ -z "$work" ] || [ -z "$awake" ] || [ -z "$under" ] || [ -z "$bound" ] || [ -z "$target" ] || [ -z "$npkg" ]; then
+    if [ -z "$work" ] || [ -z "$awake" ] || [ -z "$under" ] || [ -z "$bound" ] || [ -z "$target" ] || [ -z "$delayopt" ] || [ -z "$npkg" ]; then
         fail "$what: a figure is missing from the output:"$'\n'"$(cat "$tmp/out")"
         return
     fi
@@ -58,7 +60,7 @@ check() {   # check DESCRIPTION DAY INTERVAL_S ARGS...: one run of simulate and 
     # the interval's package-seconds there; the rest must hold.
     awk -v work="$work" -v awake="$awake" -v under="$under" -v bound="$bound" -v npkg="$npkg" \
         -v secs="$secs" \
-        -v target="$target" -v what="$what" '
+        -v target="$target" -v delayopt="$delayopt" -v what="$what" '
         BEGIN {
             split(work, w, " "); split(awake, a, " "); split(under, u, " ")
             bad = 0
@@ -74,6 +76,10 @@ check() {   # check DESCRIPTION DAY INTERVAL_S ARGS...: one run of simulate and 
             }
             if (target + 0 < bound - 0.5) {
                 printf "%s: policy target %s below the capacity bound %s\n", what, target, bound
+                bad = 1
+            }
+            if (delayopt + 0 < bound - 0.5) {
+                printf "%s: delay-bounded optimum %s below the capacity bound %s\n", what, delayopt, bound
                 bad = 1
             }
             exit bad

@@ -183,7 +183,10 @@ u = sorted((0.1 / 0.7, 0.1 / 0.8, 0.0))
 # nearest rank of 3: p50 the 2nd, p99 the 3rd
 print(d[1], d[2], d[2], u[1], u[2], u[2], 0.5, 0.2 / 1.8)')
 read -r dp50 dp99 dmax up50 up99 umax sat unserved <<<"$rank"
-"$ctl" simulate --trace "$tmp/rank.jsonl" --topology "$one" --json >"$tmp/out" 2>"$tmp/err" ||
+# The deep state's exit latency delays work too (model.h step 8): a profile
+# without one keeps the hand computation to step 5's queueing alone.
+printf '[package]\nexit_latency_us = 0\ntarget_residency_us = 0\n' >"$tmp/noexit.ini"
+"$ctl" simulate --trace "$tmp/rank.jsonl" --topology "$one" --power "$tmp/noexit.ini" --json >"$tmp/out" 2>"$tmp/err" ||
     fail "ranking trace: $(cat "$tmp/err")"
 out=$(cat "$tmp/out")
 for l in 0 1 2; do
@@ -195,14 +198,34 @@ have = (v["delay"]["p50"], v["delay"]["p99"], v["delay"]["max"], v["unserved"]["
         v["unserved"]["p99"], v["unserved"]["max"], x["saturation_share"])
 esv = x["energy_j"] / 3.6e6 * x["saturation_share"] * float(sys.argv[10])
 sys.exit(not (v["vms"] == 3 and all(abs(a - b) < 1e-6 for a, b in zip(want, have)) and
-              abs(x["energy_x_violation"] - esv) < 1e-12 and x["work_lost_to_moves_cpu_s"] is None))
+              abs(x["energy_x_violation"] - esv) < 1e-12 and
+              x["work_lost_to_moves_cpu_s"] == x["costs"]["refill_cpu_s"]))
 ' "$out" "$l" "$dp50" "$dp99" "$dmax" "$up50" "$up99" "$umax" "$sat" "$unserved" ||
         fail "ranking trace, level $l: $(field "$out" 'o["levels"]['$l']'); expected per-VM delay $dp50 $dp99 $dmax, unserved $up50 $up99 $umax, saturation $sat, energy x violation = kWh x $sat x $unserved, work lost to moves null"
 done
-"$ctl" simulate --trace "$tmp/rank.jsonl" --topology "$one" >"$tmp/out" 2>&1 || true
+"$ctl" simulate --trace "$tmp/rank.jsonl" --topology "$one" --power "$tmp/noexit.ini" >"$tmp/out" 2>&1 || true
 grep -q '^per-VM delay p99 .* 85\.71%$' "$tmp/out" && grep -q '^saturation share .* 50\.00%$' "$tmp/out" &&
-    grep -q '^work lost to moves *not charged' "$tmp/out" ||
+    grep -q '^work lost to moves *the refill CPU-seconds row' "$tmp/out" ||
     fail "ranking trace: the text rows are missing or wrong:"$'\n'"$(cat "$tmp/out")"
+# ---- platform profiles and the delay bound ---------------------------------
+sim --topology "$topo" --platform xeon-nope
+refused "unknown platform" 1 "--platform 'xeon-nope'" \
+    "xeon-skx, xeon-icx, xeon-spr, pc6-package, amd-epyc"
+[ "$(field "$default" 'o["platform"]["name"]')" = xeon-spr ] || fail "default platform not xeon-spr"
+sim --topology "$topo" --json --platform pc6-package
+[ "$rc" -eq 0 ] || fail "--platform pc6-package: exit $rc ($err)"
+[ "$(field "$out" 'o["pc6_scope"], o["platform"]["exit_latency_us"], o["platform"]["target_residency_us"]')" = "('package', 290.0, 800.0)" ] ||
+    fail "--platform pc6-package: $(field "$out" 'o["platform"]'), scope $(field "$out" 'o["pc6_scope"]')"
+sim --topology "$topo" --json --power "$here/../../data/power-model.ini" --platform xeon-skx
+[ "$(field "$out" 'o["pc6_scope"], o["platform"]["exit_latency_us"], o["platform"]["target_residency_us"]')" = "('system', 133.0, 600.0)" ] ||
+    fail "--power data/power-model.ini --platform xeon-skx: $(field "$out" 'o["platform"]') ($err)"
+sim --topology "$topo" --power "$tmp/package.ini" --platform xeon-spr
+refused "--platform with a one-platform file" 1 "no platform 'xeon-spr'" "it has no profiles"
+sim --topology "$topo" --delay-bound 0
+refused "--delay-bound 0" 2 "--delay-bound" "'0'"
+sim --topology "$topo" --json --delay-bound 0.01
+[ "$(field "$out" 'o["delay_bound"] == 0.0001 and o["delay_bounded_optimum"]["package_seconds"] >= o["capacity_bound"]["package_seconds"]')" = True ] ||
+    fail "--delay-bound 0.01: $(field "$out" 'o["delay_bound"], o["delay_bounded_optimum"], o["capacity_bound"]')"
 
 if [ "$failures" -ne 0 ]; then
     echo "simulate-options: $failures failure(s)" >&2
