@@ -84,6 +84,13 @@ void vpack_agent_hold(struct vpack_agent *a, int level, double seconds);
  * puts), or -ENOMEM.
  */
 int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out);
+
+/* The figures of vpackd's one-line systemd STATUS=: packages in the topology,
+ * those active (all until the first plan), and the domains vpack places. */
+struct vpack_agent_summary {
+    unsigned packages, active, domains;
+};
+void vpack_agent_summary(const struct vpack_agent *a, struct vpack_agent_summary *out);
 /* One domain explained: 0 with *out (caller puts), -ENOENT when the agent
  * does not know it, or -ENOMEM. */
 int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct json_object **out);

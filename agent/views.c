@@ -46,6 +46,15 @@ static bool package_active(const struct vpack_agent *a, const struct vpack_packa
     return active;
 }
 
+void vpack_agent_summary(const struct vpack_agent *a, struct vpack_agent_summary *out)
+{
+    *out = (struct vpack_agent_summary){.packages = a->topo->npackages};
+    for (unsigned p = 0; p < a->topo->npackages; p++)
+        out->active += package_active(a, &a->topo->packages[p]);
+    for (unsigned i = 0; i < a->ndoms; i++)
+        out->domains += a->doms[i].name && vpack__dom_placed(a, &a->doms[i]);
+}
+
 /* "level", "level_source" ("domain", "rule", "default") and "rule" (its name or null). */
 static void domain_level(const struct vpack_agent *a, const struct agent_dom *d,
                          struct json_object *o, bool *ok)

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
 #include <uv.h>
 
 #include "agent.h"
@@ -40,6 +42,9 @@ struct daemon {
     bool keep_placement;
     const char *topology;
     int exit_code;
+    /* systemd's STATUS=: sent again only when the figures change. */
+    uv_check_t status_check;
+    struct vpack_agent_summary status;
 };
 
 static void usage(FILE *f)
@@ -111,6 +116,9 @@ static void stop(struct daemon *dm)
     uv_close((uv_handle_t *)&dm->sigterm, NULL);
     uv_close((uv_handle_t *)&dm->sigint, NULL);
     uv_close((uv_handle_t *)&dm->sighup, NULL);
+    uv_check_stop(&dm->status_check);
+    uv_close((uv_handle_t *)&dm->status_check, NULL);
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping: giving the guests their pins back");
     vpack_control_stop(dm->control);
     dm->control = NULL;
     vpack_metrics_stop(dm->metrics);
@@ -127,20 +135,61 @@ static void on_stop_signal(uv_signal_t *h, int signum)
     stop(dm);
 }
 
+/*
+ * Tells systemd (Type=notify; nothing without NOTIFY_SOCKET) what vpackd
+ * does, when it changed: "N of M packages active, K domains placed". A
+ * uv_check runs after every pass of the loop, so the figures are compared
+ * after each interval, event and request; a line goes out only when they
+ * differ, not every interval.
+ */
+static void notify_status(struct daemon *dm, bool force)
+{
+    struct vpack_agent_summary now;
+
+    if (!dm->agent)
+        return;
+    vpack_agent_summary(dm->agent, &now);
+    if (!force && !memcmp(&now, &dm->status, sizeof(now)))
+        return;
+    dm->status = now;
+    sd_notifyf(0, "STATUS=%u of %u packages active, %u domains placed", now.active,
+               now.packages, now.domains);
+}
+
+static void on_status_check(uv_check_t *h)
+{
+    notify_status(h->data, false);
+}
+
+/* RELOADING=1 with the time systemd 253+ wants beside it for reloads it
+ * tracks (sd_notify(3)); systemd 252 (Debian 12) reads RELOADING=1 alone and
+ * ignores the field it does not know. READY=1 ends the reload either way. */
+static void notify_reloading(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading the configuration",
+               (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+}
+
 static void on_hup(uv_signal_t *h, int signum)
 {
     struct daemon *dm = h->data;
     struct vpack_config c;
     char *err = NULL;
     (void)signum;
+    notify_reloading();
     if (load_config(dm, &c, true) < 0) {
         log_err("SIGHUP: configuration not reloaded");
-        return;
+    } else {
+        if (vpack_agent_reload(dm->agent, &c, &err) < 0)
+            log_err("SIGHUP: %s", err ? err : "reload failed");
+        free(err);
+        vpack_config_clear(&c);
     }
-    if (vpack_agent_reload(dm->agent, &c, &err) < 0)
-        log_err("SIGHUP: %s", err ? err : "reload failed");
-    free(err);
-    vpack_config_clear(&c);
+    /* The old configuration stays on a refusal: vpackd still serves. */
+    sd_notify(0, "READY=1");
+    notify_status(dm, true);
 }
 
 /* Reads the command line into dm: -1 to go on, or the exit code (--help, --version, errors). */
@@ -350,6 +399,12 @@ int main(int argc, char **argv)
     uv_signal_start(&dm.sighup, on_hup, SIGHUP);
     log_info("vpackd %s started (topology %s, interval %u ms)", VPACK_VERSION, cfg.topology,
              cfg.interval_ms);
+    /* Serving: the control socket listens and the metrics endpoint too. */
+    sd_notify(0, "READY=1");
+    notify_status(&dm, true);
+    uv_check_init(&dm.loop, &dm.status_check);
+    dm.status_check.data = &dm;
+    uv_check_start(&dm.status_check, on_status_check);
 
     uv_run(&dm.loop, UV_RUN_DEFAULT);
     dm.exit_code = 0;

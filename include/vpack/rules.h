@@ -37,11 +37,14 @@ enum vpack_level_source {
 struct vpack_rule {
     char *name;          /* NAME of [rule "NAME"] */
     unsigned line;       /* the line of its section header, for messages */
-    int level;           /* 0, 1, 2; -1 until the level key is read */
+    int level;           /* 0, 1, 2; -1 until the level key is read, or with level_from */
     char *name_glob;     /* name = GLOB (fnmatch); NULL: any name */
     char *ns;            /* metadata_namespace = URI; NULL: no metadata condition */
     char *path;          /* metadata_path = a/b/@c; NULL: the namespace's element exists */
     char *value_glob;    /* metadata_value = GLOB; NULL: what the path names exists */
+    char *level_path;    /* level_from = PATH: the level is the text of what it names
+                          * in the rule's namespace (the rule matches only where it
+                          * names something); NULL: the level key gives it */
 };
 
 struct vpack_rules {
@@ -76,8 +79,10 @@ struct vpack_rule *vpack_rules_add(struct vpack_rules *rs, const char *name, uns
 struct vpack_rule *vpack_rules_find(const struct vpack_rules *rs, const char *name);
 
 /*
- * Sets one key of a rule: level, name, metadata_namespace, metadata_path,
- * metadata_value. Returns 0; -EINVAL for an unknown key, a key set twice or
+ * Sets one key of a rule: level, level_from, name, metadata_namespace,
+ * metadata_path, metadata_value. A path is steps separated by '/': element
+ * local names, each with at most one filter [@NAME="VALUE"] (or 'VALUE'),
+ * and an @ATTR last. Returns 0; -EINVAL for an unknown key, a key set twice or
  * a bad value, with *errmsg (caller frees) saying which and why; -ENOMEM.
  */
 int vpack_rule_set(struct vpack_rule *r, const char *key, const char *value, char **errmsg);
@@ -100,8 +105,9 @@ void vpack_rules_clear(struct vpack_rules *rs);
  * the XML is not read. Otherwise the first rule that matches gives the
  * level, else default_level does. The XML is parsed only when a rule with a
  * metadata condition is reached. Returns 0 with *out, or -EINVAL (XML that
- * cannot be read, with *errmsg as vpack_domxml_parse() words it; *out is
- * then the default) or -ENOMEM.
+ * cannot be read, with *errmsg as vpack_domxml_parse() words it, or a
+ * level_from whose text is not a level, with *errmsg naming the rule; *out
+ * is then the default) or -ENOMEM.
  */
 int vpack_rules_resolve(const struct vpack_rules *rs, int own_level, int default_level,
                         const char *name, const char *xml, size_t len, struct vpack_level *out,

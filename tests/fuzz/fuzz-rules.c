@@ -11,8 +11,10 @@
  *    starting with the line ("line N: ") except for inih's own failures;
  *  - an accepted one holds only complete rules, with unique names, in
  *    file order, and copies whole;
- *  - resolving gives 0 or -EINVAL with a one-line message (or -ENOMEM);
- *    the domain's own level always wins; a rule's level is that rule's,
+ *  - resolving gives 0 or -EINVAL with a one-line message (or -ENOMEM),
+ *    -EINVAL on readable XML only for a level_from text that is not a
+ *    level; the domain's own level always wins; a rule's level is that
+ *    rule's (or, with level_from, one it read),
  *    and no rule before it would have matched (it is the first).
  */
 #include <errno.h>
@@ -34,6 +36,9 @@ static const char fixed_rules[] =
     "[rule \"text\"]\nlevel = 1\n"
     "metadata_namespace = http://openstack.org/xmlns/libvirt/nova/1.1\n"
     "metadata_path = instance/owner/project\nmetadata_value = *shot\n"
+    "[rule \"spec\"]\n"
+    "metadata_namespace = http://openstack.org/xmlns/libvirt/nova/1.1\n"
+    "level_from = instance/flavor/extraSpecs/extraSpec[@name=\"vpack:level\"]\n"
     "[rule \"ns\"]\nlevel = 0\nname = *\nmetadata_namespace = urn:x\n";
 
 static void quiet(void *ctx, const char *msg, ...)
@@ -114,7 +119,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             &err);
     if (r == -EINVAL) {
         check_msg(err);
-        if (lv.source != VPACK_LEVEL_DEFAULT || lv.level != -1 || d)
+        /* With readable XML, only a level_from text that is not a level. */
+        if (lv.source != VPACK_LEVEL_DEFAULT || lv.level != -1 ||
+            (d && strncmp(err, "rule \"", 6)))
             abort();
         goto cleanup;
     }
@@ -127,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (lv.source == VPACK_LEVEL_RULE) {
         const struct vpack_rule *rule = vpack_rules_find(&c.rules, lv.rule);
         unsigned idx;
-        if (!rule || rule->level != lv.level)
+        if (!rule || (rule->level_path ? rule->level >= 0 : rule->level != lv.level))
             abort();
         idx = (unsigned)(rule - c.rules.v);
         /* No rule before it matches; with it, it does. */

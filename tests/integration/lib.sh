@@ -672,9 +672,11 @@ vp_wait_no_other_vpackd() {
     done
 }
 
-# vp_is_vpack_hook PATH: a symlink to a vpack-hook, or a copy of one.
+# vp_is_vpack_hook PATH: a symlink to a vpack-hook, a copy of one, or the
+# package's wrapper script (plugin/qemu-hook.in).
 vp_is_vpack_hook() {
     if [ -L "$1" ] && [ "$(basename "$(readlink "$1")")" = vpack-hook ]; then return 0; fi
+    if [ -f "$1" ] && grep -qx 'exec .*/vpack-hook "\$@"' "$1"; then return 0; fi
     [ -f "$1" ] && grep -aq 'Usage: vpack-hook' "$1"
 }
 

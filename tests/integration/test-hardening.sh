@@ -218,11 +218,12 @@ inst_unit=$(find "$work/inst" -name vpackd.service | head -n1)
 [ -n "$inst_unit" ] || vp_die "meson install put no vpackd.service in $work/inst"
 mkdir -p "$work/unit"
 exe=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$inst_unit")
-sed "s|^ExecStart=$exe|ExecStart=$work/inst$exe|" "$inst_unit" > "$work/unit/vpackd.service"
+# ExecStart and the ExecReload that checks the file first run the same vpackd.
+sed "s|^\(Exec[A-Za-z]*=\)$exe |\1$work/inst$exe |" "$inst_unit" > "$work/unit/vpackd.service"
 manroot=$(find "$work/inst" -type d -name man | head -n1)
 rc=0
 out=$(MANPATH=$manroot systemd-analyze verify "$work/unit/vpackd.service" 2>&1) || rc=$?
-[ $rc -eq 0 ] && [ -z "$out" ] && vp_pass "systemd-analyze verify: clean (installed unit, ExecStart under the destdir)" ||
+[ $rc -eq 0 ] && [ -z "$out" ] && vp_pass "systemd-analyze verify: clean (installed unit, ExecStart and ExecReload under the destdir)" ||
     vp_fail "systemd-analyze verify (exit $rc): $out"
 score=$(systemd-analyze security --offline=yes "$work/unit/vpackd.service" 2>&1 |
         sed -n 's/.*Overall exposure level for vpackd.service: \([0-9.]*\).*/\1/p')

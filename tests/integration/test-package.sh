@@ -8,22 +8,29 @@
 #              checkout); its version is meson.build's project version
 #   lintian    no error, warning or info tag that debian/ does not override
 #   install    apt-get install ./vpack_*.deb: the three programs, the man
-#              pages, the unit, the hook link in /etc/libvirt/hooks/qemu.d/ and
-#              /etc/vpack/vpackd.conf as a conffile are where they belong;
-#              the unit is enabled (deb-systemd-helper's symlink in
-#              multi-user.target.wants) and vpackd is not running
+#              pages, the bash completion, the unit, the hook script in
+#              /etc/libvirt/hooks/qemu.d/ and /etc/vpack/vpackd.conf (both
+#              conffiles) are where they belong; the unit is Type=notify,
+#              ordered after libvirtd and virtqemud without pulling either
+#              in; it is not enabled and vpackd is not running
 #   hook       after a libvirtd restart, the installed hook refuses a domain
 #              with level='7' with vpack's message
 #   agent      the operator's edits to the conffile (topology override, metrics
 #              port, watermarks); vpackd started from the unit's ExecStart as
 #              systemd would (its RuntimeDirectory, a clean environment, cwd
 #              /) packs a level-2 guest pair, one of them with a guest pin, and
-#              the installed vpackctl reaches it on the default socket
+#              the installed vpackctl reaches it on the default socket;
+#              NOTIFY_SOCKET points at a socat datagram socket, where READY=1
+#              and STATUS= arrive
+#   reload     the unit's ExecReload lines, in order, as systemd runs them:
+#              with a broken conffile the first (vpackd --check-config) fails
+#              with the file's line and key, the rest is not run, and vpackd
+#              keeps serving; with a good one, RELOADING=1 then READY=1 arrive
 #   purge      apt-get purge -y vpack: the prerm stops vpackd (SIGTERM, exit
 #              0), every guest thread has the pins it had before vpackd ran,
 #              and nothing of vpack is left: every file dpkg listed, /etc/vpack,
-#              /run/vpack, the hook link, the unit, its enablement symlink and
-#              deb-systemd-helper's state; after a libvirtd restart the domain
+#              /run/vpack, the hook script, the unit, any enablement symlink
+#              and deb-systemd-helper's state; after a libvirtd restart the domain
 #              with level='7' starts (no hook runs)
 #
 # The cleanup purges the package even when the test fails; if the test is
@@ -128,18 +135,30 @@ vp__quiet vp__apt install -y --no-install-recommends "$deb" ||
     vp_pass "vpack $version installed" || vp_fail "dpkg says: $(dpkg-query -W -f='${Status} ${Version}' vpack)"
 dpkg -L vpack > "$work/files"
 for f in /usr/sbin/vpackd /usr/bin/vpackctl /usr/bin/vpack-hook "$UNIT" "$CONF" "$HOOK_LINK" \
-         /usr/share/man/man8/vpackd.8.gz /usr/share/man/man1/vpackctl.1.gz \
+         /usr/share/bash-completion/completions/vpackctl /usr/share/man/man8/vpackd.8.gz /usr/share/man/man1/vpackctl.1.gz \
          /usr/share/man/man5/vpackd.conf.5.gz /usr/share/man/man8/vpack-hook.8.gz \
          /usr/share/doc/vpack/copyright; do
     if grep -qxF "$f" "$work/files" && { [ -e "$f" ] || [ -L "$f" ]; }; then vp_pass "installed $f"
     else vp_fail "$f is not installed"; fi
 done
-[ "$(readlink "$HOOK_LINK")" = /usr/bin/vpack-hook ] && [ -x "$HOOK_LINK" ] &&
-    vp_pass "hook link $HOOK_LINK -> /usr/bin/vpack-hook" || vp_fail "hook link: $(ls -l "$HOOK_LINK" 2>&1)"
-dpkg-query -W -f='${Conffiles}\n' vpack | grep -q "^ $CONF " &&
-    vp_pass "$CONF is a conffile" || vp_fail "$CONF is not a conffile: $(dpkg-query -W -f='${Conffiles}' vpack)"
-[ "$(readlink "$WANTS")" = "$UNIT" ] && vp_pass "unit enabled: $WANTS -> $UNIT" ||
-    vp_fail "unit not enabled: $(ls -l "$WANTS" 2>&1)"
+[ ! -L "$HOOK_LINK" ] && [ -f "$HOOK_LINK" ] && [ -x "$HOOK_LINK" ] &&
+    grep -qx 'exec /usr/bin/vpack-hook "\$@"' "$HOOK_LINK" &&
+    vp_pass "hook $HOOK_LINK: an executable script that runs /usr/bin/vpack-hook" ||
+    vp_fail "hook: $(ls -l "$HOOK_LINK" 2>&1): $(tail -n1 "$HOOK_LINK" 2>&1)"
+for f in "$CONF" "$HOOK_LINK"; do
+    dpkg-query -W -f='${Conffiles}\n' vpack | grep -q "^ $f " &&
+        vp_pass "$f is a conffile" || vp_fail "$f is not a conffile: $(dpkg-query -W -f='${Conffiles}' vpack)"
+done
+dpkg-query -W -f='${Depends}\n' vpack | grep -q 'libvirt-daemon (>= 6.5)' &&
+    vp_pass "Depends: libvirt-daemon (>= 6.5)" || vp_fail "Depends: $(dpkg-query -W -f='${Depends}' vpack)"
+[ ! -e "$WANTS" ] && [ ! -L "$WANTS" ] && vp_pass "unit not enabled by the installation" ||
+    vp_fail "unit enabled: $(ls -l "$WANTS" 2>&1)"
+grep -qx 'Type=notify' "$UNIT" && vp_pass "unit: Type=notify" || vp_fail "unit: $(grep '^Type=' "$UNIT")"
+after=$(sed -n 's/^After=//p' "$UNIT" | tr '\n' ' ')
+[[ " $after " == *" libvirtd.service "* && " $after " == *" virtqemud.service "* ]] &&
+    ! grep -qE '^(Wants|Requires|BindsTo)=.*(libvirtd|virtqemud)' "$UNIT" &&
+    vp_pass "unit: After=$after, pulling in neither libvirt daemon" ||
+    vp_fail "unit: After=$after; $(grep -E '^(Wants|Requires|BindsTo)=' "$UNIT")"
 [ -z "$(package_vpackd)" ] && vp_pass "vpackd not started by the installation" ||
     vp_fail "vpackd runs after installation: $(package_vpackd)"
 v=$(vpackctl version 2>/dev/null | head -n1) || true
@@ -203,9 +222,19 @@ while IFS= read -r e; do
 done < <(sed -n 's/^Environment=//p' "$UNIT")
 sed -n 's/^RuntimeDirectory=//p' "$UNIT" | grep -qx vpack || vp_die "$UNIT has no RuntimeDirectory=vpack"
 mkdir -p "$RUN_DIR" && chmod 0755 "$RUN_DIR"
+# systemd's notification socket, played by socat: one datagram a message,
+# appended to notify.log (the messages have no final newline; the checks
+# below grep for each field).
+vp_install_packages socat || vp_die "cannot install socat"
+notify_sock=$work/notify.sock notify_log=$work/notify.log
+: > "$notify_log"
+socat -u "UNIX-RECV:$notify_sock" "OPEN:$notify_log,append" &
+notify_pid=$!
+vp_on_exit 'kill "$notify_pid" 2>/dev/null || true'
+vp_wait_for 5 test -S "$notify_sock" >/dev/null || vp_die "socat did not open $notify_sock"
 vp_log "starting the unit's command line: $exec_start"
 (cd / && exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    VPACK_TEST_OWNER="$VPACK_TEST_OWNER" "${unit_env[@]}" "${cmd[@]}") \
+    VPACK_TEST_OWNER="$VPACK_TEST_OWNER" NOTIFY_SOCKET="$notify_sock" "${unit_env[@]}" "${cmd[@]}") \
     < /dev/null >> "$work/vpackd.log" 2>&1 &
 agent_pid=$!
 if vp_wait_for 10 test -S "$RUN_DIR/vpackd.sock" >/dev/null; then vp_pass "vpackd opened $RUN_DIR/vpackd.sock"
@@ -223,6 +252,68 @@ out=$(vpackctl status 2>&1) && [[ $out == *vppkg-a* ]] &&
     vp_pass "vpackctl status on the default socket lists vppkg-a" || vp_fail "vpackctl status: $out"
 out=$(curl -s "http://127.0.0.1:$port/metrics") && [[ $out == *vpack_* ]] &&
     vp_pass "metrics served on the configured port $port" || vp_fail "no metrics on port $port"
+# notified: does notify.log, from byte $1 on, hold each of the strings $2...?
+notified() {
+    local from=$1 s text
+    shift
+    text=$(tail -c +"$((from + 1))" "$notify_log")
+    for s in "$@"; do [[ $text == *"$s"* ]] || return 1; done
+}
+statuses() { grep -ao 'STATUS=[0-9]* of [0-9]* packages active, [0-9]* domains placed' "$notify_log" | tail -n1; }
+if vp_wait_for 5 notified 0 READY=1 STATUS= >/dev/null; then
+    vp_pass "sd_notify: READY=1 and $(statuses)"
+else
+    vp_fail "sd_notify: no READY=1 and STATUS= on NOTIFY_SOCKET: '$(tr '\n' '|' < "$notify_log")'"
+fi
+[[ $(statuses) == *"2 domains placed"* ]] && vp_pass "the last STATUS= counts both guests placed" ||
+    vp_fail "last STATUS=: '$(statuses)'"
+
+echo "== reload"
+# The unit's ExecReload lines, parsed from it, run in order as systemd does:
+# one that fails ends the reload (failed), and the rest is not run.
+mapfile -t reload_cmds < <(sed -n 's/^ExecReload=//p' "$UNIT")
+[ "${#reload_cmds[@]}" -ge 2 ] && [[ ${reload_cmds[0]} == *--check-config* ]] ||
+    vp_die "unexpected ExecReload in $UNIT: ${reload_cmds[*]}"
+run_reload() {
+    local line rc=0
+    local -a rcmd
+    for line in "${reload_cmds[@]}"; do
+        read -ra rcmd <<<"${line//\$MAINPID/$agent_pid}"
+        (cd / && exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "${rcmd[@]}") \
+            < /dev/null >> "$work/reload.log" 2>&1 || { rc=$?; break; }
+    done
+    return "$rc"
+}
+cp "$CONF" "$work/vpackd.conf.good"
+printf '[policy]\nno_such_key = 1\n' >> "$CONF"
+: > "$work/reload.log"
+mark=$(stat -c %s "$notify_log")
+if run_reload; then
+    vp_fail "the reload with a broken file succeeded"
+elif grep -q "no_such_key: unknown key" "$work/reload.log"; then
+    vp_pass "a broken file fails the reload: $(tail -n1 "$work/reload.log")"
+else
+    vp_fail "the reload failed, but not with the key's message: $(cat "$work/reload.log")"
+fi
+sleep 1
+! notified "$mark" RELOADING=1 && kill -0 "$agent_pid" && out=$(vpackctl status 2>&1) &&
+    [[ $out == *vppkg-a* ]] &&
+    vp_pass "after the failed reload vpackd was not signalled and still serves" ||
+    vp_fail "after the failed reload: $(tail -c +"$((mark + 1))" "$notify_log"); $out"
+cp "$work/vpackd.conf.good" "$CONF"
+mark=$(stat -c %s "$notify_log")
+if run_reload; then vp_pass "the reload with the good file succeeded"
+else vp_fail "the reload with the good file failed: $(cat "$work/reload.log")"; fi
+if vp_wait_for 5 notified "$mark" RELOADING=1 MONOTONIC_USEC= READY=1 >/dev/null; then
+    text=$(tail -c +"$((mark + 1))" "$notify_log")
+    before=${text%%READY=1*}
+    [[ $before == *RELOADING=1* ]] && vp_pass "sd_notify: RELOADING=1 (with MONOTONIC_USEC=), then READY=1" ||
+        vp_fail "sd_notify: READY=1 before RELOADING=1: $text"
+else
+    vp_fail "sd_notify: no RELOADING=1 ... READY=1 after SIGHUP: '$(tail -c +"$((mark + 1))" "$notify_log")'"
+fi
+kill -0 "$agent_pid" && out=$(vpackctl status 2>&1) && [[ $out == *vppkg-a* ]] &&
+    vp_pass "vpackd serves after the reload" || vp_fail "after the reload: $out"
 
 echo "== purge"
 vp_log "apt-get purge -y vpack"
@@ -257,14 +348,14 @@ while IFS= read -r f; do
         left+=("$f")
     fi
 done < "$work/files.installed"
-for f in /etc/vpack "$RUN_DIR" "$HOOK_LINK" "$UNIT" "$WANTS"; do
+for f in /etc/vpack "$RUN_DIR" "$HOOK_LINK" /usr/share/bash-completion/completions/vpackctl "$UNIT" "$WANTS"; do
     { [ -e "$f" ] || [ -L "$f" ]; } && left+=("$f")
 done
 while IFS= read -r f; do left+=("$f"); done < <(
     find /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked \
          /etc/systemd/system -name 'vpackd*' 2>/dev/null; ls -d /var/lib/dpkg/info/vpack.* 2>/dev/null)
 [ "${#left[@]}" -eq 0 ] &&
-    vp_pass "nothing of vpack left ($(wc -l < "$work/files.installed") paths dpkg listed, /etc/vpack, $RUN_DIR, the hook link, the unit and its enablement)" ||
+    vp_pass "nothing of vpack left ($(wc -l < "$work/files.installed") paths dpkg listed, /etc/vpack, $RUN_DIR, the hook script, the completion, the unit and any enablement)" ||
     vp_fail "left after the purge: ${left[*]}"
 [ -z "$(package_vpackd)" ] || vp_fail "a vpackd from the package still runs: $(package_vpackd)"
 vp_restart_libvirtd

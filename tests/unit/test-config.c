@@ -175,7 +175,7 @@ static void test_rule_errors(void **state)
     expect_error("[rule \"a\"]\nlevel = 1\nname = x\nname = y\n",
                  "line 4: rule \"a\".name: set twice");
     expect_error("[rule \"a\"]\nlevel = 1\nflavor = m1.*\n",
-                 "line 3: rule \"a\".flavor: unknown key (a rule has level, name, ");
+                 "line 3: rule \"a\".flavor: unknown key (a rule has level or level_from, name, ");
     expect_error("[rule \"a\"]\nlevel = 1\nname =\n", "line 3: rule \"a\".name: empty");
     expect_error("[rule \"a\"]\nlevel = 1\nmetadata_namespace =\n",
                  "metadata_namespace: empty (expected a namespace URI");
@@ -193,8 +193,9 @@ static void test_rule_errors(void **state)
                  "an attribute (@NAME) can only be the last step");
     expect_error("[rule \"a\"]\nmetadata_path = instance//flavor\n",
                  "'instance//flavor': '' is not an element or @attribute name");
+    /* A position is no filter: only [@NAME="VALUE"] is. */
     expect_error("[rule \"a\"]\nmetadata_path = instance/flavor[1]\n",
-                 "'flavor[1]' is not an element or @attribute name");
+                 "'instance/flavor[1]': a filter is [@NAME=\"VALUE\"], an attribute of the element");
     expect_error("[rule \"a\"]\nmetadata_path = instance/@\n", "'@' is not an element");
     expect_error("[rule \"a\"]\nmetadata_path =\n", "metadata_path: empty");
     /* Headers. */

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Power policy rules (lib/rules.c) on domain XML: Nova's real metadata
- * blocks ($VPACK_FIXTURES/nova, copied from Nova's own tests), name globs,
+ * blocks ($VPACK_FIXTURES/nova, copied from Nova's own tests, and a domain
+ * in their shape with a vpack:level extra spec), [@name="..."] filters and
+ * level_from, name globs,
  * namespaces matched by URI and not by prefix, attributes against text,
  * first match wins, the domain's own element wins, and XML that cannot be
  * read. The rules come from configuration text, as vpackd reads them.
@@ -298,6 +300,129 @@ static void test_own_element_wins(void **state)
     free(block);
 }
 
+/* A rule that takes its level from extra spec vpack:level, and a fallback. */
+static const char extra_spec_rules[] =
+    "[rule \"spec\"]\n"
+    "metadata_namespace = " NOVA_NS "\n"
+    "level_from = instance/flavor/extraSpecs/extraSpec[@name=\"vpack:level\"]\n"
+    "[rule \"rest\"]\nlevel = 1\nname = instance-*\n";
+
+/* xml with the first `from` replaced by `to` (the caller frees). */
+static char *replaced(const char *xml, const char *from, const char *to)
+{
+    const char *at = strstr(xml, from);
+    char *out = NULL;
+    assert_non_null(at);
+    assert_true(asprintf(&out, "%.*s%s%s", (int)(at - xml), xml, to, at + strlen(from)) > 0);
+    return out;
+}
+
+static void test_nova_extra_spec(void **state)
+{
+    (void)state;
+    char *xml = nova_block("domain-extra-spec-level.xml");
+    const char *name = "instance-00000003";
+
+    /* The filter picks one of the repeated <nova:extraSpec>, by exact name. */
+    expect_meta(xml, NOVA_NS, "instance/flavor/extraSpecs/extraSpec[@name=\"vpack:level\"]", "2",
+                true);
+    expect_meta(xml, NOVA_NS, "instance/flavor/extraSpecs/extraSpec[@name='vpack:level']", "2",
+                true);
+    expect_meta(xml, NOVA_NS, "instance/flavor/extraSpecs/extraSpec[@name=\"vpack:note\"]", "2",
+                false);
+    expect_meta(xml, NOVA_NS, "instance/flavor/extraSpecs/extraSpec[@name=\"vpack:*\"]", NULL,
+                false);
+    expect_meta(xml, NOVA_NS, "instance/flavor/extraSpecs/extraSpec[@id=\"vpack:level\"]", NULL,
+                false);
+    /* A filter on any element step, and an attribute after it. */
+    expect_meta(xml, NOVA_NS, "instance/flavor[@name=\"b1.parkable\"]/vcpus", "2", true);
+    expect_meta(xml, NOVA_NS, "instance/flavor[@name=\"m1.large\"]/vcpus", NULL, false);
+    expect_meta(xml, NOVA_NS, "instance/owner/user[@uuid=\"3472c2a6-de91-4fb5-b618-42bc781ef670\"]",
+                "buzz", true);
+    expect_meta(xml, NOVA_NS, "instance/flavor[@id=\"5a0c7c1e-3f1d-4d8e-9b7a-2c6d0e9f1a2b\"]/@name",
+                "b1.*", true);
+
+    /* level_from: the level is the text; a domain without the spec falls through. */
+    expect(extra_spec_rules, name, xml, 2, "spec");
+    char *zero = replaced(xml, ">2</nova:extraSpec>", "> 0\n</nova:extraSpec>");
+    expect(extra_spec_rules, name, zero, 0, "spec");
+    char *none = replaced(xml, "\"vpack:level\"", "\"vpack:other\"");
+    expect(extra_spec_rules, name, none, 1, "rest");
+
+    /* Text that is not a level: an error that names the rule and the text. */
+    char *bad = replaced(xml, ">2</nova:extraSpec>", ">high</nova:extraSpec>");
+    struct vpack_config c;
+    struct vpack_level lv;
+    char *err = NULL;
+    rules_parse(&c, extra_spec_rules);
+    assert_int_equal(vpack_rules_resolve(&c.rules, -1, 0, name, bad, strlen(bad), &lv, &err),
+                     -EINVAL);
+    assert_non_null(err);
+    print_message("bad level text: %s\n", err);
+    assert_non_null(strstr(err, "rule \"spec\""));
+    assert_non_null(strstr(err, "'high'"));
+    assert_non_null(strstr(err, "0, 1 or 2"));
+    assert_int_equal(lv.source, VPACK_LEVEL_DEFAULT);
+    free(err);
+    vpack_config_clear(&c);
+    free(bad);
+    free(none);
+    free(zero);
+    free(xml);
+}
+
+/* A configuration that must be refused with a message holding want. */
+static void expect_refused(const char *text, const char *want)
+{
+    struct vpack_config c;
+    char *err = NULL;
+    assert_int_equal(vpack_config_init(&c), 0);
+    assert_int_equal(vpack_config_parse(&c, text, &err), -EINVAL);
+    assert_non_null(err);
+    print_message("refused: %s\n", err);
+    if (!strstr(err, want))
+        fail_msg("message '%s' lacks '%s'", err, want);
+    free(err);
+    vpack_config_clear(&c);
+}
+
+static void test_filter_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *want;
+    } bad[] = {
+        {"instance/flavor/extraSpecs/extraSpec[@name=\"vpack:level\"", "without its closing ']'"},
+        {"instance/flavor/extraSpecs/extraSpec[@name=vpack:level]", "is quoted"},
+        {"instance/flavor/extraSpecs/extraSpec[@name=\"vpack:level]", "is quoted"},
+        {"instance/flavor/extraSpecs/extraSpec[name=\"vpack:level\"]", "an attribute of the element"},
+        {"instance/flavor/extraSpecs/extraSpec[@nova:name=\"x\"]", "without prefix"},
+        {"instance/flavor/extraSpecs/extraSpec[@name]", "without prefix"},
+        {"instance/flavor/@name[@a=\"b\"]", "has no filter"},
+        {"instance/flavor/extraSpecs/extraSpec[@name=\"x\"]y", "'y' after 'extraSpec'"},
+        {"instance/flavor]", "']' after 'flavor'"},
+        {"nova:instance/nova:flavor", "no prefixes"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *text = NULL;
+        assert_true(asprintf(&text, "[rule \"r\"]\nlevel = 2\nmetadata_namespace = " NOVA_NS
+                             "\nmetadata_path = %s\n", bad[i].path) > 0);
+        expect_refused(text, bad[i].want);
+        free(text);
+        assert_true(asprintf(&text, "[rule \"r\"]\nmetadata_namespace = " NOVA_NS
+                             "\nlevel_from = %s\n", bad[i].path) > 0);
+        expect_refused(text, bad[i].want);
+        free(text);
+    }
+    /* level and level_from exclude each other; level_from needs the namespace. */
+    expect_refused("[rule \"r\"]\nlevel = 2\nmetadata_namespace = urn:x\nlevel_from = a/b\n",
+                   "level or level_from, not both");
+    expect_refused("[rule \"r\"]\nlevel_from = a/b\nlevel = 2\nmetadata_namespace = urn:x\n",
+                   "level or level_from, not both");
+    expect_refused("[rule \"r\"]\nlevel_from = a/b\nname = x\n",
+                   "level_from needs metadata_namespace");
+}
+
 static void test_default_and_errors(void **state)
 {
     (void)state;
@@ -352,6 +477,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nova_flavor),
         cmocka_unit_test(test_nova_image),
+        cmocka_unit_test(test_nova_extra_spec),
+        cmocka_unit_test(test_filter_errors),
         cmocka_unit_test(test_prefixes),
         cmocka_unit_test(test_names_and_order),
         cmocka_unit_test(test_own_element_wins),
