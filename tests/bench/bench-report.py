@@ -771,10 +771,21 @@ is that platform's (`data/power-model.ini`, `pc6_scope = system`), with the assu
 that a whole-idle socket outside PC6 draws what an awake one does (`idle_w = awake_w`:
 no figure was at hand). Under it packing saves close to nothing; the "PC6 per package"
 figures are what a platform whose sockets reach PC6 alone would save, or a Xeon whose
-idle socket's uncore falls as low as PC6 (`idle_w = deep_w`). Not yet modelled (issue
-26): the cost of a wake-up from PC6, SMT siblings slowing each other, remote memory.
+idle socket's uncore falls as low as PC6 (`idle_w = deep_w`).
 Mean-preserving correlated bursts, uneven vCPUs, per-VM slowdown and a saturation
 share: below, "Bursts that keep the mean and last".
+
+**Costs charged (issue 26, item 3).** The power file is a set of platform profiles
+(`--platform`, default `xeon-spr`: the kernel's `intel_idle` `spr_cstates` C6, exit
+290 us, target residency 800 us). The model charges: SMT siblings slowing each other
+(a CPU beside a busy sibling runs at (1 + gain) / 2; in the delay and the "SMT slowdown
+CPU-s" column), a moved thread's cache refill (`refill_ms` = 1 ms, ASSUMPTION, off its
+served work), idle gaps shorter than the target residency earning no deep state and
+each exit its latency (busy periods of `busy_period_ms` = 2 ms, ASSUMPTION), and a
+socket holding a working domain's memory kept out of PC6 (PlanetLab traces have no
+memory homes, so it does not act here). `vpackctl simulate` prints the saving with each
+of these assumptions varied. On the SMT hosts the policy counts the siblings' stretched
+occupancy as load, so level 2 runs further above the capacity bound than without SMT.
 """
 
 BURSTS_NOTE = """### Bursts that keep the mean and last, uneven vCPUs (issue 26, item 4)
@@ -796,9 +807,15 @@ DAYS_NOTE = """- *saving*: level 2 against level 0, modelled energy.
   with its demand served: `tests/unit/simulate-bound.sh` checks every day x seed x
   topology). Level 2 packs to the pack watermark (0.6 of a package's cores), not to
   full capacity, and spreads early.
+- *vs delay-bounded optimum*: level 2's package-seconds with work above the fewest
+  packages on which the model's p99 vCPU delay stays under 5 % (`--delay-bound`): an
+  optimum under the model, not a bound (`include/vpack/oracle.h`);
+  `tests/unit/simulate-bound.sh` checks it is never below the capacity bound.
+- *SMT slowdown CPU-s*: CPU-seconds level 2's CPUs ran beyond the work done because a
+  sibling was busy, over 24 h.
 - The SMT hosts' small system-wide saving comes from co-running: packed threads share
-  cores and fewer cores are busy (`core_w`), at no modelled delay, because the model
-  does not yet charge SMT siblings for slowing each other.
+  cores and fewer cores are busy (`core_w`); the model charges the siblings' slowdown,
+  in delay and occupancy.
 """
 
 
