@@ -33,7 +33,7 @@ VP_PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 vp_install_packages() {
     local p out missing=()
     for p in "$@"; do
-        dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing+=("$p")
+        dpkg -s "$p" 2>/dev/null | grep '^Status: install ok installed' >/dev/null || missing+=("$p")
     done
     [ "${#missing[@]}" -eq 0 ] && return 0
     echo "installing: ${missing[*]}" >&2

@@ -153,7 +153,7 @@ vp__ensure_users() {
        ! runuser -u libvirt-qemu -- test -r /dev/kvm -a -w /dev/kvm 2>/dev/null; then
         vp_log "giving /dev/kvm to group kvm (mode 0660)"
         chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
-        id -nG libvirt-qemu | grep -qw kvm || usermod -a -G kvm libvirt-qemu
+        id -nG libvirt-qemu | vp_has -w kvm || usermod -a -G kvm libvirt-qemu
     fi
     mkdir -p /var/log/libvirt/qemu /var/lib/libvirt/qemu /var/cache/libvirt \
              /run/libvirt "$VP_LOGDIR"
@@ -197,7 +197,7 @@ vp_repair_machine_cpusets() {
 # guests their pins back. Fails if dpkg still knows the package.
 vp_purge_test_package() {
     vp__apt purge -y vpack >/dev/null 2>&1 || true
-    if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+    if dpkg-query -W -f='${Status}' vpack 2>/dev/null | vp_has -v 'not-installed'; then
         vp_log "could not purge the vpack package"; return 1
     fi
     rm -f "$VP_MARKDIR/package"
@@ -229,7 +229,7 @@ vp_reap_leftovers() {
     if [ -r "$VP_MARKDIR/package" ]; then
         read -r pid < "$VP_MARKDIR/package" || pid=""
         if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-            if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+            if dpkg-query -W -f='${Status}' vpack 2>/dev/null | vp_has -v 'not-installed'; then
                 vp_log "purging the vpack package an earlier test installed"
                 vp_purge_test_package && n=$((n + 1))
             else
@@ -366,6 +366,12 @@ VP_FAILURES=0
 VP_FAIL_LINES=()
 vp_fail() { echo "FAIL: $*"; VP_FAILURES=$((VP_FAILURES + 1)); VP_FAIL_LINES+=("FAIL: $*"); }
 vp_pass() { echo "ok: $*"; }
+# vp_has GREP-OPTIONS...: grep -q that reads all of its input. Under
+# pipefail, `cmd | vp_has` fails when grep matches and exits before cmd has
+# written its last line: cmd dies of SIGPIPE (a Python writer with
+# PYTHONUNBUFFERED set raises BrokenPipeError) and the pipeline reports the
+# match as a failure. CI's environment made test-restore fail that way.
+vp_has() { grep "$@" >/dev/null; }
 vp__fail_summary() {
     [ "${#VP_FAIL_LINES[@]}" -gt 0 ] || return 0
     echo "---- the failed checks"

@@ -213,7 +213,7 @@ fi
 kill -0 "$agent_pid" && vp_pass "vpackd still running" || vp_fail "vpackd died"
 vp_virsh metadata vpag-b --uri "$NS" --key vpack --set '<powerpolicy level="0"/>' --live >/dev/null
 sleep 3
-"$VPACKCTL" explain vpag-b --socket "$sock" | grep -q "level *0" && vp_pass "still following events" ||
+"$VPACKCTL" explain vpag-b --socket "$sock" | vp_has "level *0" && vp_pass "still following events" ||
     vp_fail "metadata change after reconnect not seen"
 
 echo "== stop"

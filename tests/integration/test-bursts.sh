@@ -33,9 +33,12 @@ vp_on_exit --early stop_spinners
 
 # counter NAME: one of vpackd's counters (no interpreter: this runs in loops).
 counter() {
-    "$VPACKCTL" status --json --socket "$sock" | grep -o "\"$1\": *[0-9]*" | head -1 | grep -o '[0-9]*$'
+    local s
+    s=$("$VPACKCTL" status --json --socket "$sock") || return 1
+    s=$(grep -o -m1 "\"$1\": *[0-9]*" <<<"$s") || return 1
+    echo "${s##*[!0-9]}"
 }
-parked() { "$VPACKCTL" status --json --socket "$sock" 2>/dev/null | grep -q '"state": *"parked"'; }
+parked() { "$VPACKCTL" status --json --socket "$sock" 2>/dev/null | vp_has '"state": *"parked"'; }
 
 vp_install_deps
 vp_start_libvirtd

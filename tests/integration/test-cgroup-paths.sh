@@ -155,7 +155,7 @@ if awk -v u="$util" -v m="$measured" 'BEGIN {d = u - m; if (d < 0) d = -d; t = m
 else
     vp_fail "vpackd's iothread load $util, the thread's own $measured"
 fi
-"$VPACKCTL" explain vpcg-io --socket "$sock" | grep -q "^iothread 1 .*thread-name $io_tid\$" &&
+"$VPACKCTL" explain vpcg-io --socket "$sock" | vp_has "^iothread 1 .*thread-name $io_tid\$" &&
     vp_pass "explain text: iothread 1 LOAD FROM thread-name $io_tid" ||
     vp_fail "explain text: $("$VPACKCTL" explain vpcg-io --socket "$sock" | grep '^iothread' || true)"
 
@@ -183,7 +183,7 @@ if [ "$nodes" = 0 ]; then
 else
     [ -n "$shares" ] && vp_pass "shares per node: $shares" || vp_fail "no shares per node"
 fi
-"$VPACKCTL" explain vpcg-io --socket "$sock" | grep -q "^memory .* MiB: node .*(cgroup-v1, $dir)" &&
+"$VPACKCTL" explain vpcg-io --socket "$sock" | vp_has "^memory .* MiB: node .*(cgroup-v1, $dir)" &&
     vp_pass "explain text names the memory's source" ||
     vp_fail "explain text: $("$VPACKCTL" explain vpcg-io --socket "$sock" | grep '^memory' || true)"
 

@@ -535,7 +535,7 @@ on_active() { awk -v p="$act" '$1 == "package" {cur = $2} /^  domains:/ && cur =
 run ctl status
 if [ $rc -eq 0 ] && grep -Eq "^package $act +cpus [^ ]+ +ACTIVE " <<<"$out" &&
    grep -Eq "^package $((1 - act)) +cpus [^ ]+ +PARKED " <<<"$out" &&
-   grep -Eq '^vpctl-a +2 +yes ' <<<"$out" && on_active | grep -qw vpctl-a; then
+   grep -Eq '^vpctl-a +2 +yes ' <<<"$out" && on_active | vp_has -w vpctl-a; then
     vp_pass "vpackctl status: package $act ACTIVE with vpctl-a on it, package $((1 - act)) PARKED, vpctl-a level 2 managed"
 else
     vp_fail "vpackctl status (exit $rc):"$'\n'"$out"

@@ -196,7 +196,7 @@ check_threads() {
 # The log since line N+1 (log_lines: N now).
 log_lines() { wc -l < "$work/vpackd.log"; }
 log_since() { tail -n +"$(($1 + 1))" "$work/vpackd.log"; }
-logged_since() { log_since "$1" | grep -qF -- "$2"; }
+logged_since() { log_since "$1" | vp_has -F -- "$2"; }
 # check_kernel_after_hotplug N: CPU 1 just came back (the log had N lines
 # before it went). For a few intervals after a hotplug vpackd compares each
 # thread's kernel affinity with what it applied, logs a thread that differs
@@ -242,7 +242,7 @@ check_kernel_after_hotplug() {
     # Named by the check, or (if vpackd pinned that thread for its plan first) pinned anyway.
     if t=$(wait_for 8 logged_since "$log1" "domain vpf-a: vcpu 0 (thread $tid) may run on CPUs $new by the kernel"); then
         vp_pass "vpackd saw vpf-a vCPU 0 set to $new behind libvirt's back (libvirt: $lv) within ${t}s: $(log_since "$log1" | grep -F -m1 "(thread $tid) may run" | sed 's/^.*domain /domain /')"
-    elif log_since "$log1" | grep -qE "domain vpf-a: vcpu 0 [^ ]+ -> "; then
+    elif log_since "$log1" | vp_has -E "domain vpf-a: vcpu 0 [^ ]+ -> "; then
         vp_pass "vpf-a vCPU 0 set to $new behind libvirt's back was pinned again by the plan first"
     else
         vp_fail "vpf-a vCPU 0 set to $new (kernel had $cur, libvirt $lv) was neither named nor pinned again in 8 s"
@@ -326,7 +326,7 @@ conf_case() {
 }
 check_no_start() {
     local what=$1 expect=$2 listen=""
-    ss -ltn | grep -q ":$port " && listen=1
+    ss -ltn | vp_has ":$port " && listen=1
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "$expect" <<<"$out" && [ ! -e "$sock" ] &&
        [ -z "$listen" ]; then
         vp_pass "$what: exit $rc, '$(head -n1 <<<"$out")', no socket, port $port not bound"
@@ -359,7 +359,7 @@ rc=0
 out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/ro" \
       --set control.socket="$work/ro/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "$work/ro/vpackd.lock: Read-only file system" <<<"$out" &&
-   [ ! -e "$work/ro/vpackd.sock" ] && ! ss -ltn | grep -q ":$port "; then
+   [ ! -e "$work/ro/vpackd.sock" ] && ! ss -ltn | vp_has ":$port "; then
     vp_pass "read-only state directory: exit $rc, '$(head -n1 <<<"$out")'"
 else
     vp_fail "read-only state directory: exit $rc: $out"
@@ -371,7 +371,7 @@ rc=0
 out=$(timeout 30 "$VPACKD" "${agent_args[@]}" --set agent.state_dir="$work/state" \
       --set control.socket="$work/notadir/vpackd.sock" --set metrics.port="$port" 2>&1) || rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "cannot open the control socket $work/notadir/vpackd.sock: $work/notadir: not a directory" <<<"$out" &&
-   ! ss -ltn | grep -q ":$port "; then
+   ! ss -ltn | vp_has ":$port "; then
     vp_pass "a file in place of the socket directory: exit $rc, '$(grep -F notadir <<<"$out" | head -n1)'"
 else
     vp_fail "a file in place of the socket directory: exit $rc: $out"
@@ -592,7 +592,7 @@ if wait_for 30 test -s "$refused" >/dev/null; then
     else
         vp_fail "vpf-m's request not written within 40 s of libvirtd taking it again"
     fi
-    vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>/dev/null | grep -q 'vcpupin\|request' &&
+    vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>/dev/null | vp_has 'vcpupin\|request' &&
         vp_pass "vpf-m's live metadata holds its request" ||
         vp_fail "vpf-m's live metadata has no request: $(vp_virsh metadata vpf-m --uri urn:vpack:request:1 --live 2>&1)"
 else

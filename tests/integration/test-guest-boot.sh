@@ -63,7 +63,7 @@ cfg_after=$(pins "$busy" --config)
 echo "pins: live [$live] config before [$cfg_before] after [$cfg_after]"
 case " $live" in *" 0:1 "*) ;; *) vp_die "live pin of vCPU 0 not shown: [$live]" ;; esac
 [ "$cfg_before" = "$cfg_after" ] || vp_die "persistent pins changed: [$cfg_before] -> [$cfg_after]"
-if vp_virsh dumpxml --inactive "$busy" | grep -q '<vcpupin'; then
+if vp_virsh dumpxml --inactive "$busy" | vp_has '<vcpupin'; then
     vp_die "persistent XML gained a <vcpupin>"
 fi
 # The vCPU thread itself must now be confined to host CPU 1.

@@ -284,7 +284,7 @@ EOF
     else
         vp_fail "vpackd did not log the registration"
     fi
-    explain_managed() { "$VPACKCTL" explain vphk-tr 2>/dev/null | grep -Eq '^managed +yes'; }
+    explain_managed() { "$VPACKCTL" explain vphk-tr 2>/dev/null | vp_has -E '^managed +yes'; }
     if wait_for 5 explain_managed; then
         vp_pass "vpackctl explain vphk-tr: managed yes"
     else

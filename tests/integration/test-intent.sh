@@ -108,7 +108,7 @@ puuid=$(vp_virsh domuuid vpin-p | tr -d ' \n')
 vp_domain_xml vpin-p 2 idle "" "$META2" | sed "s|<name>vpin-p</name>|&<uuid>$puuid</uuid>|" \
     > "$work/p-nopin.xml"
 vp_virsh define "$work/p-nopin.xml" >/dev/null
-vp_virsh dumpxml --inactive vpin-p | grep -q "vcpupin vcpu='1'" &&
+vp_virsh dumpxml --inactive vpin-p | vp_has "vcpupin vcpu='1'" &&
     vp_die "the redefinition kept the pin: nothing to test"
 echo "    redefined vpin-p without its <vcpupin> while it runs"
 sleep 8

@@ -90,7 +90,7 @@ else
         vp_pass "no RAPL on this host: no energy family at all"
 fi
 code() { curl -s -o /dev/null -w '%{http_code}' "$@" || true; }
-[ "$(code "$url/")" = 200 ] && curl -s "$url/" | grep -q 'href="/metrics"' &&
+[ "$(code "$url/")" = 200 ] && curl -s "$url/" | vp_has 'href="/metrics"' &&
     vp_pass "/ links /metrics" || vp_fail "/ does not link /metrics"
 [ "$(code "$url/nope")" = 404 ] && vp_pass "/nope: 404" || vp_fail "/nope: $(code "$url/nope")"
 [ "$(code -X POST -d x=1 "$url/metrics")" = 405 ] && vp_pass "POST /metrics: 405" ||

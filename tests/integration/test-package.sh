@@ -71,7 +71,7 @@ package_vpackd() {
 # it installed) goes first.
 vp_install_deps
 vp_reap_leftovers
-if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+if dpkg-query -W -f='${Status}' vpack 2>/dev/null | vp_has -v 'not-installed'; then
     vp_die "a vpack package is installed ($(dpkg-query -W -f='${Version} ${Status}' vpack)):" \
            "not touching it; remove it to run this test"
 fi
@@ -146,10 +146,10 @@ done
     vp_pass "hook $HOOK_LINK: an executable script that runs /usr/bin/vpack-hook" ||
     vp_fail "hook: $(ls -l "$HOOK_LINK" 2>&1): $(tail -n1 "$HOOK_LINK" 2>&1)"
 for f in "$CONF" "$HOOK_LINK"; do
-    dpkg-query -W -f='${Conffiles}\n' vpack | grep -q "^ $f " &&
+    dpkg-query -W -f='${Conffiles}\n' vpack | vp_has "^ $f " &&
         vp_pass "$f is a conffile" || vp_fail "$f is not a conffile: $(dpkg-query -W -f='${Conffiles}' vpack)"
 done
-dpkg-query -W -f='${Depends}\n' vpack | grep -q 'libvirt-daemon (>= 6.5)' &&
+dpkg-query -W -f='${Depends}\n' vpack | vp_has 'libvirt-daemon (>= 6.5)' &&
     vp_pass "Depends: libvirt-daemon (>= 6.5)" || vp_fail "Depends: $(dpkg-query -W -f='${Depends}' vpack)"
 [ ! -e "$WANTS" ] && [ ! -L "$WANTS" ] && vp_pass "unit not enabled by the installation" ||
     vp_fail "unit enabled: $(ls -l "$WANTS" 2>&1)"
@@ -220,7 +220,7 @@ while IFS= read -r e; do
     read -ra kv <<<"$e"
     unit_env+=("${kv[@]}")
 done < <(sed -n 's/^Environment=//p' "$UNIT")
-sed -n 's/^RuntimeDirectory=//p' "$UNIT" | grep -qx vpack || vp_die "$UNIT has no RuntimeDirectory=vpack"
+sed -n 's/^RuntimeDirectory=//p' "$UNIT" | vp_has -x vpack || vp_die "$UNIT has no RuntimeDirectory=vpack"
 mkdir -p "$RUN_DIR" && chmod 0755 "$RUN_DIR"
 # systemd's notification socket, played by socat: one datagram a message,
 # appended to notify.log (the messages have no final newline; the checks
@@ -320,7 +320,7 @@ vp_log "apt-get purge -y vpack"
 cp "$work/files" "$work/files.installed"
 if vp__quiet vp__apt purge -y vpack; then vp_pass "apt-get purge -y vpack"
 else vp_fail "apt-get purge -y vpack failed"; fi
-if dpkg-query -W -f='${Status}' vpack 2>/dev/null | grep -qv 'not-installed'; then
+if dpkg-query -W -f='${Status}' vpack 2>/dev/null | vp_has -v 'not-installed'; then
     vp_fail "still known to dpkg: $(dpkg-query -W -f='${Status}' vpack)"
 else
     # shellcheck disable=SC2034 # read at the exit (vp_on_exit)

@@ -193,7 +193,7 @@ if b_own; then
 else
     vp_fail "vprs-b: $(vp_pins vprs-b) (want vcpu0=0-1 vcpu1=1 emulator=0-1)"
 fi
-if live_pins vprs-b | grep -qx "vcpupin 1 1"; then
+if live_pins vprs-b | vp_has -x "vcpupin 1 1"; then
     vp_pass "vprs-b's live XML keeps <vcpupin vcpu='1' cpuset='1'/>"
 else
     vp_fail "vprs-b's live pins: $(live_pins vprs-b | tr '\n' ';')"

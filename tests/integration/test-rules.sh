@@ -132,7 +132,7 @@ for d in nova-1 web-1 own-1 none-1; do vp_wait_ready vprule-$d; done
 live=$(vp_virsh metadata vprule-nova-1 --uri "$NOVA_NS")
 grep -q 'flavor name="m1.lowgravity"' <<<"$live" && vp_pass "libvirt kept Nova's block" ||
     vp_fail "Nova's block not in the live definition: $live"
-vp_virsh dumpxml vprule-nova-1 | grep -q powerpolicy && vp_fail "vprule-nova-1 has a vpack element"
+vp_virsh dumpxml vprule-nova-1 | vp_has powerpolicy && vp_fail "vprule-nova-1 has a vpack element"
 sleep 2   # the boots' tail
 vp_domain_costs 5 vprule-nova-1 vprule-web-1 vprule-own-1 vprule-none-1 | sed 's/^/guest cost (CPUs): /'
 # Packed, two idle guests share one 1-core package; the watermarks are 0.9

@@ -102,7 +102,7 @@ sources() {
     [[ $json =~ $ere ]] || return 1
     echo "$v ${BASH_REMATCH[1]}"
 }
-read_by_name() { sources | grep -q '^thread-name '; }
+read_by_name() { sources | vp_has '^thread-name '; }
 vp_wait_for 5 read_by_name >/dev/null || true
 src=$(sources)
 qpid=$(vp_qemu_pid vpst-a)

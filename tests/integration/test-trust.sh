@@ -102,7 +102,7 @@ launch() {
         fi
         # No interpreter in this loop: the log by grep, the socket by vpackctl
         # (its "vpackd" is a string only when a version op answered ok).
-        if tail -n "+$from" "$log" | grep -q '^vpackd\[info\]: vpackd .* started (' &&
+        if tail -n "+$from" "$log" | vp_has '^vpackd\[info\]: vpackd .* started (' &&
            [[ $("$VPACKCTL" version --json --socket "$so" 2>/dev/null) =~ \"vpackd\":\ *\" ]]; then
             printf -v "$var" '%s' "$pid"
             return 0
@@ -144,7 +144,7 @@ if ! id "$TESTUSER" >/dev/null 2>&1; then
     # shellcheck disable=SC2034 # read at the exit (vp_on_exit)
     created_user=1
 fi
-id -nG "$TESTUSER" | grep -qw "$CTLGROUP" || vp_die "$TESTUSER is not in $CTLGROUP"
+id -nG "$TESTUSER" | vp_has -w "$CTLGROUP" || vp_die "$TESTUSER is not in $CTLGROUP"
 
 vp_define_start vptr-a 1 idle "" "<vpack:powerpolicy xmlns:vpack='$NS' level='2'/>"
 vp_wait_ready vptr-a
@@ -331,7 +331,7 @@ stop_agent
 echo "== dryrun: nobody's dry runs change nothing that is reported"
 port=$(vp_free_port)
 start_agent --set agent.interval_ms=600000 --set metrics.enabled=true --set metrics.port="$port"
-for _ in $(seq 50); do ctl status --json 2>/dev/null | grep -q '"libvirt_connected": *true' && break; sleep 0.1; done
+for _ in $(seq 50); do ctl status --json 2>/dev/null | vp_has '"libvirt_connected": *true' && break; sleep 0.1; done
 # What status and the metrics say about planning.
 reported() {
     ctl status --json | "$VP_PYTHON" -c '

@@ -88,7 +88,7 @@ every_door() {
     door "plan --set: $what" 2 "${plan[@]}" --set "policy.$setting"
     short=${setting%%=*}
     short=--${short//_/-}
-    "$ctl" plan --help | grep -q -- "^  $short " &&
+    "$ctl" plan --help | grep -- "^  $short " >/dev/null &&
         door "plan $short: $what" 2 "${plan[@]}" "$short" "${setting#*=}"
     return 0
 }
