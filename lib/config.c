@@ -85,6 +85,7 @@ static const struct key keys[] = {
     {"policy", "spread_samples", K_UINT, OFF(policy.spread_samples), 1, 100},
     {"policy", "pack_delay_ms", K_UINT, OFF(policy.pack_delay_ms), 0, 86400000},
     {"policy", "min_residency_ms", K_UINT, OFF(policy.min_residency_ms), 0, 86400000},
+    {"policy", "smt_gain", K_DOUBLE01, OFF(policy.smt_gain), 0, 0},
     {"control", "socket", K_STR, OFF(socket_path), 0, 0},
     {"control", "group", K_STR, OFF(control_group), 0, 0},
     {"control", "max_clients", K_UINT, OFF(max_clients), 1, 100000},

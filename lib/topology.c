@@ -237,6 +237,42 @@ cleanup:
     return ret;
 }
 
+/*
+ * t->cpu_core: each usable CPU's physical core, numbered in hwloc's order of
+ * Core objects; a usable CPU under no Core object is a core of its own
+ * (count_cores() counts it so). Returns 0 or -ENOMEM.
+ */
+static int number_cores(hwloc_topology_t topo, struct vpack_topology *t)
+{
+    hwloc_obj_t core = NULL;
+    vpack_cpuset set;
+    int next = 0;
+
+    t->cpu_core = malloc(((size_t)t->max_cpu + 1) * sizeof(*t->cpu_core));
+    if (!t->cpu_core)
+        return -ENOMEM;
+    for (int c = 0; c <= t->max_cpu; c++)
+        t->cpu_core[c] = -1;
+    while ((core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core))) {
+        bool any = false;
+
+        bitmap_to_cpuset(core->cpuset, &set);
+        vpack_cpuset_and(&set, &set, &t->cpus);
+        VPACK_CPUSET_FOREACH(cpu, &set)
+        {
+            t->cpu_core[cpu] = next;
+            any = true;
+        }
+        next += any;
+    }
+    VPACK_CPUSET_FOREACH(cpu, &t->cpus)
+    {
+        if (t->cpu_core[cpu] < 0)
+            t->cpu_core[cpu] = next++;
+    }
+    return 0;
+}
+
 /* L3 caches by their lowest CPU. */
 static int cmp_l3(const void *a, const void *b)
 {
@@ -421,7 +457,7 @@ static int build(hwloc_topology_t topo, const vpack_cpuset *reserved,
             t->cpu_l3[cpu] = (int)k;
         }
     }
-    ret = 0;
+    ret = number_cores(topo, t);
 cleanup:
     free(raw);
     hwloc_bitmap_free(usable);
@@ -617,6 +653,7 @@ void vpack_topology_free(struct vpack_topology *t)
     free(t->packages);
     free(t->cpu_package);
     free(t->cpu_l3);
+    free(t->cpu_core);
     free(t->source);
     free(t);
 }
@@ -633,6 +670,13 @@ int vpack_topology_l3_of(const struct vpack_topology *t, int cpu)
     if (!t || !t->cpu_l3 || cpu < 0 || cpu > t->max_cpu)
         return -1;
     return t->cpu_l3[cpu];
+}
+
+int vpack_topology_core_of(const struct vpack_topology *t, int cpu)
+{
+    if (!t || !t->cpu_core || cpu < 0 || cpu > t->max_cpu)
+        return -1;
+    return t->cpu_core[cpu];
 }
 
 int vpack_topology_package_index(const struct vpack_topology *t, int id)

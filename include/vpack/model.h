@@ -304,6 +304,15 @@ struct vpack_plan *vpack_model_take_plan(struct vpack_model *m);
  * already hold what the next interval's policy will see.
  */
 const struct vpack_snapshot *vpack_model_observed(const struct vpack_model *m);
+/*
+ * From the next step on, keep a copy of what each step's plan read, as the
+ * planner measured it: work, SMT co-running discounted
+ * (vpack_policy_measure_work(), with the state it planned with).
+ * vpack_model_planned() gives it until the next step; NULL before a step
+ * kept one. For tests that check each plan against its input.
+ */
+void vpack_model_keep_planned(struct vpack_model *m);
+const struct vpack_snapshot *vpack_model_planned(const struct vpack_model *m);
 
 /* The cost assumptions simulate varies, one at a time (step 8). */
 enum vpack_cost_variant {

@@ -166,6 +166,11 @@ struct vpack_policy_params {
     unsigned pack_delay_ms;    /* load under the pack watermark this long; default 5000 */
     unsigned min_residency_ms; /* a domain stays put this long unless spreading; default 60000 */
     int default_level;         /* for domains with level -1; default 0 */
+    /* Work a second busy hardware thread adds to a core, 0..1: load is
+     * measured as work, SMT co-running discounted (lib/policy/smt.c); 1
+     * counts busy time as it is. Default 0.25, the host model's figure (an
+     * ASSUMPTION: data/power-model.ini gives its source). */
+    double smt_gain;
 };
 
 void vpack_policy_params_default(struct vpack_policy_params *p);
@@ -253,6 +258,19 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
                        const struct vpack_snapshot *snap, struct vpack_policy_state *state,
                        struct vpack_plan **out);
 void vpack_plan_free(struct vpack_plan *p);
+
+/*
+ * The load as vpack_plan_compute() measures it: snap's busy and run times
+ * become work in place, SMT co-running discounted by params->smt_gain
+ * (lib/policy/smt.c says how); unchanged on a host without SMT. state (may
+ * be NULL) is the one the plan is computed with: it says where a domain
+ * whose threads' CPUs are not known ran. For tests and tools that check a
+ * plan against what the planner saw. 0 or -EINVAL, -ENOMEM (snap then
+ * unchanged).
+ */
+int vpack_policy_measure_work(const struct vpack_topology *topo,
+                              const struct vpack_policy_params *params,
+                              const struct vpack_policy_state *state, struct vpack_snapshot *snap);
 
 /*
  * JSON: {"active_packages": [0], "wakeup_package": 0, "lifted": false,

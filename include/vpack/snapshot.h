@@ -127,7 +127,9 @@ double vpack_snapshot_bound_now(struct vpack_snapshot *s);
  * the same names, levels, bounds, thread ids, pins and memory nodes, and
  * every CPU's busy fraction, every thread's util and delay and every memory
  * share within band of a's (|b - a| <= band). The "cpu" a thread last ran
- * on is not compared: the policy does not read it. vpackd skips planning
+ * on is not compared: the policy reads it only for the cache or package
+ * whose SMT discount its run time takes (lib/policy/smt.c), which moves
+ * with the CPUs' readings the band compares. vpackd skips planning
  * while each interval's snapshot stays within its band of the last
  * planned one (a drift is measured from that plan, so it cannot creep).
  */

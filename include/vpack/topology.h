@@ -34,6 +34,8 @@ struct vpack_topology {
     int max_cpu;             /* highest usable CPU id, -1 if none */
     int *cpu_package;        /* [0..max_cpu]: index into packages, or -1 */
     int *cpu_l3;             /* [0..max_cpu]: index into its package's l3, or -1 */
+    int *cpu_core;           /* [0..max_cpu]: its physical core, numbered over the
+                              * host from 0 (SMT siblings share one), or -1 */
     char *source;            /* the spec it was loaded from */
 };
 
@@ -63,6 +65,8 @@ void vpack_topology_free(struct vpack_topology *t);
 int vpack_topology_package_of(const struct vpack_topology *t, int cpu);
 /* Index into its package's l3 of the L3 cache holding cpu, or -1 (none, or not usable). */
 int vpack_topology_l3_of(const struct vpack_topology *t, int cpu);
+/* The physical core of cpu (an index over the host; SMT siblings share it), or -1. */
+int vpack_topology_core_of(const struct vpack_topology *t, int cpu);
 /* Index into t->packages of the package with OS index id, or -1. */
 int vpack_topology_package_index(const struct vpack_topology *t, int id);
 

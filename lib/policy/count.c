@@ -70,7 +70,9 @@ static void pack_later(struct planner *pl)
         c->ndemand = pl->nlow;
         c->under_ms = 0;
         c->delay_spread = false;
-        c->delay_fruitless = false;
+        /* Packed back over a delay the spread could not help: still no evidence. */
+        if (pl->max_delay <= par->delay_threshold / 2)
+            c->delay_fruitless = false;
         pl->why = VPACK_WHY_PACK;
         snprintf(pl->reason, sizeof(pl->reason),
                  "packed to %u of %u packages: load %.2f CPUs stayed low for %llu ms",
@@ -200,7 +202,11 @@ static void choose_count(struct planner *pl)
     c->ndemand = nprev;
     if (nprev < P && (over_all || c->over_count >= pl->over_need))
         spread_to(pl, nprev, over_load || over_all, cap_prev);
-    else if (pl->nlow < nprev && !over_load && pl->max_delay <= par->delay_threshold / 2)
+    /* A delay spread that moved no waiting vCPU packs back as one whose delay
+     * stopped: more packages do not help a vCPU that waits where vpack
+     * cannot move it (its guest's own pin, load outside the guests). */
+    else if (pl->nlow < nprev && !over_load &&
+             (pl->max_delay <= par->delay_threshold / 2 || c->delay_fruitless))
         pack_later(pl);
     else
         hold(pl);

@@ -19,12 +19,16 @@
 
 /*
  * Whether vCPU i of a domain is long-running: at busy_vcpu, with hysteresis
- * around it for a vCPU the previous plan classed (rule 8).
+ * around it for a vCPU the previous plan classed (rule 8). By its run time
+ * as the snapshot gives it, not as work (smt.c): how long a vCPU keeps a
+ * CPU is what makes it long-running, and work read through where its
+ * domain ran moves with a move, enough to reclass a vCPU hovering at the
+ * boundary right after its domain was packed.
  */
 bool vpack__plan_vcpu_busy(const struct planner *pl, const struct dom_info *di, unsigned i)
 {
     const struct dom_state *ds = di->prev;
-    double b = pl->par->busy_vcpu, u = di->d->vcpus[i].util;
+    double b = pl->par->busy_vcpu, u = pl->raw->domains[di - pl->di].vcpus[i].util;
 
     if (ds && ds->busy && ds->nbusy == di->d->nvcpus)
         return ds->busy[i] ? u >= b * (1 - BUSY_HYSTERESIS) - EPS

@@ -8,6 +8,8 @@
  * the ones before it wrote and calls none of the others:
  *
  *   policy.c    the state, the driver vpack_plan_compute() and the plan's lifetime
+ *   smt.c       before the phases: the snapshot's busy and run times as work, SMT
+ *               co-running discounted (what every phase measures load in)
  *   describe.c  the packages, each domain (level, bound, long-running vCPUs, where
  *               its load runs) and the preference order (rules 1-3, 5, 8)
  *   count.c     how many packages: demand, lower bound, spread fast and pack
@@ -108,7 +110,7 @@ struct dom_info {
     int one_pkg;           /* package index of the one package its bound allows, or -1 */
     uint64_t l3;           /* L3 caches of its one package it is kept in (bit k: l3[k]), or 0 */
     const vpack_cpuset *l3mask; /* their CPUs within its bound, or NULL: the whole package */
-    struct dom_state *prev;
+    const struct dom_state *prev;
     unsigned nprev_pk;     /* prev->npkgs */
     int *prev_pk;          /* prev->pkg_ids as indexes, -1 for a package no longer there */
     int prev_light_pk;     /* prev->light_pkg_id as an index, or -1 */
@@ -122,7 +124,8 @@ struct dom_info {
 struct planner {
     const struct vpack_topology *topo;
     const struct vpack_policy_params *par;
-    const struct vpack_snapshot *snap;
+    const struct vpack_snapshot *snap; /* as work (smt.c): what every phase reads */
+    const struct vpack_snapshot *raw;  /* the caller's: run time, for rule 8's classes */
     struct vpack_policy_state *st;
     unsigned P;
     double *cap;           /* physical cores with a usable CPU */
@@ -205,7 +208,8 @@ vpack__plan_thread_at(const struct vpack_domain_sample *d, unsigned j)
 /* policy.c */
 void vpack__plan_dom_state_clear(struct dom_state *ds);
 int vpack__plan_dom_state_cmp(const void *a, const void *b);
-struct dom_state *vpack__plan_state_find(struct vpack_policy_state *s, const char *name);
+const struct dom_state *vpack__plan_state_find(const struct vpack_policy_state *s,
+                                               const char *name);
 vpack_cpuset *vpack__plan_pool_new(struct mask_pool *pool);
 
 /* describe.c: describe. Returns 0 or -ENOMEM. */
@@ -240,5 +244,21 @@ int vpack__plan_place_l3(struct planner *pl);
 
 /* build.c */
 int vpack__plan_build_plan(struct planner *pl);
+
+/* smt.c: the snapshot as work (SMT co-running discounted); a view that borrows from it. */
+struct vpack__work_view {
+    struct vpack_snapshot snap;          /* in's fields, with the arrays below */
+    double *num;                         /* work per CPU, smoothed and last interval; scratch */
+    int *region;                         /* each CPU's L3 cache (or package) over the host */
+    double *sum, *sum_now;               /* work and busy per region, then the host's */
+    bool *want;                          /* scratch: regions of one domain */
+    struct vpack_domain_sample *doms;    /* in's domains, their threads in thr */
+    struct vpack_thread_sample *thr;
+};
+/* *out is in itself without SMT (or smt_gain 1), else &v->snap. 0 or -ENOMEM. */
+int vpack__plan_work_view(const struct vpack_topology *t, const struct vpack_policy_params *par,
+                          const struct vpack_policy_state *st, const struct vpack_snapshot *in,
+                          struct vpack__work_view *v, const struct vpack_snapshot **out);
+void vpack__plan_work_view_free(struct vpack__work_view *v);
 
 #endif

@@ -27,6 +27,7 @@ void vpack_policy_params_default(struct vpack_policy_params *p)
     p->pack_delay_ms = 5000;
     p->min_residency_ms = 60000;
     p->default_level = 0;
+    p->smt_gain = 0.25;
 }
 
 int vpack_policy_params_check(const struct vpack_policy_params *p, char *msg, size_t len)
@@ -112,7 +113,8 @@ int vpack__plan_dom_state_cmp(const void *a, const void *b)
     return strcmp(((const struct dom_state *)a)->name, ((const struct dom_state *)b)->name);
 }
 
-struct dom_state *vpack__plan_state_find(struct vpack_policy_state *s, const char *name)
+const struct dom_state *vpack__plan_state_find(const struct vpack_policy_state *s,
+                                               const char *name)
 {
     struct dom_state key = {.name = (char *)name};
     if (!s->ndoms)
@@ -283,7 +285,8 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
                        const struct vpack_snapshot *snap, struct vpack_policy_state *st,
                        struct vpack_plan **out)
 {
-    struct planner pl = {.topo = topo, .par = par, .snap = snap, .st = st, .wake = -1};
+    struct planner pl = {.topo = topo, .par = par, .snap = snap, .raw = snap, .st = st, .wake = -1};
+    struct vpack__work_view work;
     int ret;
 
     if (!topo || !par || !snap || !st || !out || topo->npackages == 0)
@@ -292,6 +295,8 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
     pl.P = topo->npackages;
     pl.now = st->now_ms + snap->interval_ms;
 
+    if ((ret = vpack__plan_work_view(topo, par, st, snap, &work, &pl.snap)) < 0)
+        return ret;
     if ((ret = planner_alloc(&pl)) < 0)
         goto cleanup;
     if ((ret = vpack__plan_describe(&pl)) < 0)
@@ -309,6 +314,7 @@ int vpack_plan_compute(const struct vpack_topology *topo, const struct vpack_pol
 
 cleanup:
     planner_free(&pl, ret);
+    vpack__plan_work_view_free(&work);
     return ret;
 }
 

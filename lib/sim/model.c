@@ -387,6 +387,8 @@ struct vpack_model {
     /* Scratch, per interval. */
     double *load, *frac, *occ, *tmp;
     double *core_busy, *pkg_busy, *pkg_idle;
+    bool keep_planned;             /* vpack_model_keep_planned() was called */
+    struct vpack_snapshot *planned; /* the last plan's input as it measured it, or NULL */
     double *dom_demand, *dom_served;
     unsigned *thr_mask;     /* per thread of the interval: interned mask */
     double *thr_demand;
@@ -479,22 +481,13 @@ static int intern_set(struct vpack_model *m, const vpack_cpuset *s, const vpack_
 static void build_cores(struct vpack_model *m)
 {
     const struct vpack_topology *t = m->topo;
-    unsigned base = 0;
 
-    for (unsigned c = 0; c < m->ncpu; c++)
-        m->cpu_core[c] = -1;
-    for (unsigned p = 0; p < t->npackages; p++) {
-        const struct vpack_package *pk = &t->packages[p];
-        unsigned nc = pk->ncores ? pk->ncores : 1, i = 0;
-
-        VPACK_CPUSET_FOREACH(cpu, &pk->cpus)
-        {
-            if ((unsigned)cpu < m->ncpu)
-                m->cpu_core[cpu] = (int)(base + i++ % nc);
-        }
-        for (unsigned k = 0; k < nc; k++)
-            m->core_pkg[base + k] = p;
-        base += nc;
+    /* The topology's cores: SMT siblings as the hardware (or hwloc's synthetic spec) pairs them. */
+    for (unsigned c = 0; c < m->ncpu; c++) {
+        int core = vpack_topology_core_of(t, (int)c);
+        m->cpu_core[c] = core;
+        if (core >= 0)
+            m->core_pkg[core] = (unsigned)vpack_topology_package_of(t, (int)c);
     }
 }
 
@@ -527,8 +520,11 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
     m->ncpu = (unsigned)topo->max_cpu + 1;
     m->nwords = (m->ncpu + 63) / 64;
     np = topo->npackages;
-    for (unsigned p = 0; p < np; p++)
-        ncores += topo->packages[p].ncores ? topo->packages[p].ncores : 1;
+    for (int c = 0; c <= topo->max_cpu; c++) {
+        int core = vpack_topology_core_of(topo, c);
+        if (core >= 0 && (unsigned)core + 1 > ncores)
+            ncores = (unsigned)core + 1;
+    }
     m->ncores = ncores;
     m->state = vpack_policy_state_new();
     m->cpu_core = malloc(m->ncpu * sizeof(int));
@@ -597,6 +593,7 @@ void vpack_model_free(struct vpack_model *m)
     free(m->tmp);
     free(m->core_busy);
     free(m->pkg_busy);
+    vpack_snapshot_free(m->planned);
     free(m->pkg_idle);
     free(m->pkg_busy_s);
     free(m->pkg_idle_s);
@@ -751,6 +748,57 @@ static int dom_slot(struct vpack_model *m, unsigned i, const struct vpack_domain
     return (int)s;
 }
 
+/*
+ * The first observation, before any interval ran: the demand spread evenly,
+ * b of work on every usable CPU. Each CPU is busy as long as that work takes
+ * beside its core's siblings doing the same (step 8's speed, by the same
+ * fixed-point iteration as smt_stretch()), and each thread's run time
+ * grows alike, so that the first plan reads what a real host's first
+ * interval would show (issue 26, item 6: the planner measures work).
+ */
+static void first_obs(struct vpack_model *m, double b)
+{
+    const double slow = m->power.smt_corun ? (1 - m->power.smt_gain) / 2 : 0;
+    double work = 0, busy = 0;
+
+    b = b > 1 ? 1 : b;
+    for (unsigned k = 0; k < m->ncores; k++)
+        m->tmp[k] = 0;
+    for (unsigned c = 0; c < m->ncpu; c++)
+        if (m->cpu_core[c] >= 0)
+            m->tmp[m->cpu_core[c]] += 1;
+    for (unsigned c = 0; c < m->ncpu; c++) {
+        double o = b, sib = m->cpu_core[c] < 0 ? 0 : m->tmp[m->cpu_core[c]] - 1;
+
+        for (unsigned round = 0; round < 64 && slow > 0; round++) {
+            double s = sib * o > 1 ? 1 : sib * o;
+            double next = b / (1 - s * slow);
+            next = next > 1 ? 1 : next;
+            if (fabs(next - o) <= 1e-12)
+                break;
+            o = next;
+        }
+        m->obs.cpu_busy[c] = m->cpu_core[c] < 0 ? -1 : o;
+        m->obs.cpu_busy_now[c] = m->obs.cpu_busy[c];
+        if (m->cpu_core[c] >= 0) {
+            work += b;
+            busy += o;
+        }
+    }
+    if (work <= 0 || busy <= work)
+        return;
+    for (unsigned i = 0; i < m->obs.ndomains; i++) {
+        struct vpack_domain_sample *d = &m->obs.domains[i];
+        for (unsigned k = 0; k < d->nvcpus + 1 + d->niothreads; k++) {
+            struct vpack_thread_sample *t = k < d->nvcpus    ? &d->vcpus[k]
+                                            : k == d->nvcpus ? &d->emulator
+                                                             : &d->iothreads[k - d->nvcpus - 1];
+            t->util *= busy / work;
+            t->util_now *= busy / work;
+        }
+    }
+}
+
 /* Builds m->obs from snap and the last interval's observations. */
 static int build_obs(struct vpack_model *m, const struct vpack_snapshot *snap)
 {
@@ -785,24 +833,19 @@ static int build_obs(struct vpack_model *m, const struct vpack_snapshot *snap)
                                              : k < d->nvcpus ? &o->vcpus[k]
                                                              : &o->iothreads[k - d->nvcpus - 1];
             *ot = *t;
-            ot->util = m->doms[s].thr[k].util_avg;
-            ot->delay = m->doms[s].thr[k].delay_avg;
-            ot->util_now = m->doms[s].thr[k].util;
-            ot->delay_now = m->doms[s].thr[k].delay;
+            /* Never below 0 (the agent's readings are not): smoothing a 0 can round to -1e-20. */
+            ot->util = fmax(m->doms[s].thr[k].util_avg, 0);
+            ot->delay = fmax(m->doms[s].thr[k].delay_avg, 0);
+            ot->util_now = fmax(m->doms[s].thr[k].util, 0);
+            ot->delay_now = fmax(m->doms[s].thr[k].delay, 0);
             ot->cpu = -1;
             demand += demand_of(t);
         }
         off += d->nvcpus + d->niothreads;
     }
     m->nmap = snap->ndomains;
-    if (m->first) {
-        double b = usable > 0 ? demand / usable : 0;
-
-        for (unsigned c = 0; c < m->ncpu; c++) {
-            m->obs.cpu_busy[c] = m->cpu_core[c] < 0 ? -1 : b > 1 ? 1 : b;
-            m->obs.cpu_busy_now[c] = m->obs.cpu_busy[c];
-        }
-    }
+    if (m->first)
+        first_obs(m, usable > 0 ? demand / usable : 0);
     return 0;
 }
 
@@ -1413,6 +1456,27 @@ static int account_saturation(struct vpack_model *m, double dt)
     return 0;
 }
 
+/* m->planned: a copy of m->obs as the policy, about to plan, measures it. */
+static int keep_planned(struct vpack_model *m, char **errmsg)
+{
+    char *json = vpack_snapshot_to_json(&m->obs), *err = NULL;
+    int ret;
+
+    vpack_snapshot_free(m->planned);
+    m->planned = NULL;
+    if (!json)
+        return -ENOMEM;
+    ret = vpack_snapshot_parse(json, strlen(json), &m->planned, &err);
+    free(json);
+    if (ret < 0)
+        vpack_errmsg_set(ret, errmsg, "the observed snapshot does not read back: %s",
+                         err ? err : "?");
+    free(err);
+    if (ret >= 0)
+        ret = vpack_policy_measure_work(m->topo, &m->params, m->state, m->planned);
+    return ret;
+}
+
 int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
                      struct vpack_model_interval *out, char **errmsg)
 {
@@ -1427,6 +1491,8 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
     for (unsigned i = 0; i < snap->ndomains; i++)
         nthr += nthreads_of(&snap->domains[i]);
     if ((err = build_obs(m, snap)) < 0 || (err = scratch(m, snap->ndomains, nthr)) < 0)
+        goto cleanup;
+    if (m->keep_planned && (err = keep_planned(m, errmsg)) < 0)
         goto cleanup;
     err = vpack_plan_compute(m->topo, &m->params, &m->obs, m->state, &plan);
     if (err < 0) {
@@ -1489,6 +1555,16 @@ struct vpack_plan *vpack_model_take_plan(struct vpack_model *m)
 const struct vpack_snapshot *vpack_model_observed(const struct vpack_model *m)
 {
     return &m->obs;
+}
+
+void vpack_model_keep_planned(struct vpack_model *m)
+{
+    m->keep_planned = true;
+}
+
+const struct vpack_snapshot *vpack_model_planned(const struct vpack_model *m)
+{
+    return m->planned;
 }
 
 void vpack_model_totals(const struct vpack_model *m, struct vpack_model_totals *out)

@@ -266,6 +266,9 @@ static void runner_init(struct runner *r, const char *desc)
 {
     r->topo = topo_load(desc);
     vpack_policy_params_default(&r->params);
+    /* The rules as vpack/policy.h states them, on busy time: the SMT
+     * discount (smt.c) has tests of its own (test_smt_*). */
+    r->params.smt_gain = 1;
     r->state = vpack_policy_state_new();
     assert_non_null(r->state);
     r->now_ms = 0;
@@ -860,6 +863,7 @@ static void test_masks_within_bound_property(void **unused)
         for (unsigned series = 0; series < 8; series++) {
             struct vpack_policy_params params;
             vpack_policy_params_default(&params);
+            params.smt_gain = 1; /* as runner_init() */
             params.default_level = (int)rng_below(&r, 3);
             if (series % 2) {
                 /* Short timers, so that packing happens inside the series. */
@@ -1012,6 +1016,7 @@ static void test_package_count_lower_bound(void **unused)
         struct vpack_topology *t = topo_load_reserved(hosts[h].desc, hosts[h].reserved);
         struct vpack_policy_params params;
         vpack_policy_params_default(&params);
+        params.smt_gain = 1; /* as runner_init() */
         unsigned cores = t->packages[t->npackages - 1].ncores;
         double cap = cores * params.pack_watermark;
         for (unsigned k = 1; k <= t->npackages; k++) {
@@ -2451,6 +2456,78 @@ static void test_failure_leaves_state(void **unused)
  * and the state itself does not move. A fresh state would not: it has no
  * history (the agent's dry runs used one, and reported a "first plan").
  */
+/*
+ * SMT: busy time as work (lib/policy/smt.c). CPUs 0 and 1 are siblings
+ * (hwloc's synthetic spec numbers a core's PUs together): busy 0.8 each,
+ * each did 0.8 * (1 - 0.8 * (1 - 0.25) / 2) = 0.56 of a lone CPU's work;
+ * CPU 3, its sibling idle, did all of its 0.5. A thread last on CPU 0 runs
+ * at the package's ratio, (0.56 + 0.56 + 0.5) / (0.8 + 0.8 + 0.5); one of
+ * unknown CPU and no previous plan at the host's (the same here).
+ */
+static void test_smt_measure_work(void **unused)
+{
+    (void)unused;
+    struct vpack_topology *t = topo_load("package:1 core:2 pu:2");
+    struct vpack_policy_params par;
+    struct vpack_snapshot *s = snap_new(t, 1);
+    const double ratio = (0.56 + 0.56 + 0.5) / 2.1;
+
+    vpack_policy_params_default(&par);
+    assert_true(par.smt_gain == 0.25);
+    assert_int_equal(vpack_topology_core_of(t, 0), vpack_topology_core_of(t, 1));
+    assert_int_equal(vpack_topology_core_of(t, 2), vpack_topology_core_of(t, 3));
+    assert_int_not_equal(vpack_topology_core_of(t, 0), vpack_topology_core_of(t, 2));
+    s->cpu_busy[0] = s->cpu_busy[1] = 0.8;
+    s->cpu_busy[3] = 0.5;
+    struct vpack_domain_sample *d = dom_init(s, 0, "a", 2, 2, 0, 0.8);
+    d->vcpus[0].cpu = 0;
+    d->vcpus[1].cpu = -1;
+    d->emulator.util = 0;
+    assert_int_equal(vpack_policy_measure_work(t, &par, NULL, s), 0);
+    assert_true(fabs(s->cpu_busy[0] - 0.56) < 1e-9 && fabs(s->cpu_busy[1] - 0.56) < 1e-9);
+    assert_true(s->cpu_busy[2] == 0 && fabs(s->cpu_busy[3] - 0.5) < 1e-9);
+    assert_true(fabs(d->vcpus[0].util - 0.8 * ratio) < 1e-9);
+    assert_true(fabs(d->vcpus[1].util - 0.8 * ratio) < 1e-9);
+    /* The plan's demand is the work. */
+    struct vpack_policy_state *st = vpack_policy_state_new();
+    struct vpack_snapshot *s2 = snap_new(t, 0);
+    struct vpack_plan *p = NULL;
+    s2->cpu_busy[0] = s2->cpu_busy[1] = 0.8;
+    s2->cpu_busy[3] = 0.5;
+    assert_int_equal(vpack_plan_compute(t, &par, s2, st, &p), 0);
+    assert_true(fabs(p->demand - 1.62) < 1e-9);
+    assert_true(s2->cpu_busy[0] == 0.8); /* the caller's snapshot is not changed */
+    vpack_plan_free(p);
+    /* smt_gain 1: busy time as it is. */
+    par.smt_gain = 1;
+    assert_int_equal(vpack_plan_compute(t, &par, s2, st, &p), 0);
+    assert_true(fabs(p->demand - 2.1) < 1e-9);
+    vpack_plan_free(p);
+    vpack_policy_state_free(st);
+    vpack_snapshot_free(s2);
+    vpack_snapshot_free(s);
+    vpack_topology_free(t);
+}
+
+/* Without SMT nothing changes, whatever smt_gain says. */
+static void test_smt_none_unchanged(void **unused)
+{
+    (void)unused;
+    struct vpack_topology *t = topo_load("package:2 core:2 pu:1");
+    struct vpack_policy_params par;
+    struct vpack_snapshot *s = snap_new(t, 1);
+
+    vpack_policy_params_default(&par);
+    s->cpu_busy[0] = s->cpu_busy[1] = 0.9;
+    struct vpack_domain_sample *d = dom_init(s, 0, "a", 2, 2, 0, 0.9);
+    d->vcpus[0].cpu = 0;
+    assert_int_equal(vpack_policy_measure_work(t, &par, NULL, s), 0);
+    assert_true(s->cpu_busy[0] == 0.9 && s->cpu_busy[1] == 0.9 && d->vcpus[0].util == 0.9);
+    assert_int_equal(vpack_policy_measure_work(NULL, &par, NULL, s), -EINVAL);
+    vpack_snapshot_free(s);
+    vpack_topology_free(t);
+}
+
 static void test_state_dup(void **unused)
 {
     (void)unused;
@@ -2523,6 +2600,8 @@ int main(void)
         cmocka_unit_test(test_settled),
         cmocka_unit_test(test_failure_leaves_state),
         cmocka_unit_test(test_state_dup),
+        cmocka_unit_test(test_smt_measure_work),
+        cmocka_unit_test(test_smt_none_unchanged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -573,6 +573,38 @@ static void test_bad_specs(void **state)
     assert_int_equal(vpack_topology_load("synthetic:pu:1", NULL, NULL, NULL, NULL), -EINVAL);
 }
 
+/*
+ * Cores as the hardware pairs SMT siblings: on the 2-socket sysfs fixture
+ * (its thread_siblings_list: 0,16 and 5,21) CPU n and n + 16 share a core,
+ * 32 CPUs make 16 cores; hwloc's synthetic spec numbers a core's PUs
+ * together. The host model and the planner's SMT discount read these.
+ */
+static void test_cores(void **state)
+{
+    char spec[8192];
+    struct vpack_topology *t;
+    int most = -1;
+
+    (void)state;
+    load_fixture_spec(spec, sizeof(spec), "sysfs", "topologies/sysfs", "32intel64-2p8co2t+8ve");
+    t = load_ok(spec);
+    assert_int_equal(vpack_topology_core_of(t, 0), vpack_topology_core_of(t, 16));
+    assert_int_equal(vpack_topology_core_of(t, 5), vpack_topology_core_of(t, 21));
+    assert_int_not_equal(vpack_topology_core_of(t, 0), vpack_topology_core_of(t, 1));
+    for (int c = 0; c <= t->max_cpu; c++)
+        if (vpack_topology_core_of(t, c) > most)
+            most = vpack_topology_core_of(t, c);
+    assert_int_equal(most + 1, 16);
+    assert_int_equal(vpack_topology_core_of(t, -1), -1);
+    assert_int_equal(vpack_topology_core_of(t, t->max_cpu + 1), -1);
+    vpack_topology_free(t);
+    t = load_ok("synthetic:package:2 core:2 pu:2");
+    assert_int_equal(vpack_topology_core_of(t, 0), vpack_topology_core_of(t, 1));
+    assert_int_not_equal(vpack_topology_core_of(t, 1), vpack_topology_core_of(t, 2));
+    assert_int_equal(vpack_topology_core_of(t, 7), 3);
+    vpack_topology_free(t);
+}
+
 static void test_package_lookups(void **state)
 {
     char spec[8192];
@@ -726,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_restrict_to),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_package_lookups),
+        cmocka_unit_test(test_cores),
         cmocka_unit_test(test_to_json_shape),
         cmocka_unit_test(test_environment_kept),
     };
