@@ -101,6 +101,9 @@ struct vpack_snapshot *vpack_snapshot_new(unsigned ncpus, unsigned ndomains);
 int vpack_domain_sample_init(struct vpack_domain_sample *d, const char *name, int level,
                              unsigned nvcpus, unsigned niothreads);
 
+/* A deep copy of s; NULL when out of memory. */
+struct vpack_snapshot *vpack_snapshot_dup(const struct vpack_snapshot *s);
+
 /*
  * Gives s a cpu_busy_now array (every entry -1: not reported) if it has none.
  * Returns 0 or -ENOMEM.

@@ -132,6 +132,71 @@ void vpack_snapshot_free(struct vpack_snapshot *s)
     free(s);
 }
 
+/* *to = *from, with a pin of its own. */
+static int thread_copy(struct vpack_thread_sample *to, const struct vpack_thread_sample *from)
+{
+    vpack_cpuset *pin = NULL;
+
+    if (from->pin && !(pin = malloc(sizeof(*pin))))
+        return -ENOMEM;
+    free(to->pin);
+    *to = *from;
+    if (pin)
+        *pin = *from->pin;
+    to->pin = pin;
+    return 0;
+}
+
+static int domain_copy(struct vpack_domain_sample *to, const struct vpack_domain_sample *from)
+{
+    if (vpack_domain_sample_init(to, from->name, from->level, from->nvcpus, from->niothreads) < 0)
+        return -ENOMEM;
+    for (unsigned v = 0; v < from->nvcpus; v++)
+        if (thread_copy(&to->vcpus[v], &from->vcpus[v]) < 0)
+            return -ENOMEM;
+    for (unsigned k = 0; k < from->niothreads; k++)
+        if (thread_copy(&to->iothreads[k], &from->iothreads[k]) < 0)
+            return -ENOMEM;
+    if (thread_copy(&to->emulator, &from->emulator) < 0)
+        return -ENOMEM;
+    if (from->cpuset) {
+        if (!(to->cpuset = malloc(sizeof(*to->cpuset))))
+            return -ENOMEM;
+        *to->cpuset = *from->cpuset;
+    }
+    if (from->nmemory) {
+        if (!(to->memory = malloc(from->nmemory * sizeof(*to->memory))))
+            return -ENOMEM;
+        memcpy(to->memory, from->memory, from->nmemory * sizeof(*to->memory));
+        to->nmemory = from->nmemory;
+    }
+    return 0;
+}
+
+struct vpack_snapshot *vpack_snapshot_dup(const struct vpack_snapshot *s)
+{
+    struct vpack_snapshot *c = vpack_snapshot_new(s->ncpus, s->ndomains);
+
+    if (!c)
+        return NULL;
+    c->interval_ms = s->interval_ms;
+    if (s->ncpus)
+        memcpy(c->cpu_busy, s->cpu_busy, s->ncpus * sizeof(*s->cpu_busy));
+    if (s->cpu_busy_now) {
+        if (vpack_snapshot_want_now(c) < 0)
+            goto fail;
+        memcpy(c->cpu_busy_now, s->cpu_busy_now, s->ncpus * sizeof(*s->cpu_busy_now));
+    }
+    for (unsigned i = 0; i < s->ndomains; i++)
+        if (domain_copy(&c->domains[i], &s->domains[i]) < 0)
+            goto fail;
+    return c;
+
+fail:
+    vpack_snapshot_free(c);
+    return NULL;
+}
+
 int vpack_snapshot_want_now(struct vpack_snapshot *s)
 {
     if (s->cpu_busy_now || !s->ncpus)

@@ -1457,24 +1457,12 @@ static int account_saturation(struct vpack_model *m, double dt)
 }
 
 /* m->planned: a copy of m->obs as the policy, about to plan, measures it. */
-static int keep_planned(struct vpack_model *m, char **errmsg)
+static int keep_planned(struct vpack_model *m)
 {
-    char *json = vpack_snapshot_to_json(&m->obs), *err = NULL;
-    int ret;
-
     vpack_snapshot_free(m->planned);
-    m->planned = NULL;
-    if (!json)
+    if (!(m->planned = vpack_snapshot_dup(&m->obs)))
         return -ENOMEM;
-    ret = vpack_snapshot_parse(json, strlen(json), &m->planned, &err);
-    free(json);
-    if (ret < 0)
-        vpack_errmsg_set(ret, errmsg, "the observed snapshot does not read back: %s",
-                         err ? err : "?");
-    free(err);
-    if (ret >= 0)
-        ret = vpack_policy_measure_work(m->topo, &m->params, m->state, m->planned);
-    return ret;
+    return vpack_policy_measure_work(m->topo, &m->params, m->state, m->planned);
 }
 
 int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
@@ -1492,7 +1480,7 @@ int vpack_model_step(struct vpack_model *m, const struct vpack_snapshot *snap,
         nthr += nthreads_of(&snap->domains[i]);
     if ((err = build_obs(m, snap)) < 0 || (err = scratch(m, snap->ndomains, nthr)) < 0)
         goto cleanup;
-    if (m->keep_planned && (err = keep_planned(m, errmsg)) < 0)
+    if (m->keep_planned && (err = keep_planned(m)) < 0)
         goto cleanup;
     err = vpack_plan_compute(m->topo, &m->params, &m->obs, m->state, &plan);
     if (err < 0) {

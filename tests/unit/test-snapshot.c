@@ -1282,6 +1282,32 @@ static void test_cpus_within_each(void **state)
     vpack_snapshot_free(a);
 }
 
+/* vpack_snapshot_dup(): the same snapshot (its JSON), nothing shared. */
+static void test_dup(void **unused)
+{
+    (void)unused;
+    struct vpack_snapshot *s = parse_ok(spec_example, strlen(spec_example));
+    assert_int_equal(vpack_snapshot_want_now(s), 0);
+    s->cpu_busy_now[0] = 0.5;
+    struct vpack_snapshot *c = vpack_snapshot_dup(s);
+    char *a = vpack_snapshot_to_json(s), *b = vpack_snapshot_to_json(c);
+
+    assert_non_null(c);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, b);
+    assert_ptr_not_equal(c->domains[0].vcpus[0].pin, s->domains[0].vcpus[0].pin);
+    assert_ptr_not_equal(c->domains[0].cpuset, s->domains[0].cpuset);
+    assert_ptr_not_equal(c->domains[0].memory, s->domains[0].memory);
+    assert_true(c->cpu_busy_now[0] == 0.5);
+    vpack_cpuset_zero(c->domains[0].vcpus[0].pin);
+    assert_true(vpack_cpuset_isset(s->domains[0].vcpus[0].pin, 3));
+    free(a);
+    free(b);
+    vpack_snapshot_free(s);
+    vpack_snapshot_free(c); /* ASan: no double free, no leak */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1313,6 +1339,7 @@ int main(void)
         cmocka_unit_test(test_json_number),
         cmocka_unit_test(test_within),
         cmocka_unit_test(test_cpus_within),
+        cmocka_unit_test(test_dup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
