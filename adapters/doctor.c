@@ -19,6 +19,16 @@
 
 #define CPU_DIR "sys/devices/system/cpu"
 
+/* root/path as a directory stream, or NULL. */
+static DIR *dir_at(int rootfd, const char *path)
+{
+    int fd = openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    return d;
+}
+
 /* The cpuidle states of one CPU, in state order (stateM's M). */
 static int read_states(int rootfd, unsigned cpu, struct vpack_doctor_cpu *c)
 {
@@ -27,14 +37,9 @@ static int read_states(int rootfd, unsigned cpu, struct vpack_doctor_cpu *c)
     struct dirent *e;
     size_t cap = 0;
     snprintf(path, sizeof(path), CPU_DIR "/cpu%u/cpuidle", cpu);
-    int dfd = openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
+    DIR *d = dir_at(rootfd, path);
+    if (!d)
         return 0;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return 0;
-    }
     /* Count the states, then read state0..stateN-1 in order. */
     unsigned n = 0;
     while ((e = readdir(d)))
@@ -97,16 +102,11 @@ static bool holds_dma(int rootfd, const char *pid)
     struct dirent *e;
     bool found = false;
     snprintf(path, sizeof(path), "proc/%s/fd", pid);
-    int dfd = openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
+    DIR *d = dir_at(rootfd, path);
+    if (!d)
         return false;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return false;
-    }
     while (!found && (e = readdir(d))) {
-        ssize_t n = readlinkat(dfd, e->d_name, link, sizeof(link) - 1);
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
         if (n > 0) {
             link[n] = '\0';
             found = !strcmp(link, "/dev/cpu_dma_latency");
@@ -122,14 +122,9 @@ static int read_procs(int rootfd, struct vpack_doctor_facts *f)
     size_t cap = 0;
     unsigned pid;
     char path[320], comm[32];
-    int dfd = openat(rootfd, "proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
+    DIR *d = dir_at(rootfd, "proc");
+    if (!d)
         return 0;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return 0;
-    }
     while ((e = readdir(d))) {
         if (!vpack__numbered(e->d_name, "", &pid) || pid == 0)
             continue;
@@ -173,14 +168,9 @@ static int read_irqs(int rootfd, struct vpack_doctor_facts *f)
     size_t cap = 0;
     unsigned irq;
     char path[96], buf[4096];
-    int dfd = openat(rootfd, "proc/irq", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
+    DIR *d = dir_at(rootfd, "proc/irq");
+    if (!d)
         return 0;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return 0;
-    }
     while ((e = readdir(d))) {
         struct vpack_doctor_irq q = {0};
         if (!vpack__numbered(e->d_name, "", &irq))
@@ -188,16 +178,12 @@ static int read_irqs(int rootfd, struct vpack_doctor_facts *f)
         q.irq = (int)irq;
         /* A handler is a directory named for it: an IRQ without one never fires. */
         snprintf(path, sizeof(path), "proc/irq/%u", irq);
-        int qfd = openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *qd = qfd >= 0 ? fdopendir(qfd) : NULL;
-        if (!qd) {
-            if (qfd >= 0)
-                close(qfd);
+        DIR *qd = dir_at(rootfd, path);
+        if (!qd)
             continue;
-        }
         while ((a = readdir(qd))) {
             struct stat st;
-            if (a->d_name[0] == '.' || fstatat(qfd, a->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            if (a->d_name[0] == '.' || fstatat(dirfd(qd), a->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                 !S_ISDIR(st.st_mode))
                 continue;
             snprintf(q.name, sizeof(q.name), "%.47s", a->d_name);

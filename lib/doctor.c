@@ -79,7 +79,7 @@ static struct vpack_doctor_finding *add(struct out *o, const char *check,
                                         enum vpack_doctor_severity sev, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Appends a finding with its what; why and fix are set by the caller (why(), fix()). */
+/* Appends a finding with its what; the caller says why and fix (say()). */
 static struct vpack_doctor_finding *add(struct out *o, const char *check,
                                         enum vpack_doctor_severity sev, const char *fmt, ...)
 {
@@ -100,23 +100,13 @@ static struct vpack_doctor_finding *add(struct out *o, const char *check,
     return f;
 }
 
-static void why(struct vpack_doctor_finding *f, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void why(struct vpack_doctor_finding *f, const char *fmt, ...)
+/* Writes why it matters or how to fix it: say(x->why, ...), say(x->fix, ...). */
+static void say(char dst[512], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(char dst[512], const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(f->why, sizeof(f->why), fmt, ap);
-    va_end(ap);
-}
-
-static void fix(struct vpack_doctor_finding *f, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void fix(struct vpack_doctor_finding *f, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->fix, sizeof(f->fix), fmt, ap);
+    vsnprintf(dst, 512, fmt, ap);
     va_end(ap);
 }
 
@@ -132,23 +122,23 @@ static void check_driver(const struct vpack_doctor_facts *f, struct out *o)
     if (no_driver(f)) {
         x = add(o, "cpuidle-driver", VPACK_DOCTOR_CANCELS, "no cpuidle driver (current_driver: %s)",
                 f->driver[0] ? f->driver : "missing");
-        why(x, "idle CPUs only halt (the architecture's default idle): no core or package "
+        say(x->why, "idle CPUs only halt (the architecture's default idle): no core or package "
                "C-state deeper than C1 is entered, so a package vpack parks draws nearly what "
                "an idle awake one does");
-        fix(x, "on bare metal, boot with intel_idle (Intel) or acpi_idle (ACPI _CST, AMD) and "
+        say(x->fix, "on bare metal, boot with intel_idle (Intel) or acpi_idle (ACPI _CST, AMD) and "
                "without idle=poll, idle=halt or intel_idle.max_cstate=0, and enable C-states in "
                "the firmware; in a virtual machine the saving is the hypervisor's: run vpack "
                "there");
     } else if (!strcmp(f->driver, "haltpoll")) {
         x = add(o, "cpuidle-driver", VPACK_DOCTOR_WARNING, "cpuidle driver haltpoll");
-        why(x, "cpuidle-haltpoll is a guest's driver: this host is a virtual machine, whose "
+        say(x->why, "cpuidle-haltpoll is a guest's driver: this host is a virtual machine, whose "
                "CPUs' power is the hypervisor's to save");
-        fix(x, "run vpack on the hypervisor");
+        say(x->fix, "run vpack on the hypervisor");
     } else if (!strcmp(f->driver, "acpi_idle")) {
         x = add(o, "cpuidle-driver", VPACK_DOCTOR_INFO, "cpuidle driver acpi_idle");
-        why(x, "the C-states are the firmware's _CST list; on Intel CPUs intel_idle knows "
+        say(x->why, "the C-states are the firmware's _CST list; on Intel CPUs intel_idle knows "
                "deeper ones");
-        fix(x, "on Intel, check that intel_idle is not disabled (intel_idle.max_cstate=0)");
+        say(x->fix, "on Intel, check that intel_idle is not disabled (intel_idle.max_cstate=0)");
     } else {
         add(o, "cpuidle-driver", VPACK_DOCTOR_OK, "cpuidle driver %s", f->driver);
     }
@@ -161,11 +151,11 @@ static void check_driver(const struct vpack_doctor_facts *f, struct out *o)
         add(o, "cpuidle-governor", VPACK_DOCTOR_OK, "cpuidle governor %s", f->governor);
     } else if (!strcmp(f->governor, "ladder") || !strcmp(f->governor, "haltpoll")) {
         x = add(o, "cpuidle-governor", VPACK_DOCTOR_WARNING, "cpuidle governor %s", f->governor);
-        why(x, "%s", !strcmp(f->governor, "ladder")
+        say(x->why, "%s", !strcmp(f->governor, "ladder")
                          ? "ladder steps one state deeper at a time and, on a tickless kernel, "
                            "rarely reaches the deepest state of a long idle"
                          : "haltpoll polls before it halts: it is meant for guests");
-        fix(x, "use menu or teo: echo menu > /sys/devices/system/cpu/cpuidle/current_governor, "
+        say(x->fix, "use menu or teo: echo menu > /sys/devices/system/cpu/cpuidle/current_governor, "
                "or cpuidle.governor=menu on the kernel command line");
     } else {
         x = add(o, "cpuidle-governor", VPACK_DOCTOR_INFO, "cpuidle governor %s", f->governor);
@@ -226,24 +216,24 @@ static void check_cstates(const struct vpack_doctor_facts *f, struct out *o)
     if (vpack_cpuset_empty(&with)) {
         x = add(o, "c-states", VPACK_DOCTOR_WARNING, "cpuidle driver %s but no CPU lists a state",
                 f->driver);
-        why(x, "without states no CPU enters a C-state deeper than C1");
-        fix(x, "check the firmware's C-state settings and the driver's messages (dmesg)");
+        say(x->why, "without states no CPU enters a C-state deeper than C1");
+        say(x->fix, "check the firmware's C-state settings and the driver's messages (dmesg)");
         return;
     }
     if (!vpack_cpuset_empty(&deep_off)) {
         x = add(o, "c-states", VPACK_DOCTOR_CANCELS, "the deepest state %s is disabled on CPUs %s",
                 deep_name, cpus_text(&deep_off, a, sizeof(a)));
-        why(x, "a package reaches its deep package C-state only when all its cores are in their "
+        say(x->why, "a package reaches its deep package C-state only when all its cores are in their "
                "deepest state: one CPU kept out of it keeps its whole package awake, parked or not");
-        fix(x, "echo 0 > /sys/devices/system/cpu/cpuN/cpuidle/stateM/disable for those CPUs, and "
+        say(x->fix, "echo 0 > /sys/devices/system/cpu/cpuN/cpuidle/stateM/disable for those CPUs, and "
                "find what disabled it (tuned, a boot script, cpupower idle-set -d)");
     }
     if (!vpack_cpuset_empty(&some_off)) {
         x = add(o, "c-states", VPACK_DOCTOR_WARNING, "state %s (not the deepest) is disabled on CPUs %s",
                 off_name, cpus_text(&some_off, b, sizeof(b)));
-        why(x, "a short idle that would have used it stays in a shallower state: awake packages "
+        say(x->why, "a short idle that would have used it stays in a shallower state: awake packages "
                "draw more");
-        fix(x, "echo 0 > /sys/devices/system/cpu/cpuN/cpuidle/stateM/disable, or cpupower idle-set -E");
+        say(x->fix, "echo 0 > /sys/devices/system/cpu/cpuN/cpuidle/stateM/disable, or cpupower idle-set -E");
     }
     if (vpack_cpuset_empty(&deep_off) && vpack_cpuset_empty(&some_off)) {
         const struct vpack_doctor_cstate *d = NULL;
@@ -306,18 +296,18 @@ static void check_resume_qos(const struct vpack_doctor_facts *f, struct out *o)
         x = add(o, "pm-qos-resume", states ? VPACK_DOCTOR_CANCELS : VPACK_DOCTOR_WARNING,
                 "pm_qos_resume_latency_us is n/a (no latency tolerated) on CPUs %s",
                 cpus_text(&zero, a, sizeof(a)));
-        why(x, "the cpuidle governor then uses no C-state on those CPUs: they poll, and keep "
+        say(x->why, "the cpuidle governor then uses no C-state on those CPUs: they poll, and keep "
                "their package awake%s", states ? "" : " (once a cpuidle driver runs)");
-        fix(x, "echo 0 > /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us (0: no "
+        say(x->fix, "echo 0 > /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us (0: no "
                "constraint), and find what wrote it (tuned, a boot script)");
     }
     if (!vpack_cpuset_empty(&below)) {
         x = add(o, "pm-qos-resume", VPACK_DOCTOR_CANCELS,
                 "pm_qos_resume_latency_us limits CPUs %s to %u us, below %s's exit latency (%u us)",
                 cpus_text(&below, a, sizeof(a)), lowest, state, state_lat);
-        why(x, "the cpuidle governor skips every state whose exit latency is above the limit: "
+        say(x->why, "the cpuidle governor skips every state whose exit latency is above the limit: "
                "those CPUs never reach their deepest state, and their package stays awake");
-        fix(x, "echo 0 > /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us, or a "
+        say(x->fix, "echo 0 > /sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us, or a "
                "limit above the deepest state's latency on the CPUs vpack may park");
     }
     if (!vpack_cpuset_empty(&above) && vpack_cpuset_empty(&below) && vpack_cpuset_empty(&zero)) {
@@ -325,7 +315,7 @@ static void check_resume_qos(const struct vpack_doctor_facts *f, struct out *o)
                 "pm_qos_resume_latency_us limits CPUs %s to %u us%s", cpus_text(&above, a, sizeof(a)),
                 lowest, states ? ", above the deepest state's exit latency" : "");
         if (!states)
-            why(x, "no cpuidle state to compare it with: once a driver runs, states above %u us "
+            say(x->why, "no cpuidle state to compare it with: once a driver runs, states above %u us "
                    "are not used", lowest);
     }
     if (vpack_cpuset_empty(&zero) && vpack_cpuset_empty(&below) && vpack_cpuset_empty(&above))
@@ -355,22 +345,22 @@ static void check_dma_latency(const struct vpack_doctor_facts *f, struct out *o)
     if (!f->dma_limit_known) {
         x = add(o, "cpu-dma-latency", VPACK_DOCTOR_WARNING,
                 "/dev/cpu_dma_latency is held open by %s; its limit could not be read", who);
-        why(x, "a PM QoS CPU latency limit applies to every CPU: states above it are not used "
+        say(x->why, "a PM QoS CPU latency limit applies to every CPU: states above it are not used "
                "anywhere, parked packages included (reading the limit needs root)");
-        fix(x, "%s", fixtext);
+        say(x->fix, "%s", fixtext);
     } else if (lat > 0 && f->dma_limit_us >= 0 && (unsigned)f->dma_limit_us < lat) {
         x = add(o, "cpu-dma-latency", VPACK_DOCTOR_CANCELS,
                 "/dev/cpu_dma_latency is held open by %s: limit %d us, below the deepest state's "
                 "exit latency (%u us)", who, (int)f->dma_limit_us, lat);
-        why(x, "a PM QoS CPU latency limit applies to every CPU: no CPU enters a state above "
+        say(x->why, "a PM QoS CPU latency limit applies to every CPU: no CPU enters a state above "
                "it, so no package reaches its deep C-state, parked or not");
-        fix(x, "%s", fixtext);
+        say(x->fix, "%s", fixtext);
     } else if (lat == 0) {
         x = add(o, "cpu-dma-latency", VPACK_DOCTOR_WARNING,
                 "/dev/cpu_dma_latency is held open by %s: limit %d us", who, (int)f->dma_limit_us);
-        why(x, "no cpuidle state to compare it with: once a driver runs, no CPU enters a state "
+        say(x->why, "no cpuidle state to compare it with: once a driver runs, no CPU enters a state "
                "whose exit latency is above %d us", (int)f->dma_limit_us);
-        fix(x, "%s", fixtext);
+        say(x->fix, "%s", fixtext);
     } else {
         add(o, "cpu-dma-latency", VPACK_DOCTOR_INFO,
             "/dev/cpu_dma_latency is held open by %s: limit %d us, not below the deepest state's "
@@ -410,9 +400,9 @@ static void check_tuned(const struct vpack_doctor_facts *f, struct out *o)
         if (has_word(f->tuned_profile, latency[i])) {
             x = add(o, "tuned", f->tuned_running ? VPACK_DOCTOR_CANCELS : VPACK_DOCTOR_WARNING,
                     "tuned profile %s%s", f->tuned_profile, running);
-            why(x, "%s holds a low CPU latency limit (force_latency, /dev/cpu_dma_latency) or "
+            say(x->why, "%s holds a low CPU latency limit (force_latency, /dev/cpu_dma_latency) or "
                    "disables C-states: no package reaches its deep C-state", latency[i]);
-            fix(x, "tuned-adm profile virtual-host (or balanced, powersave); keep the latency "
+            say(x->fix, "tuned-adm profile virtual-host (or balanced, powersave); keep the latency "
                    "profile for hosts that do not pack");
             return;
         }
@@ -420,10 +410,10 @@ static void check_tuned(const struct vpack_doctor_facts *f, struct out *o)
         if (has_word(f->tuned_profile, throughput[i])) {
             x = add(o, "tuned", VPACK_DOCTOR_WARNING, "tuned profile %s%s", f->tuned_profile,
                     running);
-            why(x, "%s sets the performance governor and energy bias: the packages that stay "
+            say(x->why, "%s sets the performance governor and energy bias: the packages that stay "
                    "awake draw more, which takes part of the saving back (parked ones still idle "
                    "deeply)", throughput[i]);
-            fix(x, "tuned-adm profile balanced or powersave where latency allows");
+            say(x->fix, "tuned-adm profile balanced or powersave where latency allows");
             return;
         }
     add(o, "tuned", VPACK_DOCTOR_OK, "tuned profile %s%s", f->tuned_profile, running);
@@ -481,9 +471,9 @@ static void check_irqs(const struct vpack_doctor_facts *f, struct out *o)
                 "%zu IRQ%s only on package%s %s, none on package %d (where the host's own work "
                 "stays): %s", count, count > 1 ? "s" : "",
                 vpack_cpuset_count(&off) > 1 ? "s" : "", cpus_text(&off, a, sizeof(a)), home, list);
-        why(x, "an interrupt wakes the CPU it is routed to: each one that fires wakes a package "
+        say(x->why, "an interrupt wakes the CPU it is routed to: each one that fires wakes a package "
                "vpack has parked (how often depends on the device)");
-        fix(x, "route them to package %d: echo CPUS > /proc/irq/N/smp_affinity_list (CPUS: "
+        say(x->fix, "route them to package %d: echo CPUS > /proc/irq/N/smp_affinity_list (CPUS: "
                "package %d's), and keep irqbalance off the other packages "
                "(IRQBALANCE_BANNED_CPULIST)", home, home);
     } else {
@@ -498,9 +488,9 @@ static void check_irqs(const struct vpack_doctor_facts *f, struct out *o)
                 vpack_cpuset_set(&others, (unsigned)f->cpus[i].id);
         x = add(o, "irqbalance", VPACK_DOCTOR_WARNING, "irqbalance runs on a %u-package host",
                 vpack_cpuset_count(&pkgs));
-        why(x, "irqbalance spreads interrupts by load over every package, the ones vpack parks "
+        say(x->why, "irqbalance spreads interrupts by load over every package, the ones vpack parks "
                "included, and moves them back after each change by hand");
-        fix(x, "IRQBALANCE_BANNED_CPULIST=%s in /etc/default/irqbalance (irqbalance 1.8 and "
+        say(x->fix, "IRQBALANCE_BANNED_CPULIST=%s in /etc/default/irqbalance (irqbalance 1.8 and "
                "later), then restart irqbalance; or stop it and route IRQs to package %d",
             cpus_text(&others, a, sizeof(a)), home);
     } else {
@@ -517,9 +507,9 @@ static void check_power(const struct vpack_doctor_facts *f, struct out *o)
         add(o, "measure-rapl", VPACK_DOCTOR_OK, "RAPL package energy readable");
     } else {
         x = add(o, "measure-rapl", VPACK_DOCTOR_WARNING, "no RAPL package energy: %s", f->rapl_why);
-        why(x, "vpackctl measure and the metrics cannot give watts here: the saving is shown "
+        say(x->why, "vpackctl measure and the metrics cannot give watts here: the saving is shown "
                "only as idle shares, so it can be there unseen");
-        fix(x, "on bare metal: modprobe intel_rapl_msr (Intel) or the AMD RAPL driver, and read "
+        say(x->fix, "on bare metal: modprobe intel_rapl_msr (Intel) or the AMD RAPL driver, and read "
                "as root; a virtual machine has none");
     }
     if (f->cstate_pkg) {
@@ -527,8 +517,8 @@ static void check_power(const struct vpack_doctor_facts *f, struct out *o)
     } else {
         x = add(o, "measure-cstate", VPACK_DOCTOR_INFO, "no package C-state counters: %s",
                 f->cstate_why);
-        why(x, "they would show whether parked packages reach their deep package state");
-        fix(x, "the kernel's cstate_pkg PMU (intel_cstate), read as root");
+        say(x->why, "they would show whether parked packages reach their deep package state");
+        say(x->fix, "the kernel's cstate_pkg PMU (intel_cstate), read as root");
     }
 }
 
@@ -539,9 +529,9 @@ static void check_cgroup(const struct vpack_doctor_facts *f, struct out *o)
         return;
     if (!strcmp(f->cgroup_mode, "none")) {
         x = add(o, "cgroup", VPACK_DOCTOR_WARNING, "no cgroup hierarchy with cpuset found");
-        why(x, "libvirt then does not confine QEMU's threads: vpack's pins hold, but vpackd "
+        say(x->why, "libvirt then does not confine QEMU's threads: vpack's pins hold, but vpackd "
                "cannot repair cpusets after CPU hotplug or see iothreads' groups");
-        fix(x, "mount cgroup v2 (systemd.unified_cgroup_hierarchy=1) or v1's cpuset");
+        say(x->fix, "mount cgroup v2 (systemd.unified_cgroup_hierarchy=1) or v1's cpuset");
         return;
     }
     if (f->partition[0])
@@ -550,7 +540,7 @@ static void check_cgroup(const struct vpack_doctor_facts *f, struct out *o)
     else {
         x = add(o, "cgroup", VPACK_DOCTOR_INFO, "cgroup %s, no libvirt partition yet",
                 f->cgroup_mode);
-        why(x, "libvirt makes machine/ or machine.slice/ when it starts its first guest");
+        say(x->why, "libvirt makes machine/ or machine.slice/ when it starts its first guest");
     }
 }
 
@@ -563,21 +553,21 @@ static void check_libvirt(const struct vpack_doctor_facts *f, struct out *o)
     if (!v) {
         x = add(o, "libvirt", VPACK_DOCTOR_WARNING, "libvirt's version not known: %s",
                 f->libvirt_why);
-        why(x, "vpack needs libvirt 6.5 or later (the hooks in qemu.d/)");
-        fix(x, "start libvirtd (or virtqemud), or run as a user it lets connect");
+        say(x->why, "vpack needs libvirt 6.5 or later (the hooks in qemu.d/)");
+        say(x->fix, "start libvirtd (or virtqemud), or run as a user it lets connect");
         return;
     }
     char ver[48];
     snprintf(ver, sizeof(ver), "%lu.%lu.%lu", v / 1000000, v / 1000 % 1000, v % 1000);
     if (v < 6005000) {
         x = add(o, "libvirt", VPACK_DOCTOR_WARNING, "libvirt %s", ver);
-        why(x, "libvirt before 6.5 runs only /etc/libvirt/hooks/qemu, not qemu.d/: vpack-hook "
+        say(x->why, "libvirt before 6.5 runs only /etc/libvirt/hooks/qemu, not qemu.d/: vpack-hook "
                "is never run");
-        fix(x, "upgrade libvirt to 6.5 or later");
+        say(x->fix, "upgrade libvirt to 6.5 or later");
     } else if (!f->libvirt_daemon) {
         x = add(o, "libvirt", VPACK_DOCTOR_INFO, "libvirt %s (the library; the daemon: %s)", ver,
                 f->libvirt_why);
-        why(x, "vpackd needs the daemon (libvirtd or virtqemud) to place guests");
+        say(x->why, "vpackd needs the daemon (libvirtd or virtqemud) to place guests");
     } else {
         add(o, "libvirt", VPACK_DOCTOR_OK, "libvirt %s", ver);
     }
@@ -593,10 +583,10 @@ static void check_hook(const struct vpack_doctor_facts *f, struct out *o)
     bool missing = f->hook == VPACK_HOOK_MISSING;
     x = add(o, "hook", VPACK_DOCTOR_WARNING, "%s %s", f->hook_path,
             missing ? "is not installed" : "is not executable");
-    why(x, "without vpack-hook an invalid power policy starts anyway, vpackd learns of a guest "
+    say(x->why, "without vpack-hook an invalid power policy starts anyway, vpackd learns of a guest "
            "only from its live XML at first sight, and a restored or migrated guest is not put "
            "back to its own pins");
-    fix(x, "%s, then restart libvirtd (it looks for hooks when it starts)",
+    say(x->fix, "%s, then restart libvirtd (it looks for hooks when it starts)",
         missing ? "install it (the package's conffile, or meson install: a script running "
                   "vpack-hook)"
                 : "chmod 0755 it");
