@@ -139,7 +139,11 @@ int doctor_main(int argc, char **argv)
     if (c == VPACKCTL_OPT_EXIT)
         return g.exit_code;
     if (optind < argc) {
-        vpackctl_err("doctor: unexpected argument '%s'", argv[optind]);
+        vpackctl_err("doctor: unexpected argument '%s' (see 'vpackctl doctor --help')", argv[optind]);
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (root && !*root) {
+        vpackctl_err("doctor: --root needs a directory");
         return VPACKCTL_EXIT_USAGE;
     }
 
