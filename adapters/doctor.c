@@ -95,8 +95,11 @@ static int read_cpus(int rootfd, const char *root, struct vpack_doctor_facts *f)
     return 0;
 }
 
-/* Whether process pid (a directory under root/proc) holds /dev/cpu_dma_latency open. */
-static bool holds_dma(int rootfd, const char *pid)
+/*
+ * Whether process pid (a directory under root/proc) holds
+ * /dev/cpu_dma_latency open: 1 or 0, -EACCES when its fd/ cannot be read.
+ */
+static int holds_dma(int rootfd, const char *pid)
 {
     char path[320], link[64];
     struct dirent *e;
@@ -104,7 +107,7 @@ static bool holds_dma(int rootfd, const char *pid)
     snprintf(path, sizeof(path), "proc/%s/fd", pid);
     DIR *d = dir_at(rootfd, path);
     if (!d)
-        return false;
+        return errno == EACCES || errno == EPERM ? -EACCES : 0;
     while (!found && (e = readdir(d))) {
         ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
         if (n > 0) {
@@ -135,7 +138,10 @@ static int read_procs(int rootfd, struct vpack_doctor_facts *f)
             f->tuned_running = true;
         if (!strcmp(comm, "irqbalance"))
             f->irqbalance_running = true;
-        if (!holds_dma(rootfd, e->d_name))
+        int held = holds_dma(rootfd, e->d_name);
+        if (held < 0)
+            f->procs_unreadable++;
+        if (held <= 0)
             continue;
         struct vpack_doctor_holder *g = vpack_grow(f->holders, f->nholders, &cap, sizeof(*g));
         if (!g) {

@@ -329,6 +329,14 @@ static void check_dma_latency(const struct vpack_doctor_facts *f, struct out *o)
     struct vpack_doctor_finding *x;
     unsigned lat = no_driver(f) ? 0 : deepest_latency(f);
 
+    if (!f->nholders && f->procs_unreadable) {
+        x = add(o, "cpu-dma-latency", VPACK_DOCTOR_WARNING,
+                "no process seen holding /dev/cpu_dma_latency, but %zu processes' descriptors "
+                "could not be read", f->procs_unreadable);
+        say(x->why, "a hold among them would go unseen: it applies to every CPU");
+        say(x->fix, "run vpackctl doctor as root");
+        return;
+    }
     if (!f->nholders) {
         add(o, "cpu-dma-latency", VPACK_DOCTOR_OK, "no process holds /dev/cpu_dma_latency open");
         return;

@@ -75,6 +75,7 @@ struct vpack_doctor_facts {
     /* /dev/cpu_dma_latency: who holds it open, and the limit if it could be read. */
     struct vpack_doctor_holder *holders;
     size_t nholders;
+    size_t procs_unreadable; /* processes whose fd/ could not be read (not root) */
     bool dma_limit_known;
     int32_t dma_limit_us;
     /* tuned: /etc/tuned/active_profile ("" none), and whether tuned runs. */

@@ -162,7 +162,8 @@ static void test_resume_qos(void **state)
 
 /*
  * /dev/cpu_dma_latency: a limit below C6's latency cancels, one above does
- * not, an unknown one warns.
+ * not, an unknown one warns, and so does a scan that could not look at
+ * every process.
  */
 static void test_dma_latency(void **state)
 {
@@ -184,6 +185,12 @@ static void test_dma_latency(void **state)
     f.dma_limit_us = 2000000000; /* PM_QOS_DEFAULT_VALUE: no limit */
     r = check(&f);
     want(&r, "cpu-dma-latency", VPACK_DOCTOR_INFO);
+    free(r.v);
+    /* No holder seen, but not every process could be looked at (not root). */
+    f.nholders = 0;
+    f.procs_unreadable = 3;
+    r = check(&f);
+    contains(want(&r, "cpu-dma-latency", VPACK_DOCTOR_WARNING)->what, "3 processes");
     free(r.v);
     vpack_doctor_facts_clear(&f);
 }
