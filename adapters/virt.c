@@ -1397,3 +1397,26 @@ int vpack_virt_define_xml(struct vpack_virt *v, const char *xml, char **name_out
 cleanup:
     return put_domain(dom, r);
 }
+
+int vpack_virt_versions(const char *uri, unsigned long *library, unsigned long *daemon,
+                        char **errmsg)
+{
+    virConnectPtr conn;
+    int r;
+
+    *library = *daemon = 0;
+    if ((r = lib_init()) < 0)
+        return vpack_errmsg_set(r, errmsg, "libvirt could not be initialised");
+    if (virGetVersion(library, NULL, NULL) < 0)
+        *library = 0;
+    /* Read-only: the version needs no more, and a user libvirtd refuses a
+     * read-write connection may still ask. */
+    conn = virConnectOpenReadOnly(uri ? uri : DEFAULT_URI);
+    if (!conn)
+        return virt_error_what(NULL, errmsg, "connecting");
+    r = virConnectGetLibVersion(conn, daemon) < 0 ? virt_error_what(NULL, errmsg, "version") : 0;
+    if (r < 0)
+        *daemon = 0;
+    virConnectClose(conn);
+    return r;
+}

@@ -61,6 +61,15 @@ int vpack_virt_new(uv_loop_t *loop, const char *uri, const struct vpack_virt_cbs
  */
 int vpack_virt_open_sync(const char *uri, struct vpack_virt **out, char **errmsg);
 /*
+ * libvirt's versions, as libvirt encodes them (major * 1000000 + minor *
+ * 1000 + micro; 0 not known): the library's (virGetVersion) and, through a
+ * read-only connection to uri (NULL: qemu:///system) opened and closed here,
+ * the daemon's (vpackctl doctor). Returns 0, or a negative errno with
+ * *errmsg saying why the daemon's is not known.
+ */
+int vpack_virt_versions(const char *uri, unsigned long *library, unsigned long *daemon,
+                        char **errmsg);
+/*
  * Deregisters events, closes the connection and frees; safe with NULL.
  * Callbacks never run after it returns. For an adapter made by
  * vpack_virt_new() the memory goes when the loop has run the close

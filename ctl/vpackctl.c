@@ -19,6 +19,7 @@ static const struct vpackctl_cmd commands[] = {
     {"record", record_main, "Record the running agent's snapshots as a trace"},
     {"simulate", simulate_main, "Model what vpack would save on a host, from a trace"},
     {"measure", measure_main, "Measure what packing saves here: level 0 against the levels, A/B"},
+    {"doctor", doctor_main, "Check what on this host cancels or hides the saving, and how to fix it"},
     {"version", version_main, "Print the version of vpackctl and of the running agent"},
 };
 

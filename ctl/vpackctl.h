@@ -40,6 +40,7 @@ int record_main(int argc, char **argv);
 int simulate_main(int argc, char **argv);
 int wait_main(int argc, char **argv);
 int measure_main(int argc, char **argv);
+int doctor_main(int argc, char **argv);
 
 /* Prints "vpackctl: <message>" on stderr. */
 void vpackctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

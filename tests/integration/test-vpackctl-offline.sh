@@ -195,8 +195,14 @@ wait --for level=web1:|vpackctl: wait: --for 'level=web1:': '' is not a power po
 wait --for packed --timeout x|vpackctl: wait: --timeout 'x': expected seconds, 0 or more and at most 604800
 wait --for packed --timeout -1|vpackctl: wait: --timeout '-1': expected seconds
 wait --for packed --json=1|vpackctl: wait: option '--json=1' takes no argument
+doctor --bogus|vpackctl: doctor: unknown option '--bogus' (see 'vpackctl doctor --help')
+doctor extra|vpackctl: doctor: unexpected argument 'extra' (see 'vpackctl doctor --help')
+doctor --root|vpackctl: doctor: option '--root' needs an argument
 frobnicate|vpackctl: unknown command 'frobnicate' (see 'vpackctl --help')
 EOF
+run doctor --root ""
+expect_rc "doctor --root ''" 2
+expect_err "doctor --root ''" "vpackctl: doctor: --root needs a directory"
 
 run status --socket ""
 expect_rc "status --socket ''" 2

@@ -55,6 +55,11 @@ trap 'rm -rf "$dir"' EXIT
 touch "$dir/vpackd.sock" "$dir/other"
 expect "$dir/vpackd.sock" status --socket "$dir/vp"
 expect "$dir/vpackd.sock" status --json --socket "$dir/vp"
+# doctor: its options, and --root's DIR completes directories only.
+expect "--connect --help --json --root" doctor --
+mkdir "$dir/tree"
+expect "$dir/tree" doctor --root "$dir/t"
+expect "$dir/tree" doctor --json --root "$dir/"
 
 # Domains: the one stubbed source (virsh list --name needs libvirt).
 _vpackctl_domains() { printf '%s\n' web-1 web-2 db; }
