@@ -72,11 +72,11 @@
 #              /sys/fs/cgroup read-only and /sys/fs/cgroup/cpuset writable;
 #              it connects to libvirt (vpackctl status, also as an
 #              unprivileged user: the socket is still 0666), serves metrics
-#              (its IP sockets all on 127.0.0.1),
-#              packs two level-2 guests onto CPU 0 keeping a guest pin,
-#              repairs libvirt's cpusets and re-pins after CPU 1 goes offline
-#              and online, and exits 0 on SIGTERM with the guests' masks
-#              given back; no system call of its was refused
+#              (its IP sockets all on 127.0.0.1), packs two level-2 guests
+#              onto CPU 0 keeping a guest pin, repairs libvirt's cpusets and
+#              re-pins after CPU 1 goes offline and online, reconnects after
+#              libvirtd restarts, and exits 0 on SIGTERM with the guests'
+#              masks given back; no system call of its was refused
 #   cgroups    the same with /sys/fs/cgroup/cpuset read-only too (no
 #              ReadWritePaths=): the repair fails - the reason the unit
 #              has it
@@ -429,6 +429,17 @@ th=$(vp_thread_affinity vphd-p 1)
 [ "$th" = 1 ] && vp_pass "vphd-p vCPU 1 thread back on CPU 1" || vp_fail "vphd-p vCPU 1 thread allowed on $th"
 wait_for 20 packed >/dev/null && vp_pass "packed again after the hotplug" ||
     vp_fail "after the hotplug: a: $(pins vphd-a) p: $(pins vphd-p)"
+# libvirtd restarted under vpackd: libvirt's reconnect paths (the remote
+# client, its keepalive, the event loop) under the filter too.
+connects() { vp_json_field "$("$VPACKCTL" status --json --socket "$sock" 2>/dev/null)" connects; }
+rejoined() {
+    [ "$(connects)" -gt "$c0" ] &&
+        [ "$(curl -s --max-time 2 "http://127.0.0.1:$port/metrics" | awk '$1 == "vpack_libvirt_connected" {print $2}')" = 1 ]
+}
+c0=$(connects)
+vp_restart_libvirtd || vp_fail "libvirtd did not restart"
+if t=$(wait_for 20 rejoined); then vp_pass "reconnected ${t}s after libvirtd restarted (connects $c0 -> $(connects))"
+else vp_fail "not reconnected within 20 s of libvirtd's restart (connects $c0 -> $(connects))"; fi
 pid=$agent_pid
 kill -TERM "$agent_pid"; rc=0; wait "$agent_pid" || rc=$?; agent_pid=""
 [ $rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $rc"
