@@ -86,6 +86,14 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
         free(err);
         return r;
     }
+    /* Not an error: the operator may mean it (a private cloud). */
+    for (unsigned i = 0; i < c->rules.n; i++) {
+        const char *field = vpack_rule_tenant_field(&c->rules.v[i]);
+        if (field)
+            log_warn("%s: line %u: rule \"%s\" matches on %s, which the tenant chooses: every "
+                     "tenant can choose their own level (vpackd.conf(5), RULES)",
+                     path, c->rules.v[i].line, c->rules.v[i].name, field);
+    }
     if (dm->keep_placement)
         c->keep_placement = true;
     if (dm->topology) {

@@ -307,6 +307,34 @@ int vpack_rule_check(const struct vpack_rule *r, char **errmsg)
     return 0;
 }
 
+/* The fields of Nova's <nova:instance> a tenant chooses, by their step. */
+static const char *tenant_step(const char *path)
+{
+    static const struct {
+        const char *step, *words;
+    } fields[] = {
+        {"name", "the instance's display name (<nova:name>)"},
+        {"owner", "the owner's user and project names (<nova:owner>)"},
+        {"image", "an image's properties (<nova:image>), which whoever uploads the image sets"},
+    };
+    if (!path || strncmp(path, "instance/", 9))
+        return NULL;
+    path += 9;
+    size_t n = strcspn(path, "/[");
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (strlen(fields[i].step) == n && !strncmp(path, fields[i].step, n))
+            return fields[i].words;
+    return NULL;
+}
+
+const char *vpack_rule_tenant_field(const struct vpack_rule *r)
+{
+    const char *w;
+    if (!r->ns || strcmp(r->ns, "http://openstack.org/xmlns/libvirt/nova/1.1"))
+        return NULL;
+    return (w = tenant_step(r->path)) ? w : tenant_step(r->level_path);
+}
+
 static void rule_clear(struct vpack_rule *r)
 {
     free(r->name);

@@ -94,6 +94,16 @@ int vpack_rule_set(struct vpack_rule *r, const char *key, const char *value, cha
  */
 int vpack_rule_check(const struct vpack_rule *r, char **errmsg);
 
+/*
+ * Whether a rule matches on, or takes its level from, a field of Nova's
+ * metadata that the tenant chooses, not the operator: the instance's
+ * display name (<nova:name>), the owner's names (<nova:owner>), an image's
+ * properties (<nova:image>: whoever uploads the image sets them). Such a
+ * rule lets every tenant choose their own level. Returns the field in words,
+ * or NULL (also for the flavor, which the operator defines).
+ */
+const char *vpack_rule_tenant_field(const struct vpack_rule *r);
+
 /* A deep copy into *dst (whatever it held is not freed). Returns 0 or -ENOMEM. */
 int vpack_rules_copy(struct vpack_rules *dst, const struct vpack_rules *src);
 void vpack_rules_clear(struct vpack_rules *rs);

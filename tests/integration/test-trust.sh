@@ -38,7 +38,10 @@
 #   groups     vpackd with control.group: a member (by a supplementary
 #              group) may rebalance, also when the process that connected
 #              has exited before vpackd accepted (SO_PEERGROUPS, not
-#              /proc/PID/status)
+#              /proc/PID/status); but not register or forget (issue 27,
+#              item 4: only root, as the hook runs): a register of another
+#              guest's name with vptr-a's uuid and a forget of vptr-a are
+#              refused, and vptr-a's record stays as it was
 #   stop       SIGTERM: exit 0 (under ASan: no leak)
 #
 # VPACKD, VPACKCTL and VPACK_HOOK pick the binaries.
@@ -410,6 +413,23 @@ grep -q '"ok": *true' <<<"$out" && vp_pass "$TESTUSER (in $CTLGROUP as a supplem
 out=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
 grep -q "permission denied" <<<"$out" && vp_pass "nobody may not: $(head -c 100 <<<"$out")" ||
     vp_fail "nobody's rebalance: $out"
+# Only root registers and forgets (issue 27, item 4): a member could
+# otherwise tie vptr-a's run to a record of its choosing (another guest's
+# name, no pins) or delete it.
+rec=$state/domains/$uuid.json
+[ -s "$rec" ] || { hook_started "$sock"; for _ in $(seq 20); do [ -s "$rec" ] && break; sleep 0.1; done; }
+sum0=$(sha256sum < "$rec")
+dom_json=$("$VPACK_HOOK" --dump < "$work/a.xml" | sed 's/"name": *"vptr-a"/"name":"vptr-forged"/')
+for freq in "{\"op\":\"register\",\"event\":\"started\",\"domain\":$dom_json,\"transient\":null}" \
+           "{\"op\":\"forget\",\"name\":\"vptr-a\",\"uuid\":\"$uuid\"}"; do
+    out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$sock" "$freq" || true)
+    op=$(sed -n 's/^{"op":"\([a-z]*\)".*/\1/p' <<<"$freq")
+    vp_has "needs root, as the hook runs" <<<"$out" &&
+        vp_pass "$TESTUSER (control group) may not $op: $(head -c 110 <<<"$out")" ||
+        vp_fail "$TESTUSER's $op: $(head -c 200 <<<"$out")"
+done
+[ "$(sha256sum < "$rec" 2>/dev/null)" = "$sum0" ] && vp_pass "vptr-a's record unchanged" ||
+    vp_fail "vptr-a's record changed or gone: $(head -c 200 "$rec" 2>/dev/null)"
 kill -STOP "$agent_pid"
 run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$sock" "$req"
 wait_line "$work/forked.out" 10 || true

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * unit-filters [--log-outside FILE] COMMAND [ARG...]: runs COMMAND under the
+ * unit-filters [--allow FILE | --log-outside FILE] COMMAND [ARG...]: runs
+ * COMMAND under the
  * seccomp filters systemd installs for these options of vpackd.service
  * (systemd 252, src/shared/seccomp-util.c), for test-hardening.sh, which
  * cannot ask systemd (not PID 1 here):
@@ -27,10 +28,15 @@
  *   SystemCallArchitectures=   the filter is for the native architecture
  *     native                   only; a call of another (i386, x32) kills
  *
- * With --log-outside FILE (system call names, one a line: what
- * SystemCallFilter= would allow), every other call is let through but
- * logged by the kernel (SECCOMP_RET_LOG: an audit record, type=1326, with
- * the pid and the call's number): what the filter would have killed.
+ * With --allow FILE (system call names, one a line: what the unit's
+ * SystemCallFilter= lines allow, groups expanded), SystemCallFilter= with
+ * SystemCallErrorNumber=EPERM: every other call fails with EPERM, and the
+ * kernel logs it (the filter's SECCOMP_FILTER_FLAG_LOG: an audit record,
+ * type=1326, with the pid and the call's number, where "errno" is in
+ * /proc/sys/kernel/seccomp/actions_logged, as by default).
+ * With --log-outside FILE instead, every other call is let through but
+ * logged (SECCOMP_RET_LOG): what such a filter would refuse, for a program
+ * that must not fail (`meson test --wrapper`).
  * Sets no_new_privs first (a seccomp filter needs it without CAP_SYS_ADMIN).
  *
  * unit-filters --name NUMBER: the name of the native system call NUMBER
@@ -172,8 +178,9 @@ static int unit_filter(void)
     return r;
 }
 
-/* A filter letting every call in the file through and logging all others. */
-static int log_outside(const char *file)
+/* A filter letting every call in the file through and giving all others
+ * other_action, logged. */
+static int allow_list(const char *file, uint32_t other_action)
 {
     char line[128];
     int r = 0;
@@ -182,11 +189,13 @@ static int log_outside(const char *file)
         fprintf(stderr, "unit-filters: %s: %s\n", file, strerror(errno));
         return -errno;
     }
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_LOG);
+    scmp_filter_ctx ctx = seccomp_init(other_action);
     if (!ctx) {
         fclose(f);
         return -ENOMEM;
     }
+    /* Refusals logged too (SCMP_ACT_LOG logs whatever this says). */
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_LOG, 1);
     while (r == 0 && fgets(line, sizeof(line), f)) {
         line[strcspn(line, " \t\r\n")] = '\0';
         if (line[0] && line[0] != '#')
@@ -201,7 +210,8 @@ static int log_outside(const char *file)
 
 int main(int argc, char **argv)
 {
-    const char *logfile = NULL;
+    const char *listfile = NULL;
+    uint32_t other_action = SCMP_ACT_LOG;
     int argi = 1, r;
     if (argc == 3 && !strcmp(argv[1], "--name")) {
         char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, atoi(argv[2]));
@@ -209,12 +219,14 @@ int main(int argc, char **argv)
         free(name);
         return 0;
     }
-    if (argc > 2 && !strcmp(argv[1], "--log-outside")) {
-        logfile = argv[2];
+    if (argc > 2 && (!strcmp(argv[1], "--log-outside") || !strcmp(argv[1], "--allow"))) {
+        listfile = argv[2];
+        if (!strcmp(argv[1], "--allow"))
+            other_action = SCMP_ACT_ERRNO(EPERM);
         argi = 3;
     }
     if (argi >= argc) {
-        fprintf(stderr, "Usage: unit-filters [--log-outside FILE] COMMAND [ARG...]\n");
+        fprintf(stderr, "Usage: unit-filters [--allow FILE | --log-outside FILE] COMMAND [ARG...]\n");
         return 2;
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
@@ -225,10 +237,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "unit-filters: seccomp: %s\n", strerror(-r));
         return 1;
     }
-    /* The logging filter last, so that loading it is not logged: from here
-     * on only COMMAND's calls are (it has this pid). */
-    if (logfile && (r = log_outside(logfile)) < 0) {
-        fprintf(stderr, "unit-filters: the logging filter: %s\n", strerror(-r));
+    /* The allow list last, so that loading it is neither refused nor
+     * logged: from here on only COMMAND's calls are (it has this pid). */
+    if (listfile && (r = allow_list(listfile, other_action)) < 0) {
+        fprintf(stderr, "unit-filters: the allow list: %s\n", strerror(-r));
         return 1;
     }
     execvp(argv[argi], argv + argi);

@@ -423,6 +423,47 @@ static void test_filter_errors(void **state)
                    "level_from needs metadata_namespace");
 }
 
+/* Issue 27 item 7: rules on what a Nova tenant chooses are told apart from
+ * rules on what the operator defines. */
+static void test_tenant_fields(void **state)
+{
+    static const struct {
+        const char *rule;
+        const char *field; /* a word of the answer, or NULL */
+    } cases[] = {
+        {"metadata_path = instance/name\nmetadata_value = batch-*\nlevel = 2", "display name"},
+        {"metadata_path = instance/owner/project\nmetadata_value = moonshot\nlevel = 2", "owner"},
+        {"metadata_path = instance/owner/user/@uuid\nlevel = 1", "owner"},
+        {"level_from = instance/image/properties/property[@name=\"vpack:level\"]", "image"},
+        {"metadata_path = instance/image/@uuid\nlevel = 2", "image"},
+        {"metadata_path = instance/flavor/@name\nmetadata_value = m1.large*\nlevel = 2", NULL},
+        {"level_from = instance/flavor/extraSpecs/extraSpec[@name=\"vpack:level\"]", NULL},
+        {"metadata_path = instance/namespace\nlevel = 2", NULL},
+        {"metadata_path = instance\nlevel = 2", NULL},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *text = NULL;
+        struct vpack_config c;
+        assert_true(asprintf(&text, "[rule \"r\"]\nmetadata_namespace = %s\n%s\n", NOVA_NS,
+                             cases[i].rule) > 0);
+        rules_parse(&c, text);
+        assert_int_equal(c.rules.n, 1);
+        const char *w = vpack_rule_tenant_field(&c.rules.v[0]);
+        if (cases[i].field ? !w || !strstr(w, cases[i].field) : w != NULL)
+            fail_msg("%s: '%s', expected %s", cases[i].rule, w ? w : "NULL",
+                     cases[i].field ? cases[i].field : "NULL");
+        vpack_config_clear(&c);
+        free(text);
+    }
+    /* The same path in another namespace is not Nova's. */
+    struct vpack_config c;
+    rules_parse(&c, "[rule \"o\"]\nmetadata_namespace = urn:other:1\nmetadata_path = "
+                    "instance/name\nlevel = 2\n");
+    assert_null(vpack_rule_tenant_field(&c.rules.v[0]));
+    vpack_config_clear(&c);
+}
+
 static void test_default_and_errors(void **state)
 {
     (void)state;
@@ -483,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_names_and_order),
         cmocka_unit_test(test_own_element_wins),
         cmocka_unit_test(test_default_and_errors),
+        cmocka_unit_test(test_tenant_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
