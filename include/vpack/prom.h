@@ -107,9 +107,20 @@ struct vpack_prom_package {
     bool wakeup;         /* the wake-up package */
 };
 
-struct vpack_prom_vcpu {
-    unsigned id;
-    double util, delay;  /* run time and run-queue delay over the last interval */
+/* The kinds of a domain's threads, the "class" label of the thread counters. */
+enum vpack_prom_thread_class { VPACK_PROM_VCPU, VPACK_PROM_EMULATOR, VPACK_PROM_IOTHREAD };
+
+/*
+ * One vCPU, the emulator (every other thread of QEMU, together) or one
+ * iothread of a domain: the time its threads ran and waited on a run queue,
+ * in seconds, counted over this run of the domain (agent/sample.c says how).
+ */
+struct vpack_prom_thread {
+    enum vpack_prom_thread_class cls;
+    unsigned id;          /* vCPU number, libvirt's iothread id; not shown for the emulator */
+    double run_seconds;
+    double wait_seconds;
+    bool has_wait;        /* false: its source has no run-queue delay (an iothread's cgroup) */
 };
 
 struct vpack_prom_domain {
@@ -118,8 +129,8 @@ struct vpack_prom_domain {
     bool managed;
     int *packages;
     size_t npackages;
-    struct vpack_prom_vcpu *vcpus;
-    size_t nvcpus;
+    struct vpack_prom_thread *threads; /* in any order: rendered vCPUs, emulator, iothreads */
+    size_t nthreads;
     double remote_memory; /* share of memory off its packages; < 0: not known */
 };
 
