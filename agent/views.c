@@ -16,6 +16,7 @@
 
 #include "vpack/json.h"
 #include "vpack-build.h"
+#include "vpack-commit.h"
 
 static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};
 static const char *const pin_result_names[RES_N] = {"ok", "domain_gone", "invalid_cpus",
@@ -496,6 +497,8 @@ struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
     if (!m)
         return NULL;
     m->version = VPACK_VERSION;
+    m->commit = VPACK_COMMIT;
+    m->libvirt = vpack_virt_lib_version(a->virt);
     m->connected = vpack_virt_connected(a->virt);
     m->demand = a->plan ? a->plan->demand : 0;
     m->lifted = a->plan && a->plan->lifted;

@@ -63,6 +63,20 @@ struct vpack_prom_available {
 };
 
 /*
+ * vpackd's own process, as the Prometheus client libraries export every
+ * process (their process collector: process_cpu_seconds_total and kin).
+ * A value below 0 is not known, and its family is left out.
+ */
+struct vpack_prom_process {
+    double cpu_seconds;         /* user + system CPU time */
+    double resident_bytes;
+    double virtual_bytes;
+    double open_fds;
+    double max_fds;             /* the soft limit on open files */
+    double start_time_seconds;  /* since the Unix epoch */
+};
+
+/*
  * What the agent does not know: read from /sys by the caller. Fields after
  * nenergy came with issue 26; none of them: their families are left out.
  */
@@ -84,6 +98,7 @@ struct vpack_prom_host {
     size_t nuncore;
     const struct vpack_prom_available *available;
     size_t navailable;
+    const struct vpack_prom_process *process; /* NULL: no process_* family */
 };
 
 /* Upper bounds, in seconds, of the duration histograms' buckets. */
@@ -147,7 +162,10 @@ struct vpack_prom_count {
  * strings are static).
  */
 struct vpack_prom_metrics {
-    const char *version; /* static; NULL leaves vpack_build_info out */
+    /* vpack_build_info's labels; version NULL leaves it out. Static or borrowed. */
+    const char *version;
+    const char *commit;  /* the git commit vpackd was built from; NULL: "unknown" */
+    const char *libvirt; /* libvirtd's version (virConnectGetLibVersion); NULL: "unknown" */
     bool connected;
     double demand;
     bool lifted;

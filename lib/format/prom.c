@@ -406,11 +406,42 @@ static void hardware_families(struct buf *b, const struct vpack_prom_host *h)
     }
 }
 
+/* The process collector's families, with the names and help of the client libraries. */
+static void process_families(struct buf *b, const struct vpack_prom_process *p)
+{
+    static const struct {
+        size_t offset;
+        const char *name, *type, *help;
+    } fields[] = {
+        {offsetof(struct vpack_prom_process, cpu_seconds), "process_cpu_seconds_total", "counter",
+         "Total user and system CPU time spent in seconds."},
+        {offsetof(struct vpack_prom_process, open_fds), "process_open_fds", "gauge",
+         "Number of open file descriptors."},
+        {offsetof(struct vpack_prom_process, max_fds), "process_max_fds", "gauge",
+         "Maximum number of open file descriptors."},
+        {offsetof(struct vpack_prom_process, virtual_bytes), "process_virtual_memory_bytes",
+         "gauge", "Virtual memory size in bytes."},
+        {offsetof(struct vpack_prom_process, resident_bytes), "process_resident_memory_bytes",
+         "gauge", "Resident memory size in bytes."},
+        {offsetof(struct vpack_prom_process, start_time_seconds), "process_start_time_seconds",
+         "gauge", "Start time of the process since unix epoch in seconds."},
+    };
+    if (!p)
+        return;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        double v;
+        memcpy(&v, (const char *)p + fields[i].offset, sizeof(v));
+        if (v >= 0)
+            scalar_double(b, v, fields[i].name, fields[i].type, fields[i].help);
+    }
+}
+
 static int host_families(struct buf *b, const struct vpack_prom_host *host)
 {
     char cpu[32], v[64];
     if (!host)
         return 0;
+    process_families(b, host->process);
     /* Sorted, and a (cpu, state) pair that repeats is left out: one series each. */
     const struct vpack_prom_idle_state **idle = NULL;
     if (host->nidle) {
@@ -631,10 +662,14 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
         return -EINVAL;
 
     if (m->version) {
-        struct family f = {"vpack_build_info", "gauge", "vpackd's version; the value is always 1.",
+        struct family f = {"vpack_build_info", "gauge",
+                           "vpackd's version, the git commit it was built from, and the version "
+                           "of the libvirt daemon it last connected to; the value is always 1.",
                            false};
-        struct label l = {"version", m->version};
-        sample(&b, &f, "", &l, 1, "1");
+        struct label l[3] = {{"version", m->version},
+                             {"commit", m->commit ? m->commit : "unknown"},
+                             {"libvirt", m->libvirt ? m->libvirt : "unknown"}};
+        sample(&b, &f, "", l, 3, "1");
     }
     scalar(&b, m->connected ? "1" : "0", "vpack_libvirt_connected", "gauge",
            "1 while the agent is connected to libvirt, else 0.");

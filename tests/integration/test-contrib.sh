@@ -273,7 +273,7 @@ vp_wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || tr
 # names to families.txt.
 "$VP_PYTHON" - "$names" "$work/metrics.prom" "$work/families.txt" <<'EOF'
 import glob, re, sys
-known = set(re.findall(r'"(vpack_[a-z0-9_]+)"',
+known = set(re.findall(r'"((?:vpack|process)_[a-z0-9_]+)"',
                        "".join(open(p).read() for p in sys.argv[1].split(":"))))
 fams = set(re.findall(r'^# TYPE (\S+)', open(sys.argv[2]).read(), re.M))
 if fams - known:

@@ -87,6 +87,8 @@ static struct vpack_prom_metrics *fixture(void)
     struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
     assert_non_null(m);
     m->version = "0.1.0";
+    m->commit = "1d7010d5c0de";
+    m->libvirt = "9.0.0";
     m->connected = true;
     m->counters.connects = 1;
     m->demand = 0.75;
@@ -226,9 +228,8 @@ static void test_render_lines(void **state)
 {
     (void)state;
     char *t = render(NULL);
-    assert_line(t, "# HELP vpack_build_info vpackd's version; the value is always 1.");
     assert_line(t, "# TYPE vpack_build_info gauge");
-    assert_line(t, "vpack_build_info{version=\"0.1.0\"} 1");
+    assert_line(t, "vpack_build_info{version=\"0.1.0\",commit=\"1d7010d5c0de\",libvirt=\"9.0.0\"} 1");
     assert_line(t, "vpack_libvirt_connected 1");
     assert_line(t, "# TYPE vpack_libvirt_connects_total counter");
     assert_line(t, "vpack_libvirt_connects_total 1");
@@ -341,6 +342,33 @@ static void test_render_host(void **state)
     assert_line(t, "vpack_package_energy_joules_total{package=\"0\"} 3500000");
     check_families(t);
     promtool_check(t);
+    free(t);
+}
+
+/* vpackd's process figures under the client libraries' names; an unknown one is left out. */
+static void test_render_process(void **state)
+{
+    (void)state;
+    struct vpack_prom_process proc = {18.01, 11816960, 276037632, 6, -1, 1796471600.87};
+    struct vpack_prom_host host = {.process = &proc};
+    char *t = render(&host);
+    assert_line(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.");
+    assert_line(t, "# TYPE process_cpu_seconds_total counter");
+    assert_line(t, "process_cpu_seconds_total 18.01");
+    assert_line(t, "# TYPE process_resident_memory_bytes gauge");
+    assert_line(t, "process_resident_memory_bytes 11816960");
+    assert_line(t, "process_virtual_memory_bytes 276037632");
+    assert_line(t, "process_open_fds 6");
+    assert_line(t, "# TYPE process_start_time_seconds gauge");
+    assert_line(t, "process_start_time_seconds 1796471600.87");
+    assert_null(strstr(t, "process_max_fds"));
+    check_families(t);
+    promtool_check(t);
+    free(t);
+    proc.max_fds = 1024;
+    t = render(&host);
+    assert_line(t, "# HELP process_max_fds Maximum number of open file descriptors.");
+    assert_line(t, "process_max_fds 1024");
     free(t);
 }
 
@@ -701,6 +729,14 @@ static void test_render_edge(void **state)
     assert_int_equal(strlen(t), len);
     assert_null(strstr(t, "vpack_build_info"));
     assert_line(t, "vpack_libvirt_connected 0");
+    free(t);
+    /* A version, but no commit (built outside git) and no libvirt connected yet. */
+    m.version = "0.1.0";
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
+    assert_line(t, "vpack_build_info{version=\"0.1.0\",commit=\"unknown\",libvirt=\"unknown\"} 1");
+    m.version = NULL;
+    free(t);
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
     assert_line(t, "vpack_samples_total 3");
     assert_line(t, "vpack_demand_cpus 1e+300");
     assert_null(strstr(t, "vpack_package_busy_ratio"));
@@ -1176,6 +1212,7 @@ int main(void)
         cmocka_unit_test(test_render_invalid_utf8),
         cmocka_unit_test(test_render_host),
         cmocka_unit_test(test_render_hardware),
+        cmocka_unit_test(test_render_process),
         cmocka_unit_test(test_render_golden),
         cmocka_unit_test(test_status_golden),
         cmocka_unit_test(test_counters_table),
