@@ -2,6 +2,7 @@
 #include "host.h"
 #include "vpack/cgroupfs.h"
 #include "vpack/proc.h"
+#include "vpack/prom.h"
 #include "vpack/qemu-threads.h"
 #include "vpack/uevent.h"
 
@@ -178,6 +179,64 @@ int vpack_host_process_start(const char *root, int pid, uint64_t *start)
     r = vpack_task_stat_start(buf, len, start);
     free(buf);
     return r;
+}
+
+/* Entries of root/proc/self/fd, its own descriptor among them (as the client libraries count). */
+static int count_fds(const char *root, double *n)
+{
+    int fd = open_under(root, "proc/self/fd", O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return fd;
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    double count = 0;
+    const struct dirent *e;
+    while ((e = readdir(dir)))
+        count += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(dir);
+    *n = count;
+    return 0;
+}
+
+int vpack_host_self_process(const char *root, struct vpack_prom_process *out)
+{
+    char *buf = NULL;
+    size_t len;
+    int r, first = 0;
+    struct vpack_proc_usage u;
+    uint64_t btime, soft;
+    double tck = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+    *out = (struct vpack_prom_process){-1, -1, -1, -1, -1, -1};
+
+    if ((r = vpack_host_read_file(root, "proc/self/stat", 4096, &buf, &len)) == 0)
+        r = vpack_proc_usage_parse(buf, len, &u);
+    free(buf);
+    buf = NULL;
+    if (r == 0 && tck > 0) {
+        out->cpu_seconds = (double)u.utime / tck + (double)u.stime / tck;
+        out->virtual_bytes = (double)u.vsize;
+        out->resident_bytes = (double)u.rss * page;
+        int b = vpack_host_read_file(root, "proc/stat", 16 << 20, &buf, &len);
+        if (b == 0)
+            b = vpack_procstat_btime(buf, len, &btime);
+        free(buf);
+        buf = NULL;
+        if (b == 0)
+            out->start_time_seconds = (double)btime + (double)u.starttime / tck;
+        first = b;
+    }
+    first = r < 0 ? r : first;
+    if ((r = vpack_host_read_file(root, "proc/self/limits", 16384, &buf, &len)) == 0 &&
+        (r = vpack_proc_limits_open_files(buf, len, &soft)) == 0 && soft != UINT64_MAX)
+        out->max_fds = (double)soft;
+    free(buf);
+    first = first ? first : r;
+    r = count_fds(root, &out->open_fds);
+    return first ? first : r;
 }
 
 int vpack_host_node_cpus(const char *root, const vpack_cpuset *nodes, vpack_cpuset *out)

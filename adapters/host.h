@@ -71,6 +71,17 @@ int vpack_host_task_ticks(const char *root, int pid, const char *tid, uint64_t *
 int vpack_host_process_start(const char *root, int pid, uint64_t *start);
 
 /*
+ * vpackd's own process as the Prometheus client libraries export one: CPU
+ * time, memory and start time from root/proc/self/stat (and the boot time of
+ * root/proc/stat), open descriptors (the entries of root/proc/self/fd) and
+ * their soft limit (root/proc/self/limits). A figure that cannot be read is
+ * -1 (its family is left out); returns 0 when all were read, else the
+ * first -errno.
+ */
+struct vpack_prom_process;
+int vpack_host_self_process(const char *root, struct vpack_prom_process *out);
+
+/*
  * The host CPUs of the NUMA nodes in nodes, from
  * root/sys/devices/system/node/nodeN/cpulist. Returns 0, or -errno
  * (-ENOENT for a node the host does not have).

@@ -538,5 +538,5 @@ void vpack_hostpower_prom_host(const struct vpack_hostpower_reading *r,
                                     r->dram,       r->ndram,        r->has_psys,    r->psys_joules,
                                     r->pkg_cstate, r->npkg_cstate,  r->core_cstate, r->ncore_cstate,
                                     r->tsc_hz,     r->uncore,       r->nuncore,     r->available,
-                                    r->navailable};
+                                    r->navailable,  NULL};
 }

@@ -15,6 +15,7 @@
 
 #include <microhttpd.h>
 
+#include "host.h"
 #include "hostpower.h"
 #include "log.h"
 #include "rendered.h"
@@ -134,6 +135,11 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
     if ((r = vpack_hostpower_read(m->power, &h)) < 0)
         log_debug("metrics: no cpuidle states under %s: %s", m->sysfs_root, strerror(-r));
     vpack_hostpower_prom_host(&h, &ph);
+    /* vpackd's own process, always the live one: sysfs_root may be a fixture tree. */
+    struct vpack_prom_process proc;
+    if ((r = vpack_host_self_process("/", &proc)) < 0)
+        log_debug("metrics: vpackd's process figures incomplete: %s", strerror(-r));
+    ph.process = &proc;
     r = pm ? vpack_prom_render(pm, &ph, &text, &len) : -ENOMEM;
     vpack_prom_metrics_free(pm);
     vpack_hostpower_reading_clear(&h);

@@ -6,7 +6,9 @@
  * /metrics) are answered; other paths get 404, other methods 405. Each scrape
  * renders what the collect callback returns plus the host's power readings
  * under [agent] sysfs_root (hostpower.h: cpuidle residency, RAPL package
- * energy); lib/format/prom.c does the text.
+ * energy) and vpackd's own process figures (host.h,
+ * vpack_host_self_process(): the process_* families); lib/format/prom.c does
+ * the text.
  *
  * Limits: 64 connections, 10 s of inactivity, 32 KiB of request per
  * connection (a larger request gets 431 or 414). Above 56 connections a new

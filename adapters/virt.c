@@ -78,6 +78,7 @@ struct vpack_virt {
     int lifecycle_cb_id;      /* -1: not registered */
     int metadata_cb_id;
     bool is_qemu;             /* the driver is QEMU: pid files exist */
+    char lib_version[32];     /* libvirtd's, "9.0.0", from the last connection; "" none yet */
     bool ever_connected;
 
     uv_timer_t retry;         /* connect attempts with backoff */
@@ -360,6 +361,14 @@ static int attach(struct vpack_virt *v)
     int r;
 
     v->is_qemu = driver_is_qemu(v->conn);
+    /* The version of the libvirt that answers (the daemon's, on a remote or
+     * local daemon connection), for vpack_build_info. */
+    unsigned long lib;
+    if (RPC(v, virConnectGetLibVersion(v->conn, &lib)) == 0)
+        snprintf(v->lib_version, sizeof(v->lib_version), "%lu.%lu.%lu", lib / 1000000,
+                 lib / 1000 % 1000, lib % 1000);
+    else
+        virResetLastError();
     atomic_store(&v->alive, true);
     if (!v->loop)
         return 0;
@@ -707,6 +716,11 @@ void vpack_virt_free(struct vpack_virt *v)
     uv_close((uv_handle_t *)&v->retry, on_handle_closed);
     uv_close((uv_handle_t *)&v->wake, on_handle_closed);
     uv_close((uv_handle_t *)&v->opened, on_handle_closed);
+}
+
+const char *vpack_virt_lib_version(const struct vpack_virt *v)
+{
+    return v && v->lib_version[0] ? v->lib_version : NULL;
 }
 
 bool vpack_virt_connected(const struct vpack_virt *v)

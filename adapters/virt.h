@@ -80,6 +80,13 @@ int vpack_virt_versions(const char *uri, unsigned long *library, unsigned long *
 void vpack_virt_free(struct vpack_virt *v);
 bool vpack_virt_connected(const struct vpack_virt *v);
 /*
+ * The version of the libvirt vpackd is or was last connected to
+ * (virConnectGetLibVersion(): libvirtd's own, not the client library's),
+ * "MAJOR.MINOR.MICRO"; NULL before the first connection. Kept across a
+ * disconnection; replaced at the next connection.
+ */
+const char *vpack_virt_lib_version(const struct vpack_virt *v);
+/*
  * How many calls vpack made into libvirt that libvirtd answers (each API
  * call is one round trip to libvirtd; libvirt's own keepalive probes are
  * not counted), since the adapter was created.

@@ -37,10 +37,14 @@
  */
 enum load_source { SRC_NONE, SRC_NAME, SRC_CGROUP_V1, SRC_CGROUP_V2, SRC_LIBVIRT, SRC_REMAINDER };
 
-/* One QEMU thread and its schedstat file, held open (adapters/host.h); fd -1: not open. */
+/*
+ * One QEMU thread and its schedstat file, held open (adapters/host.h); fd
+ * -1: not open. last: its last reading, for its agent_thread's counters.
+ */
 struct agent_tid {
     int tid;
     int fd;
+    struct vpack_thread_reading last;
 };
 
 struct agent_thread {
@@ -54,6 +58,10 @@ struct agent_thread {
     double util, delay;    /* smoothed */
     double util_now, delay_now; /* the last reading alone (0: none) */
     enum load_source source; /* where prev_time was read: readings of two sources do not subtract */
+    /* The metrics' counters over this run of the domain (vpack/counters.h): its threads
+     * read by name count one by one (their tids' last readings), other sources by the
+     * growth of their sums; zeroed when a new run starts (domains.c). */
+    struct vpack_thread_time time;
     /* Its threads by QEMU's names: one for a vCPU or an iothread (none: not
      * found), every other thread of QEMU for the emulator. */
     unsigned ntids;
@@ -290,6 +298,13 @@ void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d);
 void vpack__sample_cpus(struct vpack_agent *a);
 /* last_ns: see read_last_ns. */
 void vpack__sample_domains(struct vpack_agent *a, double last_ns);
+/*
+ * Brings the metrics' thread counters up to now (a scrape, views.c): one
+ * read of each schedstat file held for a thread read by name; the other
+ * sources stay as of the last interval that read the domains. Touches
+ * nothing the policy sees.
+ */
+void vpack__sample_counters(struct vpack_agent *a);
 /*
  * True when the interval may skip planning: nothing asks for a plan, the
  * policy state is settled and snap is within agent.steady_band of the last

@@ -133,6 +133,7 @@ static void tids_close(struct agent_thread *t)
     t->tids = NULL;
     t->ntids = 0;
     t->have_prev = false; /* a new set of threads: its sum starts again */
+    vpack_thread_time_rebase(&t->time); /* their next readings are a new start */
 }
 
 void vpack__dom_threads_close(struct agent_dom *d)
@@ -145,6 +146,16 @@ void vpack__dom_threads_close(struct agent_dom *d)
     if (d->task_fd >= 0)
         close(d->task_fd);
     d->task_fd = -1;
+}
+
+/* The counters of every thread of d, for a new run. */
+static void threads_counters_reset(struct agent_dom *d)
+{
+    for (unsigned v = 0; v < d->nvcpus; v++)
+        vpack_thread_time_reset(&d->vcpus[v].time);
+    vpack_thread_time_reset(&d->emulator.time);
+    for (unsigned i = 0; i < d->niothreads; i++)
+        vpack_thread_time_reset(&d->iothreads[i].time);
 }
 
 /* True when t reads exactly the threads tids[0..n), in that order, all open. */
@@ -171,12 +182,28 @@ static int tids_set(struct vpack_agent *a, struct agent_dom *d, struct agent_thr
     int ret = 0;
     if (same_tids(t, tids, n))
         return 0;
-    tids_close(t);
-    if (!n)
-        return 0;
-    if (!(t->tids = calloc(n, sizeof(*t->tids))))
+    /* The threads it read before keep their files and last readings: the counters
+     * take from each only what it grew, and a new thread whole. */
+    struct agent_thread old = *t;
+    t->tids = NULL;
+    t->ntids = 0;
+    t->have_prev = false; /* a new set of threads: its sum starts again */
+    if (n && !(t->tids = calloc(n, sizeof(*t->tids)))) {
+        t->tids = old.tids;
+        t->ntids = old.ntids;
+        tids_close(t);
         return -ENOMEM;
+    }
     for (unsigned i = 0; i < n; i++) {
+        struct agent_tid *was = NULL;
+        for (unsigned k = 0; k < old.ntids && !was; k++)
+            if (old.tids[k].tid == tids[i] && old.tids[k].fd >= 0)
+                was = &old.tids[k];
+        if (was) {
+            t->tids[t->ntids++] = *was;
+            was->fd = -1; /* handed over */
+            continue;
+        }
         int fd = vpack_host_schedstat_open(a->cfg.sysfs_root, d->pid, tids[i]);
         if (fd == -ENOENT || fd == -ESRCH) {
             d->rescan_threads = true; /* ended since it was listed */
@@ -189,8 +216,12 @@ static int tids_set(struct vpack_agent *a, struct agent_dom *d, struct agent_thr
                      strerror(-fd));
             ret = 1;
         }
-        t->tids[t->ntids++] = (struct agent_tid){tids[i], fd < 0 ? -1 : fd};
+        t->tids[t->ntids++] = (struct agent_tid){tids[i], fd < 0 ? -1 : fd, {0}};
     }
+    for (unsigned k = 0; k < old.ntids; k++)
+        if (old.tids[k].fd >= 0)
+            close(old.tids[k].fd);
+    free(old.tids);
     return ret;
 }
 
@@ -642,6 +673,8 @@ int vpack__dom_refresh(struct vpack_agent *a, struct agent_dom *d)
     if (rd.info.pid != d->pid || rd.live->vcpus != d->nvcpus ||
         rd.live->niothreads != d->niothreads)
         vpack__dom_threads_close(d);
+    if (rd.info.pid != d->pid)
+        threads_counters_reset(d); /* a new run: its counters start from its threads' start */
     if ((r = size_threads(d, rd.live)) < 0)
         goto cleanup;
     vpack__run_of(a, rd.info.pid, &run);

@@ -145,14 +145,36 @@ static void sample_memory(struct vpack_agent *a, struct agent_dom *d)
 }
 
 /*
+ * t was counted from another source than its threads' schedstat: their
+ * last readings are older than what was counted, and the next reading by
+ * name is a new start (vpack/counters.h), not growth counted twice.
+ */
+static void counted_elsewhere(struct agent_thread *t)
+{
+    for (unsigned i = 0; i < t->ntids; i++)
+        t->tids[i].last.seen = false;
+    vpack_thread_time_rebase(&t->time);
+}
+
+/*
  * A new reading of a thread's run and wait time (ns, summed over its
  * threads) from src: its util and delay over dt. Returns the run time since
- * the last reading of the same source, 0 when there is none.
+ * the last reading of the same source, 0 when there is none. Readings by
+ * name were counted thread by thread (read_threads()); the others are
+ * counted here, by what they grew.
  */
 static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t, uint64_t run,
                              uint64_t wait, double dt, enum load_source src)
 {
     uint64_t ran = 0;
+    if (src != SRC_NAME) {
+        struct vpack_thread_reading last = {t->have_prev && t->source == src, t->prev_time,
+                                            t->prev_delay};
+        if (!last.seen)
+            vpack_thread_time_rebase(&t->time); /* another source: from here on */
+        vpack_thread_time_take(&t->time, &last, run, wait, src == SRC_LIBVIRT);
+        counted_elsewhere(t);
+    }
     if (t->have_prev && t->source == src && dt > 0 && run >= t->prev_time) {
         ran = run - t->prev_time;
         double u = vpack_gap_rate((double)ran, t->util, dt, a->read_last_ns);
@@ -180,7 +202,7 @@ static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t
  * interval); -ENOENT when t has no thread; -EBADF when a file of it is not
  * open; or -errno.
  */
-static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint64_t *run,
+static int read_threads(struct agent_dom *d, struct agent_thread *t, uint64_t *run,
                         uint64_t *wait)
 {
     *run = *wait = 0;
@@ -198,10 +220,35 @@ static int read_threads(struct agent_dom *d, const struct agent_thread *t, uint6
         }
         if (r < 0)
             return r;
+        vpack_thread_time_take(&t->time, &t->tids[i].last, st.run_ns, st.wait_ns, true);
         *run += st.run_ns;
         *wait += st.wait_ns;
     }
+    t->time.rebase = false; /* every thread has a last reading now */
     return 0;
+}
+
+/* One thread's counters up to now, if it is read by name (vpack__sample_counters()). */
+static void count_now(struct agent_dom *d, struct agent_thread *t)
+{
+    uint64_t run, wait;
+    if (t->source == SRC_NAME)
+        (void)read_threads(d, t, &run, &wait); /* a thread gone: sorted again next interval */
+}
+
+void vpack__sample_counters(struct vpack_agent *a)
+{
+    for (unsigned i = 0; i < a->ndoms; i++) {
+        struct agent_dom *d = &a->doms[i];
+        if (!d->name || d->stats_libvirt || d->rescan_threads)
+            continue;
+        for (unsigned v = 0; v < d->nvcpus; v++)
+            if (d->vcpu_online[v])
+                count_now(d, &d->vcpus[v]);
+        count_now(d, &d->emulator);
+        for (unsigned t = 0; t < d->niothreads; t++)
+            count_now(d, &d->iothreads[t]);
+    }
 }
 
 /*
@@ -293,6 +340,9 @@ static void sample_domain_libvirt(struct vpack_agent *a, struct agent_dom *d,
         double rest = (double)(rec->cpu_time_ns - d->prev_cpu_time) - (double)vsum - (double)iosum;
         d->emulator.util_now =
             rest > 0 ? vpack_gap_rate(rest, d->emulator.util, dt, a->read_last_ns) : 0;
+        if (rest > 0)
+            vpack_thread_time_add(&d->emulator.time, (uint64_t)rest, 0, false);
+        counted_elsewhere(&d->emulator);
         smooth(a, &d->emulator.util, d->emulator.util_now);
     } else {
         d->emulator.util_now = 0;

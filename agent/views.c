@@ -16,6 +16,7 @@
 
 #include "vpack/json.h"
 #include "vpack-build.h"
+#include "vpack-commit.h"
 
 static const char *const pin_why_names[PIN_NWHY] = {"plan", "hotplug", "stop"};
 static const char *const pin_result_names[RES_N] = {"ok", "domain_gone", "invalid_cpus",
@@ -433,6 +434,16 @@ static bool remote_memory(const struct vpack_agent *a, const struct agent_dom *d
     return nodes;
 }
 
+/* A thread's counters, once it has counted something in this run. */
+static void metrics_thread(const struct agent_thread *t, enum vpack_prom_thread_class cls,
+                           unsigned id, struct vpack_prom_domain *out)
+{
+    if (t->time.counted)
+        out->threads[out->nthreads++] = (struct vpack_prom_thread){
+            cls, id, (double)t->time.run_ns / 1e9, (double)t->time.wait_ns / 1e9,
+            t->time.wait_known};
+}
+
 static int metrics_domain(const struct vpack_agent *a, const struct agent_dom *d,
                           struct vpack_prom_domain *out)
 {
@@ -447,12 +458,13 @@ static int metrics_domain(const struct vpack_agent *a, const struct agent_dom *d
         memcpy(out->packages, d->packages, d->npackages * sizeof(*out->packages));
         out->npackages = d->npackages;
     }
-    if (d->nvcpus && !(out->vcpus = calloc(d->nvcpus, sizeof(*out->vcpus))))
+    if (!(out->threads = calloc(d->nvcpus + 1 + d->niothreads, sizeof(*out->threads))))
         return -ENOMEM;
     for (unsigned v = 0; v < d->nvcpus; v++)
-        if (d->vcpu_online[v])
-            out->vcpus[out->nvcpus++] =
-                (struct vpack_prom_vcpu){v, d->vcpus[v].util, d->vcpus[v].delay};
+        metrics_thread(&d->vcpus[v], VPACK_PROM_VCPU, v, out);
+    metrics_thread(&d->emulator, VPACK_PROM_EMULATOR, 0, out);
+    for (unsigned i = 0; i < d->niothreads; i++)
+        metrics_thread(&d->iothreads[i], VPACK_PROM_IOTHREAD, (unsigned)d->iothreads[i].id, out);
     /* Memory outside the packages it is placed on, where NUMA nodes are known. */
     double remote;
     if (d->nmem && d->npackages > 0 && placed && remote_memory(a, d, &remote))
@@ -479,11 +491,14 @@ static int metrics_counts(const struct vpack_agent *a, struct vpack_prom_metrics
 
 struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
 {
-    const struct vpack_agent *a = agent;
+    struct vpack_agent *a = agent;
+    vpack__sample_counters(a); /* the thread counters as of the scrape, not of the last read */
     struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->version = VPACK_VERSION;
+    m->commit = VPACK_COMMIT;
+    m->libvirt = vpack_virt_lib_version(a->virt);
     m->connected = vpack_virt_connected(a->virt);
     m->demand = a->plan ? a->plan->demand : 0;
     m->lifted = a->plan && a->plan->lifted;

@@ -31,3 +31,33 @@ struct json_object *vpack_counters_json(const struct vpack_counters *c)
         vpack_json_set_int(o, vpack_counter_defs[i].name, (int64_t)vpack_counters_get(c, i), &ok);
     return vpack_json_finish(o, ok);
 }
+
+void vpack_thread_time_add(struct vpack_thread_time *t, uint64_t run_ns, uint64_t wait_ns,
+                           bool has_wait)
+{
+    t->run_ns += run_ns;
+    t->wait_ns += wait_ns;
+    t->counted = true;
+    t->wait_known |= has_wait;
+}
+
+void vpack_thread_time_take(struct vpack_thread_time *t, struct vpack_thread_reading *last,
+                            uint64_t run_ns, uint64_t wait_ns, bool has_wait)
+{
+    if (last->seen)
+        vpack_thread_time_add(t, run_ns >= last->run_ns ? run_ns - last->run_ns : 0,
+                              wait_ns >= last->wait_ns ? wait_ns - last->wait_ns : 0, has_wait);
+    else if (!t->rebase)
+        vpack_thread_time_add(t, run_ns, wait_ns, has_wait);
+    *last = (struct vpack_thread_reading){true, run_ns, wait_ns};
+}
+
+void vpack_thread_time_rebase(struct vpack_thread_time *t)
+{
+    t->rebase = t->counted;
+}
+
+void vpack_thread_time_reset(struct vpack_thread_time *t)
+{
+    *t = (struct vpack_thread_time){0};
+}

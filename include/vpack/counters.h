@@ -28,6 +28,7 @@
 #ifndef VPACK_COUNTERS_H
 #define VPACK_COUNTERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,5 +90,52 @@ uint64_t vpack_counters_get(const struct vpack_counters *c, enum vpack_counter i
  * integers are signed). NULL when out of memory.
  */
 struct json_object *vpack_counters_json(const struct vpack_counters *c);
+
+/*
+ * The time a domain's thread ran and waited on a run queue, as counters
+ * that only grow (vpack_vcpu_run_seconds_total, vpack_vcpu_wait_seconds_total):
+ * one per vCPU, one for the emulator (every other thread of QEMU, threads
+ * that come and go), one per iothread, counted over one run of the domain.
+ * The kernel's own figures (a thread's schedstat, libvirt's vcpu.N.time)
+ * run from the thread's start and end with it, so a sum over a set of
+ * threads can shrink; the counter instead takes from each reading what it
+ * grew since the last reading of the same thread, and a thread new to the
+ * counter whole (its time since it started). A reading that cannot be
+ * subtracted from the last (the threads sorted again from scratch, another
+ * source) follows vpack_thread_time_rebase(): it adds nothing and is where
+ * the next one starts from; the time in between is lost, never counted twice.
+ */
+struct vpack_thread_time {
+    uint64_t run_ns, wait_ns;
+    bool counted;     /* some reading was counted */
+    bool wait_known;  /* ... from a source that has run-queue delay */
+    bool rebase;      /* the readings of threads not seen yet add nothing; the caller clears it
+                         once every thread has been read */
+};
+
+/* The last reading of one thread (or of the sum a source gives); seen false: none. */
+struct vpack_thread_reading {
+    bool seen;
+    uint64_t run_ns, wait_ns;
+};
+
+/*
+ * Counts a reading of a thread whose last reading is *last: what it grew
+ * (a figure that went back counts 0), or, with no last reading, the
+ * reading whole unless t->rebase. *last becomes this reading. has_wait: the
+ * source measures run-queue delay (wait_ns is 0 otherwise).
+ */
+void vpack_thread_time_take(struct vpack_thread_time *t, struct vpack_thread_reading *last,
+                            uint64_t run_ns, uint64_t wait_ns, bool has_wait);
+
+/* Counts run_ns and wait_ns of growth measured by the caller. */
+void vpack_thread_time_add(struct vpack_thread_time *t, uint64_t run_ns, uint64_t wait_ns,
+                           bool has_wait);
+
+/* The threads' last readings are lost: unseen threads start afresh, adding nothing. */
+void vpack_thread_time_rebase(struct vpack_thread_time *t);
+
+/* A new run of the domain: everything from 0. */
+void vpack_thread_time_reset(struct vpack_thread_time *t);
 
 #endif

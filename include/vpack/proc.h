@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Readers of the kernel's /proc text about CPUs and threads (/proc/stat,
- * a task's stat and schedstat), taking the text, not the file.
+ * Readers of the kernel's /proc text about CPUs, threads and processes
+ * (/proc/stat, a task's stat and schedstat, a process's limits), taking the
+ * text, not the file.
  */
 #ifndef VPACK_PROC_H
 #define VPACK_PROC_H
@@ -54,6 +55,27 @@ int vpack_task_stat_parse(const char *buf, size_t len, uint64_t *ticks);
  * within a boot. Returns 0 or -EINVAL.
  */
 int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start);
+
+/* What a process's /proc/PID/stat says of its resources (proc(5)). */
+struct vpack_proc_usage {
+    uint64_t utime, stime; /* CPU time in user and kernel mode, clock ticks (fields 14, 15) */
+    uint64_t starttime;    /* clock ticks after boot (field 22) */
+    uint64_t vsize;        /* virtual memory, bytes (field 23) */
+    uint64_t rss;          /* resident set, pages (field 24) */
+};
+/* Parses a /proc/PID/stat text into *out. Returns 0 or -EINVAL. */
+int vpack_proc_usage_parse(const char *buf, size_t len, struct vpack_proc_usage *out);
+/*
+ * The boot time from a /proc/stat text: its "btime" line, seconds since the
+ * epoch. Returns 0, -ENOENT without such a line, or -EINVAL.
+ */
+int vpack_procstat_btime(const char *buf, size_t len, uint64_t *btime);
+/*
+ * The soft limit on open files from a /proc/PID/limits text (the "Max open
+ * files" line): *soft, UINT64_MAX for "unlimited". Returns 0, -ENOENT
+ * without that line, or -EINVAL.
+ */
+int vpack_proc_limits_open_files(const char *buf, size_t len, uint64_t *soft);
 
 /* A thread's scheduler statistics, from /proc/PID/task/TID/schedstat. */
 struct vpack_schedstat {

@@ -63,6 +63,20 @@ struct vpack_prom_available {
 };
 
 /*
+ * vpackd's own process, as the Prometheus client libraries export every
+ * process (their process collector: process_cpu_seconds_total and kin).
+ * A value below 0 is not known, and its family is left out.
+ */
+struct vpack_prom_process {
+    double cpu_seconds;         /* user + system CPU time */
+    double resident_bytes;
+    double virtual_bytes;
+    double open_fds;
+    double max_fds;             /* the soft limit on open files */
+    double start_time_seconds;  /* since the Unix epoch */
+};
+
+/*
  * What the agent does not know: read from /sys by the caller. Fields after
  * nenergy came with issue 26; none of them: their families are left out.
  */
@@ -84,6 +98,7 @@ struct vpack_prom_host {
     size_t nuncore;
     const struct vpack_prom_available *available;
     size_t navailable;
+    const struct vpack_prom_process *process; /* NULL: no process_* family */
 };
 
 /* Upper bounds, in seconds, of the duration histograms' buckets. */
@@ -107,9 +122,20 @@ struct vpack_prom_package {
     bool wakeup;         /* the wake-up package */
 };
 
-struct vpack_prom_vcpu {
-    unsigned id;
-    double util, delay;  /* run time and run-queue delay over the last interval */
+/* The kinds of a domain's threads, the "class" label of the thread counters. */
+enum vpack_prom_thread_class { VPACK_PROM_VCPU, VPACK_PROM_EMULATOR, VPACK_PROM_IOTHREAD };
+
+/*
+ * One vCPU, the emulator (every other thread of QEMU, together) or one
+ * iothread of a domain: the time its threads ran and waited on a run queue,
+ * in seconds, counted over this run of the domain (agent/sample.c says how).
+ */
+struct vpack_prom_thread {
+    enum vpack_prom_thread_class cls;
+    unsigned id;          /* vCPU number, libvirt's iothread id; not shown for the emulator */
+    double run_seconds;
+    double wait_seconds;
+    bool has_wait;        /* false: its source has no run-queue delay (an iothread's cgroup) */
 };
 
 struct vpack_prom_domain {
@@ -118,8 +144,8 @@ struct vpack_prom_domain {
     bool managed;
     int *packages;
     size_t npackages;
-    struct vpack_prom_vcpu *vcpus;
-    size_t nvcpus;
+    struct vpack_prom_thread *threads; /* in any order: rendered vCPUs, emulator, iothreads */
+    size_t nthreads;
     double remote_memory; /* share of memory off its packages; < 0: not known */
 };
 
@@ -136,7 +162,10 @@ struct vpack_prom_count {
  * strings are static).
  */
 struct vpack_prom_metrics {
-    const char *version; /* static; NULL leaves vpack_build_info out */
+    /* vpack_build_info's labels; version NULL leaves it out. Static or borrowed. */
+    const char *version;
+    const char *commit;  /* the git commit vpackd was built from; NULL: "unknown" */
+    const char *libvirt; /* libvirtd's version (virConnectGetLibVersion); NULL: "unknown" */
     bool connected;
     double demand;
     bool lifted;

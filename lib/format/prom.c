@@ -406,11 +406,42 @@ static void hardware_families(struct buf *b, const struct vpack_prom_host *h)
     }
 }
 
+/* The process collector's families, with the names and help of the client libraries. */
+static void process_families(struct buf *b, const struct vpack_prom_process *p)
+{
+    static const struct {
+        size_t offset;
+        const char *name, *type, *help;
+    } fields[] = {
+        {offsetof(struct vpack_prom_process, cpu_seconds), "process_cpu_seconds_total", "counter",
+         "Total user and system CPU time spent in seconds."},
+        {offsetof(struct vpack_prom_process, open_fds), "process_open_fds", "gauge",
+         "Number of open file descriptors."},
+        {offsetof(struct vpack_prom_process, max_fds), "process_max_fds", "gauge",
+         "Maximum number of open file descriptors."},
+        {offsetof(struct vpack_prom_process, virtual_bytes), "process_virtual_memory_bytes",
+         "gauge", "Virtual memory size in bytes."},
+        {offsetof(struct vpack_prom_process, resident_bytes), "process_resident_memory_bytes",
+         "gauge", "Resident memory size in bytes."},
+        {offsetof(struct vpack_prom_process, start_time_seconds), "process_start_time_seconds",
+         "gauge", "Start time of the process since unix epoch in seconds."},
+    };
+    if (!p)
+        return;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        double v;
+        memcpy(&v, (const char *)p + fields[i].offset, sizeof(v));
+        if (v >= 0)
+            scalar_double(b, v, fields[i].name, fields[i].type, fields[i].help);
+    }
+}
+
 static int host_families(struct buf *b, const struct vpack_prom_host *host)
 {
     char cpu[32], v[64];
     if (!host)
         return 0;
+    process_families(b, host->process);
     /* Sorted, and a (cpu, state) pair that repeats is left out: one series each. */
     const struct vpack_prom_idle_state **idle = NULL;
     if (host->nidle) {
@@ -448,18 +479,59 @@ static int cmp_dom(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-static void vcpus(struct buf *b, const struct vpack_prom_domain *const *d, size_t nd, bool delay,
-                  const char *name, const char *help)
+static const char *const thread_class_names[] = {"vcpu", "emulator", "iothread"};
+
+static bool same_thread(const struct vpack_prom_thread *a, const struct vpack_prom_thread *b)
 {
-    struct family f = {name, "gauge", help, false};
+    return a->cls == b->cls && (a->cls == VPACK_PROM_EMULATOR || a->id == b->id);
+}
+
+/* By class, then id; the same thread in the order given (the first is shown). */
+static int cmp_thread(const void *x, const void *y)
+{
+    const struct vpack_prom_thread *a = *(const struct vpack_prom_thread *const *)x;
+    const struct vpack_prom_thread *b = *(const struct vpack_prom_thread *const *)y;
+    if (a->cls != b->cls)
+        return a->cls < b->cls ? -1 : 1;
+    if (!same_thread(a, b))
+        return a->id < b->id ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/*
+ * The thread counters of every domain: vCPUs by number, the emulator,
+ * iothreads by id; a (class, id) that repeats is shown once. wait: the
+ * run-queue family, which leaves out the threads whose source has none.
+ */
+static int thread_counters(struct buf *b, const struct vpack_prom_domain *const *d, size_t nd,
+                           bool wait, const char *name, const char *help)
+{
+    struct family f = {name, "counter", help, false};
     char id[32], v[64];
-    for (size_t i = 0; i < nd; i++)
-        for (size_t k = 0; k < d[i]->nvcpus; k++) {
-            const struct vpack_prom_vcpu *t = &d[i]->vcpus[k];
-            snprintf(id, sizeof(id), "%u", t->id);
-            struct label l[2] = {{"domain", d[i]->name}, {"vcpu", id}};
-            sample(b, &f, "", l, 2, fmt_double(v, sizeof(v), delay ? t->delay : t->util));
+    for (size_t i = 0; i < nd; i++) {
+        const struct vpack_prom_thread **t = NULL;
+        size_t n = d[i]->nthreads;
+        if (n && !(t = malloc(n * sizeof(*t))))
+            return -ENOMEM;
+        for (size_t k = 0; k < n; k++)
+            t[k] = &d[i]->threads[k];
+        if (n)
+            qsort(t, n, sizeof(*t), cmp_thread);
+        for (size_t k = 0; k < n; k++) {
+            if ((unsigned)t[k]->cls > VPACK_PROM_IOTHREAD || (wait && !t[k]->has_wait) ||
+                (k && same_thread(t[k - 1], t[k])))
+                continue;
+            snprintf(id, sizeof(id), "%u", t[k]->id);
+            struct label l[3] = {{"domain", d[i]->name},
+                                 {"class", thread_class_names[t[k]->cls]},
+                                 {"id", id}};
+            double s = wait ? t[k]->wait_seconds : t[k]->run_seconds;
+            sample(b, &f, "", l, t[k]->cls == VPACK_PROM_EMULATOR ? 2 : 3,
+                   fmt_double(v, sizeof(v), s));
         }
+        free(t);
+    }
+    return 0;
 }
 
 static void domain_packages(struct buf *b, const struct vpack_prom_domain *const *d, size_t nd)
@@ -519,12 +591,19 @@ static int domains(struct buf *b, const struct vpack_prom_metrics *m)
         if (d[i]->remote_memory >= 0)
             sample(b, &fr, "", &l, 1, fmt_double(v, sizeof(v), d[i]->remote_memory));
     }
-    vcpus(b, d, nd, true, "vpack_vcpu_delay_ratio",
-          "Run-queue delay of the vCPU thread over the last interval, as a fraction of it.");
-    vcpus(b, d, nd, false, "vpack_vcpu_utilization_ratio",
-          "Run time of the vCPU thread over the last interval, as a fraction of it.");
+    int r = thread_counters(
+        b, d, nd, false, "vpack_vcpu_run_seconds_total",
+        "Time the domain's threads ran on a CPU during this run of the domain, from the "
+        "kernel's schedstat: per vCPU (class=\"vcpu\", id its number), the emulator (every "
+        "other thread of QEMU, together) and per iothread (id libvirt's iothread id).");
+    if (r == 0)
+        r = thread_counters(
+            b, d, nd, true, "vpack_vcpu_wait_seconds_total",
+            "Time the domain's threads were runnable but waited on a run queue during this run "
+            "of the domain, from the kernel's schedstat; by class and id as "
+            "vpack_vcpu_run_seconds_total (an iothread read from its cgroup has none).");
     free(d);
-    return 0;
+    return r;
 }
 
 /* A counter labelled by reason, and by result where the counts have one. */
@@ -583,10 +662,14 @@ int vpack_prom_render(const struct vpack_prom_metrics *m, const struct vpack_pro
         return -EINVAL;
 
     if (m->version) {
-        struct family f = {"vpack_build_info", "gauge", "vpackd's version; the value is always 1.",
+        struct family f = {"vpack_build_info", "gauge",
+                           "vpackd's version, the git commit it was built from, and the version "
+                           "of the libvirt daemon it last connected to; the value is always 1.",
                            false};
-        struct label l = {"version", m->version};
-        sample(&b, &f, "", &l, 1, "1");
+        struct label l[3] = {{"version", m->version},
+                             {"commit", m->commit ? m->commit : "unknown"},
+                             {"libvirt", m->libvirt ? m->libvirt : "unknown"}};
+        sample(&b, &f, "", l, 3, "1");
     }
     scalar(&b, m->connected ? "1" : "0", "vpack_libvirt_connected", "gauge",
            "1 while the agent is connected to libvirt, else 0.");
@@ -630,7 +713,7 @@ void vpack_prom_metrics_free(struct vpack_prom_metrics *m)
     for (size_t i = 0; i < m->ndomains; i++) {
         free(m->domains[i].name);
         free(m->domains[i].packages);
-        free(m->domains[i].vcpus);
+        free(m->domains[i].threads);
     }
     free(m->domains);
     free(m->packages);

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * The kernel's /proc text about CPUs and threads, taken as text, not read
- * from the files: the per-CPU lines of /proc/stat, a task's stat (CPU time,
- * start time) and schedstat, and the rate of a counter read over a gap.
+ * from the files: the per-CPU lines of /proc/stat and its boot time, a
+ * task's stat (CPU time, start time, memory) and schedstat, a process's
+ * open-file limit, and the rate of a counter read over a gap.
  */
 #include "vpack/proc.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,4 +172,66 @@ int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start)
     if (stat_field(buf, end, 22, &p) < 0 || vpack__read_u64(&p, end, start) < 0)
         return -EINVAL;
     return 0;
+}
+
+int vpack_proc_usage_parse(const char *buf, size_t len, struct vpack_proc_usage *out)
+{
+    const char *end = buf + len, *p;
+    struct vpack_proc_usage u;
+    uint64_t skip;
+    /* utime 14, stime 15, (cutime, cstime, priority, nice, num_threads, itrealvalue: 16-21,
+     * some of them signed), starttime 22, vsize 23, rss 24. */
+    if (stat_field(buf, end, 14, &p) < 0 || vpack__read_u64(&p, end, &u.utime) < 0 ||
+        vpack__read_u64(&p, end, &u.stime) < 0 || stat_field(buf, end, 22, &p) < 0 ||
+        vpack__read_u64(&p, end, &u.starttime) < 0 || vpack__read_u64(&p, end, &u.vsize) < 0 ||
+        vpack__read_u64(&p, end, &u.rss) < 0 || vpack__read_u64(&p, end, &skip) < 0)
+        return -EINVAL;
+    *out = u;
+    return 0;
+}
+
+/* The line of buf that starts with key, as [*line, *eol); false when none does. */
+static bool find_line(const char *buf, size_t len, const char *key, const char **line,
+                      const char **eol)
+{
+    const char *end = buf + len;
+    size_t k = strlen(key);
+    for (const char *p = buf; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *e = nl ? nl : end;
+        if ((size_t)(e - p) >= k && !memcmp(p, key, k)) {
+            *line = p + k;
+            *eol = e;
+            return true;
+        }
+        p = e + 1;
+    }
+    return false;
+}
+
+int vpack_procstat_btime(const char *buf, size_t len, uint64_t *btime)
+{
+    const char *p, *eol;
+    if (!find_line(buf, len, "btime ", &p, &eol))
+        return -ENOENT;
+    if (vpack__read_u64(&p, eol, btime) < 0)
+        return -EINVAL;
+    return 0;
+}
+
+int vpack_proc_limits_open_files(const char *buf, size_t len, uint64_t *soft)
+{
+    /* "Max open files            1024                 524288               files" */
+    const char *p, *eol;
+    static const char unlimited[] = "unlimited";
+    if (!find_line(buf, len, "Max open files ", &p, &eol))
+        return -ENOENT;
+    while (p < eol && *p == ' ')
+        p++;
+    if ((size_t)(eol - p) >= sizeof(unlimited) - 1 &&
+        !memcmp(p, unlimited, sizeof(unlimited) - 1)) {
+        *soft = UINT64_MAX;
+        return 0;
+    }
+    return vpack__read_u64(&p, eol, soft) < 0 ? -EINVAL : 0;
 }

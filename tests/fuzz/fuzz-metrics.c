@@ -48,7 +48,7 @@
 static struct vpack_prom_metrics *collect(void *ud)
 {
     static const struct vpack_prom_package pkg = {0, 0.5, 12.5, true, true};
-    static const struct vpack_prom_vcpu vcpu = {0, 0.8, 0.01};
+    static const struct vpack_prom_thread vcpu = {VPACK_PROM_VCPU, 0, 12.5, 0.25, true};
     static const struct vpack_prom_count reb = {"pack", NULL, 2}, op = {"plan", "ok", 7};
     struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
     (void)ud;
@@ -73,12 +73,12 @@ static struct vpack_prom_metrics *collect(void *ud)
     m->ndomains = 1;
     m->domains[0] = (struct vpack_prom_domain){strdup("web1"), 2, true, malloc(sizeof(int)), 1,
                                                malloc(sizeof(vcpu)), 1, -1};
-    if (!m->domains[0].name || !m->domains[0].packages || !m->domains[0].vcpus) {
+    if (!m->domains[0].name || !m->domains[0].packages || !m->domains[0].threads) {
         vpack_prom_metrics_free(m);
         return NULL;
     }
     m->domains[0].packages[0] = 0;
-    m->domains[0].vcpus[0] = vcpu;
+    m->domains[0].threads[0] = vcpu;
     vpack_prom_observe(&m->plan_duration, 0.0007);
     vpack_prom_observe(&m->cycle_duration, 0.0045);
     return m;

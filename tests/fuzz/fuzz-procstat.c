@@ -105,6 +105,26 @@ static void check_task_stat(const char *buf, size_t len)
     uint64_t start = 42;
     r = vpack_task_stat_start(buf, len, &start);
     CHECK(r == 0 || (r == -EINVAL && start == 42));
+    /* vpackd's own process figures: where they are found, utime and stime are those above
+     * and the start time the one vpack_task_stat_start() found. */
+    struct vpack_proc_usage u = {.rss = 42};
+    r = vpack_proc_usage_parse(buf, len, &u);
+    CHECK(r == 0 || (r == -EINVAL && u.rss == 42));
+    if (r == 0) {
+        CHECK(u.utime + u.stime == ticks || ticks == UINT64_MAX);
+        CHECK(u.starttime == start);
+    }
+}
+
+/* /proc/stat's btime and /proc/PID/limits' open files: an answer or an error, never more. */
+static void check_process_text(const char *buf, size_t len)
+{
+    uint64_t v = 42;
+    int r = vpack_procstat_btime(buf, len, &v);
+    CHECK(r == 0 || ((r == -ENOENT || r == -EINVAL) && v == 42));
+    v = 42;
+    r = vpack_proc_limits_open_files(buf, len, &v);
+    CHECK(r == 0 || ((r == -ENOENT || r == -EINVAL) && v == 42));
 }
 
 static void check_numastat(const char *buf, size_t len)
@@ -241,6 +261,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
     check_procstat(buf, size);
     check_task_stat(buf, size);
+    check_process_text(buf, size);
     check_schedstat(buf, size);
     check_numastat(buf, size);
     check_proc_cgroup(buf, size);

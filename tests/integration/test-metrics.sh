@@ -8,11 +8,22 @@
 #               two-package topology serving metrics on a free port:
 #               /metrics answers 200 with the 0.0.4 content type, passes
 #               `promtool check metrics`, and has
-#               vpack_domain_level{domain="vpmet-a"} 2; cpuidle residency
+#               vpack_domain_level{domain="vpmet-a"} 2; its vCPU 0's
+#               vpack_vcpu_run_seconds_total between libvirt's vcpu.0.time
+#               read just before and just after, run and wait counters of
+#               vCPU 0 and the emulator, no per-vCPU ratio; the six
+#               process_* families, the start time within the last two
+#               minutes and open fds as many as /proc/PID/fd lists (+-5: a
+#               scrape's own connections come and go);
+#               vpack_build_info's commit that of HEAD and its libvirt
+#               the daemon's version (virsh version --daemon);
+#               cpuidle residency
 #               where the host has cpuidle, RAPL energy only where it has
 #               RAPL; / links /metrics, other paths 404, POST 405
 #   prometheus  a Prometheus server scraping vpackd every second answers
 #               query=vpack_domain_level{domain="vpmet-a"} with "2"
+#   restart     the guest destroyed: its series go; started again: vCPU
+#               0's counter is back below its old value and grows
 #   oversized   a request with a 100 KiB header gets an error (431) or is
 #               dropped; /metrics still answers
 #   flood       200 idle TCP connections held open by a python3 script do
@@ -73,8 +84,57 @@ echo "$(grep -c '^vpack_' "$work/metrics.txt") samples in $(grep -c '^# TYPE' "$
 grep -E "^vpack_(domain_[a-z]+|vcpu_[a-z_]+)\{domain=\"$DOM\"" "$work/metrics.txt" | sed 's/^/    /'
 grep -q "^vpack_domain_package{domain=\"$DOM\",package=\"[01]\"} 1$" "$work/metrics.txt" &&
     vp_pass "vpack_domain_package for $DOM" || vp_fail "no vpack_domain_package for $DOM"
-grep -q "^vpack_vcpu_delay_ratio{domain=\"$DOM\",vcpu=\"0\"} " "$work/metrics.txt" &&
-    vp_pass "vpack_vcpu_delay_ratio for $DOM vCPU 0" || vp_fail "no vpack_vcpu_delay_ratio for $DOM"
+# The thread counters: vCPU 0's run time is its thread's, as libvirt reads it
+# (vcpu.0.time), read just before and after the scrape; libvirt may count it
+# in clock ticks (/proc/PID/task/TID/stat) where vpackd reads schedstat's
+# nanoseconds: 10% and 50 ms of slack. The pause lets the endpoint's
+# 100 ms copy of the last scrape run out.
+run_re="^vpack_vcpu_run_seconds_total{domain=\"$DOM\",class=\"vcpu\",id=\"0\"} "
+vcpu_run() { scrape && sed -n "s/$run_re//p" "$work/metrics.txt"; }
+# The domain is in the table (its level) an interval before its threads are first read.
+has_run() { [ -n "$(vcpu_run)" ]; }
+vp_wait_until 10 has_run || vp_fail "no vpack_vcpu_run_seconds_total of $DOM's vCPU 0 within 10 s"
+sleep 0.2
+before=$(vp_vcpu_times "$DOM" | awk '$1 == 0 {printf "%.3f", $2 / 1e9}')
+ours=$(vcpu_run)
+after=$(vp_vcpu_times "$DOM" | awk '$1 == 0 {printf "%.3f", $2 / 1e9}')
+if [ -n "$ours" ] && awk -v b="$before" -v o="$ours" -v a="$after" 'BEGIN {exit !(o >= b * 0.9 - 0.05 && o <= a * 1.1 + 0.05)}'; then
+    vp_pass "vpack_vcpu_run_seconds_total of vCPU 0: $ours s, libvirt's vcpu.0.time $before .. $after s"
+else
+    vp_fail "vpack_vcpu_run_seconds_total of vCPU 0: '$ours', libvirt's vcpu.0.time $before .. $after s"
+fi
+for c in 'class="vcpu",id="0"' 'class="emulator"'; do
+    vp_has -q "^vpack_vcpu_wait_seconds_total{domain=\"$DOM\",$c} " "$work/metrics.txt" &&
+        vp_has -q "^vpack_vcpu_run_seconds_total{domain=\"$DOM\",$c} " "$work/metrics.txt" &&
+        vp_pass "run and wait counters of $DOM's $c" || vp_fail "no run or wait counter of $DOM's $c"
+done
+# vpackd's own process, as the client libraries export one.
+missing=""
+for f in process_cpu_seconds_total process_resident_memory_bytes process_virtual_memory_bytes \
+    process_open_fds process_max_fds process_start_time_seconds; do
+    vp_has -q "^$f [0-9]" "$work/metrics.txt" || missing+=" $f"
+done
+[ -z "$missing" ] && vp_pass "process_* families" || vp_fail "missing:$missing"
+started=$(sed -n 's/^process_start_time_seconds //p' "$work/metrics.txt")
+fds=$(sed -n 's/^process_open_fds //p' "$work/metrics.txt")
+real_fds=$(ls "/proc/$agent_pid/fd" | wc -l)
+awk -v s="$started" -v now="$(date +%s)" -v f="$fds" -v r="$real_fds" \
+    'BEGIN {exit !(s > now - 120 && s <= now + 1 && f > 3 && f <= r + 5 && f >= r - 5)}' &&
+    vp_pass "process_start_time_seconds $started (now $(date +%s)), process_open_fds $fds (/proc/PID/fd: $real_fds)" ||
+    vp_fail "process_start_time_seconds $started (now $(date +%s)), process_open_fds $fds (/proc/PID/fd: $real_fds)"
+# vpack_build_info: the commit this tree is at (built with it: meson test
+# builds first) and the version of the libvirtd it connected to.
+commit=$(git -C "$srcdir" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+daemon=$(vp_virsh version --daemon | sed -n 's/^Running against daemon: *//p')
+bi=$(grep '^vpack_build_info{' "$work/metrics.txt" || true)
+re='^vpack_build_info\{version="[^"]+",commit="([^"]*)",libvirt="([^"]*)"\} 1$'
+if [[ $bi =~ $re ]] && [ "${BASH_REMATCH[1]%-dirty}" = "$commit" ] && [ "${BASH_REMATCH[2]}" = "$daemon" ]; then
+    vp_pass "$bi (HEAD $commit, libvirtd $daemon)"
+else
+    vp_fail "'$bi', want commit $commit and libvirt $daemon"
+fi
+vp_has -q '_ratio{domain=.*,vcpu=' "$work/metrics.txt" &&
+    vp_fail "a per-vCPU ratio is still exported" || vp_pass "no per-vCPU ratio"
 if ls /sys/devices/system/cpu/cpu0/cpuidle/state0/time >/dev/null 2>&1; then
     grep -q '^vpack_cpu_idle_state_residency_seconds_total{cpu="0",state=' "$work/metrics.txt" &&
         vp_pass "cpuidle residency of CPU 0" || vp_fail "no cpuidle residency though the host has cpuidle"
@@ -138,6 +198,25 @@ fi
 echo "   Prometheus: up = $(prom_query 'up{job="vpackd"}'), scrape_samples_scraped = $(prom_query 'scrape_samples_scraped{job="vpackd"}')"
 samples=$(prom_query 'vpack_samples_total')
 [ -n "$samples" ] && vp_pass "Prometheus has vpack_samples_total = $samples" || vp_fail "no vpack_samples_total in Prometheus"
+
+echo "== counters across a restart"
+# The domain goes away: its series go with it; it comes back: they start
+# again from its new threads (a counter reset), never from the old value.
+old_run=$(vcpu_run)
+vp_virsh destroy "$DOM" >/dev/null
+gone() { scrape && ! vp_has -q "domain=\"$DOM\"" "$work/metrics.txt"; }
+vp_wait_until 10 gone && vp_pass "$DOM stopped: no series of it" || vp_fail "$DOM stopped, its series remain"
+vp_start "$DOM"
+if vp_wait_until 15 has_run; then
+    new_run=$(vcpu_run)
+    awk -v n="$new_run" -v o="$old_run" 'BEGIN {exit !(n < o)}' &&
+        vp_pass "$DOM started again: vCPU 0's counter from its new thread ($new_run s, was $old_run s)" ||
+        vp_fail "$DOM started again: vCPU 0's counter $new_run s, not below $old_run s"
+    rising() { awk -v n="$(vcpu_run)" -v o="$new_run" 'BEGIN {exit !(n > o)}'; }
+    vp_wait_until 10 rising && vp_pass "and it grows ($(vcpu_run) s)" || vp_fail "it does not grow from $new_run s"
+else
+    vp_fail "$DOM started again: no vCPU 0 counter"
+fi
 
 echo "== oversized request"
 big=$(head -c 102400 /dev/zero | tr '\0' a)

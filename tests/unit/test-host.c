@@ -20,12 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "cgroup.h"
 #include "host.h"
+#include "vpack/prom.h"
 #include "vpack/snapshot.h"
 
 static char root[256];
@@ -371,6 +373,41 @@ static void host_root(const char *name, char *out, size_t len)
     if (!data || !*data)
         fail_msg("VPACK_TESTDATA is not set (run the test through meson)");
     snprintf(out, len, "%s/hosts/%s", data, name);
+}
+
+/*
+ * vpackd's own process figures (the process_* metrics) from the fixture tree
+ * vpackd-self, then from the live /proc.
+ */
+static void test_self_process(void **state)
+{
+    (void)state;
+    char tree[4096];
+    struct vpack_prom_process p;
+    double tck = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+    host_root("vpackd-self", tree, sizeof(tree));
+    assert_int_equal(vpack_host_self_process(tree, &p), 0);
+    assert_true(p.cpu_seconds == 1234 / tck + 567 / tck);
+    assert_true(p.virtual_bytes == 276037632);
+    assert_true(p.resident_bytes == 2885 * page);
+    assert_true(p.open_fds == 6);
+    assert_true(p.max_fds == 1024);
+    assert_true(p.start_time_seconds == 1796467805 + 379587 / tck);
+
+    /* A tree with none of it: every figure unknown. */
+    host_root("v2-machine", tree, sizeof(tree));
+    assert_true(vpack_host_self_process(tree, &p) < 0);
+    assert_true(p.cpu_seconds < 0 && p.resident_bytes < 0 && p.virtual_bytes < 0 &&
+                p.open_fds < 0 && p.max_fds < 0 && p.start_time_seconds < 0);
+
+    /* This process: started within the last day, now; some memory; stdin to stderr open. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    assert_int_equal(vpack_host_self_process("", &p), 0);
+    assert_true(p.start_time_seconds <= (double)now.tv_sec + 1 &&
+                p.start_time_seconds > (double)now.tv_sec - 86400);
+    assert_true(p.cpu_seconds >= 0 && p.resident_bytes > 0 && p.virtual_bytes >= p.resident_bytes);
+    assert_true(p.open_fds >= 3 && p.max_fds >= p.open_fds);
 }
 
 /* The fixture tree of one QEMU process (pid 4242) on cgroup v1. */
@@ -851,6 +888,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cgroup_repair_narrowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_cpus_and_runs, setup, teardown),
         cmocka_unit_test(test_cgroup_v2_noop),
+        cmocka_unit_test(test_self_process),
         cmocka_unit_test(test_process_cgroups),
         cmocka_unit_test(test_iothread_ticks),
         cmocka_unit_test(test_numa_stat),

@@ -223,6 +223,57 @@ static void test_task_stat(void **state)
     assert_int_equal(vpack_task_stat_parse("garbage", 7, &t), -EINVAL);
 }
 
+/* vpackd's own /proc/self/stat, /proc/stat's btime and /proc/self/limits (Linux 6.1). */
+static void test_process(void **state)
+{
+    (void)state;
+    const char stat[] = "3187 (vpa) ckd) S 1 3187 3187 0 -1 4194560 2411 0 3 0 1234 567 0 0 20 0 4 "
+                        "0 379587 276037632 2885 18446744073709551615 94447754657792 0 0\n";
+    struct vpack_proc_usage u = {0};
+    assert_int_equal(vpack_proc_usage_parse(stat, sizeof(stat) - 1, &u), 0);
+    assert_int_equal(u.utime, 1234);
+    assert_int_equal(u.stime, 567);
+    assert_int_equal(u.starttime, 379587);
+    assert_int_equal(u.vsize, 276037632);
+    assert_int_equal(u.rss, 2885);
+    /* Cut before rss's successor, or a field that is no number: refused, *out untouched. */
+    const char *bad[] = {"3187 (vpackd) S 1 3187 3187 0 -1 4194560 2411 0 3 0 1234 567 0 0 20 0 4 0 "
+                         "379587 276037632 2885",
+                         "3187 (vpackd) S 1 3187 3187 0 -1 4194560 2411 0 3 0 x 567 0 0 20 0 4 0 "
+                         "379587 276037632 2885 0",
+                         "3187 vpackd S 1", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(vpack_proc_usage_parse(bad[i], strlen(bad[i]), &u), -EINVAL);
+        assert_int_equal(u.rss, 2885);
+    }
+
+    const char procstat[] = "cpu  110425 125048 108332 410730 818 0 962 0 0 0\n"
+                            "cpu0 59542 62254 52401 203842 194 0 438 0 0 0\n"
+                            "intr 7468233 0 9 0\nctxt 14287593\nbtime 1796467805\n"
+                            "processes 31244\n";
+    uint64_t btime = 0;
+    assert_int_equal(vpack_procstat_btime(procstat, sizeof(procstat) - 1, &btime), 0);
+    assert_int_equal(btime, 1796467805);
+    /* The last line without its newline; no such line; a line that is not a number. */
+    assert_int_equal(vpack_procstat_btime("ctxt 1\nbtime 42", 16, &btime), 0);
+    assert_int_equal(btime, 42);
+    assert_int_equal(vpack_procstat_btime("ctxt 1\nbtimex 4\n", 17, &btime), -ENOENT);
+    assert_int_equal(vpack_procstat_btime("btime x\n", 8, &btime), -EINVAL);
+
+    const char limits[] =
+        "Limit                     Soft Limit           Hard Limit           Units     \n"
+        "Max processes             96367                96367                processes \n"
+        "Max open files            1024                 524288               files     \n";
+    uint64_t soft = 0;
+    assert_int_equal(vpack_proc_limits_open_files(limits, sizeof(limits) - 1, &soft), 0);
+    assert_int_equal(soft, 1024);
+    const char unl[] = "Max open files            unlimited            unlimited            files\n";
+    assert_int_equal(vpack_proc_limits_open_files(unl, sizeof(unl) - 1, &soft), 0);
+    assert_true(soft == UINT64_MAX);
+    assert_int_equal(vpack_proc_limits_open_files(limits, 80, &soft), -ENOENT);
+    assert_int_equal(vpack_proc_limits_open_files("Max open files   many\n", 22, &soft), -EINVAL);
+}
+
 static void test_schedstat(void **state)
 {
     (void)state;
@@ -405,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_numastat),
         cmocka_unit_test(test_numastat_v2),
         cmocka_unit_test(test_task_stat),
+        cmocka_unit_test(test_process),
         cmocka_unit_test(test_schedstat),
         cmocka_unit_test(test_uevent),
         cmocka_unit_test(test_proc_cgroup),

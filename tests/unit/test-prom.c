@@ -73,7 +73,11 @@ static struct vpack_prom_metrics *fixture(void)
 {
     static const struct vpack_prom_package pkgs[] = {{0, 0.5, 1234.5, true, true},
                                                      {1, 0.0, 2000, false, false}};
-    static const struct vpack_prom_vcpu web1_vcpus[] = {{0, 0.8, 0.01}, {1, 0.05, 0}};
+    /* Out of order, and vCPU 1 twice (shown once): rendered vCPUs, emulator, iothreads. */
+    static const struct vpack_prom_thread web1_threads[] = {
+        {VPACK_PROM_IOTHREAD, 1, 0.5, 0, false}, {VPACK_PROM_VCPU, 1, 3, 0, true},
+        {VPACK_PROM_EMULATOR, 0, 1.5, 0.125, true}, {VPACK_PROM_VCPU, 0, 12.5, 0.25, true},
+        {VPACK_PROM_VCPU, 1, 99, 99, true}};
     static const int p0[] = {0}, p01[] = {0, 1}, p1[] = {1};
     static const struct vpack_prom_count reb[] = {{"first", NULL, 1}, {"pack", NULL, 2}};
     static const struct vpack_prom_count ops[] = {{"plan", "ok", 7}, {"plan", "domain_gone", 1}};
@@ -83,6 +87,8 @@ static struct vpack_prom_metrics *fixture(void)
     struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
     assert_non_null(m);
     m->version = "0.1.0";
+    m->commit = "1d7010d5c0de";
+    m->libvirt = "9.0.0";
     m->connected = true;
     m->counters.connects = 1;
     m->demand = 0.75;
@@ -92,7 +98,7 @@ static struct vpack_prom_metrics *fixture(void)
     assert_non_null(m->domains);
     m->ndomains = 4;
     m->domains[0] = (struct vpack_prom_domain){xstrdup("web1"), 2, true, xmemdup(p0, sizeof(p0)), 1,
-                                               xmemdup(web1_vcpus, sizeof(web1_vcpus)), 2, -1};
+                                               xmemdup(web1_threads, sizeof(web1_threads)), 5, -1};
     m->domains[1] = (struct vpack_prom_domain){xstrdup("we\"b\\2\nx"), 1, false,
                                                xmemdup(p01, sizeof(p01)), 2, NULL, 0, -1};
     m->domains[2] = (struct vpack_prom_domain){xstrdup("bad\u00ff"), 0, false, NULL, 0, NULL, 0, -1};
@@ -222,9 +228,8 @@ static void test_render_lines(void **state)
 {
     (void)state;
     char *t = render(NULL);
-    assert_line(t, "# HELP vpack_build_info vpackd's version; the value is always 1.");
     assert_line(t, "# TYPE vpack_build_info gauge");
-    assert_line(t, "vpack_build_info{version=\"0.1.0\"} 1");
+    assert_line(t, "vpack_build_info{version=\"0.1.0\",commit=\"1d7010d5c0de\",libvirt=\"9.0.0\"} 1");
     assert_line(t, "vpack_libvirt_connected 1");
     assert_line(t, "# TYPE vpack_libvirt_connects_total counter");
     assert_line(t, "vpack_libvirt_connects_total 1");
@@ -242,9 +247,20 @@ static void test_render_lines(void **state)
     assert_line(t, "vpack_domain_level{domain=\"web1\"} 2");
     assert_line(t, "vpack_domain_managed{domain=\"web1\"} 1");
     assert_line(t, "vpack_domain_package{domain=\"web1\",package=\"0\"} 1");
-    assert_line(t, "vpack_vcpu_delay_ratio{domain=\"web1\",vcpu=\"0\"} 0.01");
-    assert_line(t, "vpack_vcpu_utilization_ratio{domain=\"web1\",vcpu=\"0\"} 0.8");
-    assert_line(t, "vpack_vcpu_utilization_ratio{domain=\"web1\",vcpu=\"1\"} 0.05");
+    assert_line(t, "# TYPE vpack_vcpu_run_seconds_total counter");
+    assert_line(t, "vpack_vcpu_run_seconds_total{domain=\"web1\",class=\"vcpu\",id=\"0\"} 12.5");
+    assert_line(t, "vpack_vcpu_run_seconds_total{domain=\"web1\",class=\"vcpu\",id=\"1\"} 3");
+    assert_line(t, "vpack_vcpu_run_seconds_total{domain=\"web1\",class=\"emulator\"} 1.5");
+    assert_line(t, "vpack_vcpu_run_seconds_total{domain=\"web1\",class=\"iothread\",id=\"1\"} 0.5");
+    assert_line(t, "# TYPE vpack_vcpu_wait_seconds_total counter");
+    assert_line(t, "vpack_vcpu_wait_seconds_total{domain=\"web1\",class=\"vcpu\",id=\"0\"} 0.25");
+    assert_line(t, "vpack_vcpu_wait_seconds_total{domain=\"web1\",class=\"vcpu\",id=\"1\"} 0");
+    assert_line(t, "vpack_vcpu_wait_seconds_total{domain=\"web1\",class=\"emulator\"} 0.125");
+    /* The first of a repeated (class, id) is shown; an iothread without delay has no wait. */
+    assert_null(strstr(t, "} 99\n"));
+    assert_null(strstr(t, "vpack_vcpu_wait_seconds_total{domain=\"web1\",class=\"iothread\""));
+    /* The gauges these replace are gone. */
+    assert_null(strstr(t, "_ratio{domain=\"web1\",vcpu="));
     assert_line(t, "# TYPE vpack_rebalances_total counter");
     assert_line(t, "vpack_rebalances_total{reason=\"pack\"} 2");
     assert_line(t, "# TYPE vpack_pin_operations_total counter");
@@ -326,6 +342,33 @@ static void test_render_host(void **state)
     assert_line(t, "vpack_package_energy_joules_total{package=\"0\"} 3500000");
     check_families(t);
     promtool_check(t);
+    free(t);
+}
+
+/* vpackd's process figures under the client libraries' names; an unknown one is left out. */
+static void test_render_process(void **state)
+{
+    (void)state;
+    struct vpack_prom_process proc = {18.01, 11816960, 276037632, 6, -1, 1796471600.87};
+    struct vpack_prom_host host = {.process = &proc};
+    char *t = render(&host);
+    assert_line(t, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.");
+    assert_line(t, "# TYPE process_cpu_seconds_total counter");
+    assert_line(t, "process_cpu_seconds_total 18.01");
+    assert_line(t, "# TYPE process_resident_memory_bytes gauge");
+    assert_line(t, "process_resident_memory_bytes 11816960");
+    assert_line(t, "process_virtual_memory_bytes 276037632");
+    assert_line(t, "process_open_fds 6");
+    assert_line(t, "# TYPE process_start_time_seconds gauge");
+    assert_line(t, "process_start_time_seconds 1796471600.87");
+    assert_null(strstr(t, "process_max_fds"));
+    check_families(t);
+    promtool_check(t);
+    free(t);
+    proc.max_fds = 1024;
+    t = render(&host);
+    assert_line(t, "# HELP process_max_fds Maximum number of open file descriptors.");
+    assert_line(t, "process_max_fds 1024");
     free(t);
 }
 
@@ -564,6 +607,79 @@ static void test_counters_table(void **state)
     free(t);
 }
 
+/*
+ * The thread counters (vpack/counters.h): the emulator of one run, its
+ * threads coming and going, read by name and then from another source, in
+ * the order agent/sample.c reads them; the counter never goes back, counts
+ * a new thread whole and a rebased one from where it was found.
+ */
+static void test_thread_time(void **state)
+{
+    (void)state;
+    struct vpack_thread_time t = {0};
+    struct vpack_thread_reading main_thr = {0}, worker = {0}, worker2 = {0}, sum = {0};
+
+    /* First sight (vpackd starts, the domain has run 10 s): both threads whole. */
+    vpack_thread_time_take(&t, &main_thr, 10000, 300, true);
+    vpack_thread_time_take(&t, &worker, 500, 20, true);
+    assert_true(t.counted && t.wait_known);
+    assert_int_equal(t.run_ns, 10500);
+    assert_int_equal(t.wait_ns, 320);
+    /* An interval: what each grew. */
+    vpack_thread_time_take(&t, &main_thr, 10400, 310, true);
+    vpack_thread_time_take(&t, &worker, 600, 20, true);
+    assert_int_equal(t.run_ns, 11000);
+    assert_int_equal(t.wait_ns, 330);
+    /* The worker ends (its last 0.1 s unseen), a new one starts: whole, and the sum of the
+     * threads' own figures (10800 + 50) is below the counter, which does not go back. */
+    vpack_thread_time_take(&t, &main_thr, 10800, 310, true);
+    vpack_thread_time_take(&t, &worker2, 50, 5, true);
+    assert_int_equal(t.run_ns, 11450);
+    assert_int_equal(t.wait_ns, 335);
+    /* A figure that goes back (never from the kernel) adds nothing and is the new base. */
+    vpack_thread_time_take(&t, &worker2, 40, 5, true);
+    assert_int_equal(t.run_ns, 11450);
+    vpack_thread_time_take(&t, &worker2, 60, 5, true);
+    assert_int_equal(t.run_ns, 11470);
+
+    /* The threads sorted again from scratch: their readings are lost, the first after it
+     * adds nothing (already counted up to some point before), the next what it grew. */
+    vpack_thread_time_rebase(&t);
+    main_thr = worker2 = (struct vpack_thread_reading){0};
+    vpack_thread_time_take(&t, &main_thr, 11000, 320, true);
+    vpack_thread_time_take(&t, &worker2, 70, 5, true);
+    t.rebase = false;
+    assert_int_equal(t.run_ns, 11470);
+    vpack_thread_time_take(&t, &main_thr, 11100, 321, true);
+    assert_int_equal(t.run_ns, 11570);
+    assert_int_equal(t.wait_ns, 336);
+    /* Then another source (libvirt's cpu.time less the vCPUs): growth added, no wait. */
+    vpack_thread_time_add(&t, 30, 0, false);
+    assert_int_equal(t.run_ns, 11600);
+    /* A sum of another source seen for the first time after counting: a new start. */
+    vpack_thread_time_rebase(&t);
+    vpack_thread_time_take(&t, &sum, 99999, 999, false);
+    assert_int_equal(t.run_ns, 11600);
+    vpack_thread_time_take(&t, &sum, 100099, 999, false);
+    assert_int_equal(t.run_ns, 11700);
+    assert_int_equal(t.wait_ns, 336);
+
+    /* A new run: from 0, and its first readings whole. */
+    vpack_thread_time_reset(&t);
+    assert_false(t.counted || t.wait_known || t.rebase);
+    assert_int_equal(t.run_ns, 0);
+    struct vpack_thread_reading vcpu = {0};
+    vpack_thread_time_take(&t, &vcpu, 700, 7, true);
+    assert_int_equal(t.run_ns, 700);
+    /* A rebase before anything was counted changes nothing: the first reading is whole. */
+    struct vpack_thread_time u = {0};
+    struct vpack_thread_reading io = {0};
+    vpack_thread_time_rebase(&u);
+    vpack_thread_time_take(&u, &io, 42, 0, false);
+    assert_int_equal(u.run_ns, 42);
+    assert_true(u.counted && !u.wait_known);
+}
+
 static void test_histograms(void **state)
 {
     (void)state;
@@ -613,6 +729,14 @@ static void test_render_edge(void **state)
     assert_int_equal(strlen(t), len);
     assert_null(strstr(t, "vpack_build_info"));
     assert_line(t, "vpack_libvirt_connected 0");
+    free(t);
+    /* A version, but no commit (built outside git) and no libvirt connected yet. */
+    m.version = "0.1.0";
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
+    assert_line(t, "vpack_build_info{version=\"0.1.0\",commit=\"unknown\",libvirt=\"unknown\"} 1");
+    m.version = NULL;
+    free(t);
+    assert_int_equal(vpack_prom_render(&m, NULL, &t, &len), 0);
     assert_line(t, "vpack_samples_total 3");
     assert_line(t, "vpack_demand_cpus 1e+300");
     assert_null(strstr(t, "vpack_package_busy_ratio"));
@@ -1088,9 +1212,11 @@ int main(void)
         cmocka_unit_test(test_render_invalid_utf8),
         cmocka_unit_test(test_render_host),
         cmocka_unit_test(test_render_hardware),
+        cmocka_unit_test(test_render_process),
         cmocka_unit_test(test_render_golden),
         cmocka_unit_test(test_status_golden),
         cmocka_unit_test(test_counters_table),
+        cmocka_unit_test(test_thread_time),
         cmocka_unit_test(test_histograms),
         cmocka_unit_test(test_promtool),
         cmocka_unit_test(test_promtool_rejects),
