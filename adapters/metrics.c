@@ -63,15 +63,18 @@ struct vpack_metrics {
     bool have_poll;
     int closing;      /* handles still to close */
     bool stopping;
-    struct vpack_rendered page; /* the last rendered /metrics, served for METRICS_TTL_MS */
+    struct vpack_rendered page; /* the last rendered /metrics (see epoch) */
+    vpack_metrics_epoch_fn epoch; /* NULL: the copy lasts PAGE_MAX_AGE_MS */
 };
 
 /*
- * /metrics is rendered at most once in this long and served from that copy
- * meanwhile (issue 27, C: a scrape flood costs ten renders a second, not one
- * per request). Prometheus scrapes every few seconds: it never sees a copy.
+ * /metrics is rendered once per epoch of the agent (one sampling interval,
+ * or a change in between) and served from that copy meanwhile, for this
+ * long at most (issue 27, C: a scrape flood costs one render per interval,
+ * not one per request). Prometheus scrapes every few seconds: it never sees
+ * a copy.
  */
-#define METRICS_TTL_MS 100
+#define PAGE_MAX_AGE_MS 1000
 
 static const char index_page[] =
     "<!DOCTYPE html>\n<html><head><title>vpackd</title></head>\n"
@@ -108,10 +111,16 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 
 static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connection *c);
 
+static uint64_t page_epoch(const struct vpack_metrics *m)
+{
+    return m->epoch ? m->epoch(m->collect_ud) : 0;
+}
+
 static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
 {
     size_t len;
-    const char *page = vpack_rendered_get(&m->page, uv_now(m->loop), METRICS_TTL_MS, &len);
+    const char *page = vpack_rendered_get(&m->page, uv_now(m->loop), PAGE_MAX_AGE_MS,
+                                          page_epoch(m), &len);
     if (!page)
         return render_metrics(m, c);
     char *copy = malloc(len);
@@ -129,6 +138,7 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
     char *text = NULL;
     size_t len = 0;
     int r;
+    uint64_t epoch = page_epoch(m);
     struct vpack_prom_metrics *pm = m->collect(m->collect_ud);
 
     if ((r = vpack_hostpower_read(m->power, &h)) < 0)
@@ -146,7 +156,7 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
     if (page)
         memcpy(page, text, len);
     /* Out of memory: no copy (the last had run out anyway). */
-    vpack_rendered_keep(&m->page, page, len, uv_now(m->loop));
+    vpack_rendered_keep(&m->page, page, len, uv_now(m->loop), epoch);
     return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, text, len, true, NULL);
 }
 
@@ -377,6 +387,11 @@ void vpack_metrics_stop(struct vpack_metrics *m)
     /* Closes every connection (on_connection() frees each) and the sockets. */
     MHD_stop_daemon(m->mhd);
     m->mhd = NULL;
+}
+
+void vpack_metrics_set_epoch(struct vpack_metrics *m, vpack_metrics_epoch_fn epoch)
+{
+    m->epoch = epoch;
 }
 
 unsigned vpack_metrics_port(const struct vpack_metrics *m)

@@ -36,12 +36,12 @@
 /* An unprivileged client's longest request line: its requests are short. */
 #define UNPRIV_MAX_LINE 4096
 /*
- * A view (status, snapshot) is rendered at most once in this long and
- * served from that copy meanwhile, unless a change made through the socket
- * came in between (issue 27, C: thousands of status requests a second cost
- * ten renders).
+ * A view (status, snapshot) is rendered once per epoch of the agent (a
+ * sampling interval, or a change in between: vpack_agent_epoch()) and
+ * served from that copy meanwhile, for this long at most (issue 27, C:
+ * thousands of status requests a second cost one render per interval).
  */
-#define VIEW_TTL_MS 100
+#define VIEW_MAX_AGE_MS 1000
 /* Request lines of one client answered before the others get a turn. */
 #define LINES_PER_TURN 16
 
@@ -396,10 +396,10 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&
             (ops[req.op].fn || ops[req.op].view);
     struct vpack_rendered *vc = known && ops[req.op].view ? &cl->ctl->views[req.op] : NULL;
-    uint64_t now = uv_now(cl->ctl->loop);
+    uint64_t now = uv_now(cl->ctl->loop), epoch = vpack_agent_epoch(cl->ctl->agent);
     const char *copy;
     size_t copy_len;
-    if (vc && (copy = vpack_rendered_get(vc, now, VIEW_TTL_MS, &copy_len))) {
+    if (vc && (copy = vpack_rendered_get(vc, now, VIEW_MAX_AGE_MS, epoch, &copy_len))) {
         send_text(cl, copy, copy_len);
         vpack_ctl_request_clear(&req);
         return;
@@ -416,16 +416,15 @@ static void handle_line(struct client *cl, const char *line, size_t len)
         send_error(cl, "%s: %s", req.op_name, err ? err : strerror(-r));
     else if (vc) {
         char *text = line_of(ans, &copy_len);
-        vpack_rendered_keep(vc, text, copy_len, now);
+        vpack_rendered_keep(vc, text, copy_len, now, epoch);
         send_text(cl, vc->text, vc->len);
     } else {
         send_obj(cl, ans);
     }
-    /* A change through the socket shows in the next view at once. */
+    /* A change through the socket shows in the next view (and /metrics) at once. */
     if (r == 0 && !vc && req.op != VPACK_CTL_EXPLAIN && !req.dry_run &&
         req.op != VPACK_CTL_VERSION)
-        for (size_t i = 0; i < sizeof(cl->ctl->views) / sizeof(cl->ctl->views[0]); i++)
-            vpack_rendered_drop(&cl->ctl->views[i]);
+        vpack_agent_changed(cl->ctl->agent);
     free(err);
     json_object_put(ans);
     vpack_ctl_request_clear(&req);
