@@ -21,6 +21,28 @@
 #include "vpack/prom.h"
 
 #define CONNECTION_LIMIT 64u
+/*
+ * Connections one address may hold (issue 27, C; MHD refuses the rest),
+ * when the endpoint listens on an address other than loopback: one client
+ * cannot take every slot from the others. Prometheus holds one. Not on
+ * loopback: there every client has the same address (or picks one of
+ * 127/8), and a hard limit would refuse a local Prometheus with the flood.
+ */
+#define PER_IP_LIMIT 16u
+/*
+ * Above this many open connections from one address, a new one from it
+ * closes that address's least recently active idle one (on loopback too):
+ * a scraper that shares an address with a flood still gets in.
+ */
+#define PER_IP_EVICT_ABOVE 8u
+/*
+ * The endpoint's request budget (issue 27, C): REQUESTS_PER_WINDOW answers
+ * per WINDOW_MS, every client together; a request past it is suspended
+ * (not read, not answered) until the next window. Prometheus asks once in
+ * a few seconds; a scraper flat out gets 100 answers a second.
+ */
+#define REQUESTS_PER_WINDOW 10u
+#define WINDOW_MS 100u
 /* Above this many open connections, a new one closes the least recently active idle one. */
 #define EVICT_ABOVE (CONNECTION_LIMIT - 8u)
 #define CONNECTION_TIMEOUT_S 10u
@@ -38,13 +60,19 @@
 struct conn {
     struct conn *prev, *next;
     int fd;
+    struct sockaddr_storage peer; /* family 0: unknown */
     bool busy;      /* a request on it is being answered */
     bool evicted;
+    struct MHD_Connection *mhd; /* while suspended (over the budget), else NULL */
 };
 
 struct vpack_metrics {
     uv_poll_t poll;   /* MHD's epoll descriptor */
     uv_timer_t timer; /* MHD's next timeout */
+    uv_timer_t refill; /* runs while requests wait for the next window */
+    uint64_t window_at; /* when the budget's window began */
+    unsigned window_requests; /* answered in it */
+    unsigned suspended;
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
     vpack_metrics_collect_fn collect;
@@ -160,6 +188,53 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
     return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, text, len, true, NULL);
 }
 
+static void on_refill(uv_timer_t *t);
+
+/*
+ * Whether the request on c waits for the budget's next window: then it is
+ * suspended (MHD reads nothing more from it) until on_refill() resumes it
+ * and MHD asks again. One the endpoint does not track (cn is m) is answered.
+ */
+static bool over_budget(struct vpack_metrics *m, struct MHD_Connection *c, void *cn_or_m)
+{
+    uint64_t now = uv_now(m->loop);
+    if (now - m->window_at >= WINDOW_MS) {
+        m->window_at = now;
+        m->window_requests = 0;
+    }
+    if (m->window_requests < REQUESTS_PER_WINDOW || cn_or_m == (void *)m) {
+        m->window_requests++;
+        return false;
+    }
+    struct conn *cn = cn_or_m;
+    cn->mhd = c;
+    m->suspended++;
+    MHD_suspend_connection(c);
+    if (!uv_is_active((uv_handle_t *)&m->refill))
+        uv_timer_start(&m->refill, on_refill, m->window_at + WINDOW_MS - now, 0);
+    return true;
+}
+
+/* Resumes every suspended request; MHD asks for each again (and the budget decides). */
+static void resume_all(struct vpack_metrics *m)
+{
+    for (struct conn *cn = m->head; cn && m->suspended; cn = cn->next)
+        if (cn->mhd) {
+            MHD_resume_connection(cn->mhd);
+            cn->mhd = NULL;
+            m->suspended--;
+        }
+}
+
+static void run(struct vpack_metrics *m);
+
+static void on_refill(uv_timer_t *t)
+{
+    struct vpack_metrics *m = container_of(t, struct vpack_metrics, refill);
+    resume_all(m);
+    run(m);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls)
@@ -188,6 +263,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* not reached: there is no body */
         return MHD_YES;
     }
+    if (over_budget(m, c, *req_cls))
+        return MHD_YES;
     if (!metrics && strcmp(url, "/"))
         return REPLY_STATIC(c, MHD_HTTP_NOT_FOUND, TEXT_PLAIN, "Not Found: see /metrics\n", NULL);
     if (!get)
@@ -228,16 +305,31 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
 }
 
+/* Whether a and b are the same address (the port aside); false when either is unknown. */
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return false;
+}
+
 /*
  * Makes room for a new connection: shuts down the least recently active
- * connection that is not being answered (never the newest). An idle
- * keep-alive connection or one still sending its headers is as good as
- * closed for a scraper: it reconnects.
+ * connection that is not being answered (never the newest), of those from
+ * like's address when like is not NULL. An idle keep-alive connection or
+ * one still sending its headers is as good as closed for a scraper: it
+ * reconnects.
  */
-static void evict_one(struct vpack_metrics *m)
+static void evict_one(struct vpack_metrics *m, const struct conn *like)
 {
     for (struct conn *cn = m->head; cn && cn != m->tail; cn = cn->next) {
-        if (cn->busy || cn->evicted)
+        if (cn->busy || cn->evicted || (like && !same_host(&cn->peer, &like->peer)))
             continue;
         if (shutdown(cn->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
             log_debug("metrics: shutdown: %s", strerror(errno));
@@ -245,9 +337,10 @@ static void evict_one(struct vpack_metrics *m)
         m->nconns--;
         m->evictions++;
         if (m->evictions == 1 || m->evictions % 1000 == 0)
-            log_info("metrics: %u connections open: closed the least recently active idle one "
+            log_info("metrics: %u connections open%s: closed the least recently active idle one "
                      "(%" PRIu64 " so far)",
-                     EVICT_ABOVE, m->evictions);
+                     like ? PER_IP_EVICT_ABOVE : EVICT_ABOVE, like ? " from one address" : "",
+                     m->evictions);
         return;
     }
 }
@@ -263,10 +356,22 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (!ci || !(cn = calloc(1, sizeof(*cn))))
             return; /* not tracked: never evicted, MHD's own limit still holds */
         cn->fd = ci->connect_fd;
+        ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) {
+            size_t n = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                       : ci->client_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                                : 0;
+            memcpy(&cn->peer, ci->client_addr, n);
+        }
         conn_append(m, cn);
         *socket_context = cn;
+        unsigned same = 0;
+        for (const struct conn *o = m->head; o; o = o->next)
+            same += !o->evicted && same_host(&o->peer, &cn->peer);
+        if (same > PER_IP_EVICT_ABOVE)
+            evict_one(m, cn);
         if (++m->nconns > EVICT_ABOVE)
-            evict_one(m);
+            evict_one(m, NULL);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         m->closed++;
         if (!cn)
@@ -380,10 +485,13 @@ void vpack_metrics_stop(struct vpack_metrics *m)
         return;
     m->stopping = true;
     /* libuv forgets the epoll descriptor before MHD closes it. */
-    m->closing = m->have_poll ? 2 : 1;
+    m->closing = m->have_poll ? 3 : 2;
     if (m->have_poll)
         uv_close((uv_handle_t *)&m->poll, on_closed);
     uv_close((uv_handle_t *)&m->timer, on_closed);
+    uv_close((uv_handle_t *)&m->refill, on_closed);
+    /* MHD closes a suspended connection only once it is resumed. */
+    resume_all(m);
     /* Closes every connection (on_connection() frees each) and the sockets. */
     MHD_stop_daemon(m->mhd);
     m->mhd = NULL;
@@ -457,6 +565,17 @@ static void log_hardware(struct vpack_hostpower *hp)
     log_info("metrics: %s", line);
 }
 
+/* Whether a is a loopback address (127/8, ::1, ::ffff:127/104). */
+static bool is_loopback(const struct sockaddr_storage *a)
+{
+    if (a->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->ss_family != AF_INET6)
+        return false;
+    const struct in6_addr *s6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(s6) || (IN6_IS_ADDR_V4MAPPED(s6) && s6->s6_addr[12] == 127);
+}
+
 int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
                         vpack_metrics_collect_fn collect, void *ud,
                         struct vpack_metrics **out, char **errmsg)
@@ -486,10 +605,12 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     m->starting = true;
     errno = 0;
     m->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | family_flag, (uint16_t)cfg->metrics_port, NULL, NULL,
-        on_request, m, MHD_OPTION_EXTERNAL_LOGGER, (MHD_LogCallback)on_mhd_log, m,
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | family_flag,
+        (uint16_t)cfg->metrics_port, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER,
+        (MHD_LogCallback)on_mhd_log, m,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        is_loopback(&addr) ? 0u : PER_IP_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
         CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_CONNECTION, (MHD_NotifyConnectionCallback)on_connection, m,
         MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)on_completed, m,
@@ -506,7 +627,8 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     m->port = info ? info->port : cfg->metrics_port;
     /* From here on the handles own m: vpack_metrics_stop() frees it. */
     uv_timer_init(loop, &m->timer);
-    m->timer.data = m;
+    uv_timer_init(loop, &m->refill);
+    m->timer.data = m->refill.data = m;
     info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     ret = info ? uv_poll_init(loop, &m->poll, info->epoll_fd) : -EIO;
     if (ret < 0)

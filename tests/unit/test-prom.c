@@ -986,6 +986,8 @@ static void test_endpoint(void **state)
     /* The epoch did not change: rendered afresh once a second at most, whatever the speed. */
     printf("%d scrapes in %.0f ms: %u renders\n", BURST, t.burst_ms, t.burst_collects);
     assert_true(t.burst_collects <= (unsigned)(t.burst_ms / 1000) + 1);
+    /* The endpoint's budget, 10 requests per 100 ms: 50 in a row take 400 ms at least. */
+    assert_true(t.burst_ms >= 390);
 
     r = t.resp[R_HEAD];
     assert_int_equal(status_of(r), 200);
@@ -1010,7 +1012,8 @@ static void test_endpoint(void **state)
     print_message("scrape with 128 idle connections held: %.1f ms; %d of them still open\n",
                   t.flood_ms, t.flood_open);
     assert_true(t.flood_ms < 2000);
-    assert_true(t.flood_open <= 64);
+    /* One address keeps 8 (a few more while evicted ones close; issue 27, C): its newest got in. */
+    assert_true(t.flood_open <= 16);
 
     for (int i = 0; i < R_N; i++)
         free(t.resp[i]);
