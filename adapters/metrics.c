@@ -36,12 +36,13 @@
  */
 #define PER_IP_EVICT_ABOVE 8u
 /*
- * The endpoint's request budget (issue 27, C): REQUESTS_PER_WINDOW answers
- * per WINDOW_MS, every client together; a request past it is suspended
- * (not read, not answered) until the next window. Prometheus asks once in
- * a few seconds; a scraper flat out gets 100 answers a second.
+ * The request budget (issue 27, C): one answer per connection per
+ * WINDOW_MS; a request past it is suspended (not read, not answered) until
+ * the connection's next window. Prometheus asks once in a few seconds; a
+ * scraper flat out gets 10 answers a second per connection, and the
+ * connection limits above bound the connections. Per connection, not for
+ * the endpoint: a flood's requests never queue ahead of a newcomer's first.
  */
-#define REQUESTS_PER_WINDOW 10u
 #define WINDOW_MS 100u
 /* Above this many open connections, a new one closes the least recently active idle one. */
 #define EVICT_ABOVE (CONNECTION_LIMIT - 8u)
@@ -64,14 +65,13 @@ struct conn {
     bool busy;      /* a request on it is being answered */
     bool evicted;
     struct MHD_Connection *mhd; /* while suspended (over the budget), else NULL */
+    uint64_t answered_at; /* when its last request was answered (loop ms); 0: never */
 };
 
 struct vpack_metrics {
     uv_poll_t poll;   /* MHD's epoll descriptor */
     uv_timer_t timer; /* MHD's next timeout */
-    uv_timer_t refill; /* runs while requests wait for the next window */
-    uint64_t window_at; /* when the budget's window began */
-    unsigned window_requests; /* answered in it */
+    uv_timer_t refill; /* runs while requests wait for their next window */
     unsigned suspended;
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
@@ -191,27 +191,25 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
 static void on_refill(uv_timer_t *t);
 
 /*
- * Whether the request on c waits for the budget's next window: then it is
- * suspended (MHD reads nothing more from it) until on_refill() resumes it
- * and MHD asks again. One the endpoint does not track (cn is m) is answered.
+ * Whether the request on c waits for its connection's next window: then it
+ * is suspended (MHD reads nothing more from it) until on_refill() resumes
+ * it and MHD asks again. One the endpoint does not track (cn is m) is
+ * answered.
  */
 static bool over_budget(struct vpack_metrics *m, struct MHD_Connection *c, void *cn_or_m)
 {
     uint64_t now = uv_now(m->loop);
-    if (now - m->window_at >= WINDOW_MS) {
-        m->window_at = now;
-        m->window_requests = 0;
-    }
-    if (m->window_requests < REQUESTS_PER_WINDOW || cn_or_m == (void *)m) {
-        m->window_requests++;
+    struct conn *cn = cn_or_m;
+    if (cn_or_m == (void *)m || !cn->answered_at || now - cn->answered_at >= WINDOW_MS) {
+        if (cn_or_m != (void *)m)
+            cn->answered_at = now ? now : 1;
         return false;
     }
-    struct conn *cn = cn_or_m;
     cn->mhd = c;
     m->suspended++;
     MHD_suspend_connection(c);
     if (!uv_is_active((uv_handle_t *)&m->refill))
-        uv_timer_start(&m->refill, on_refill, m->window_at + WINDOW_MS - now, 0);
+        uv_timer_start(&m->refill, on_refill, cn->answered_at + WINDOW_MS - now, 0);
     return true;
 }
 
