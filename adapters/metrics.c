@@ -22,6 +22,29 @@
 #include "vpack/prom.h"
 
 #define CONNECTION_LIMIT 64u
+/*
+ * Connections one address may hold (issue 27, C; MHD refuses the rest),
+ * when the endpoint listens on an address other than loopback: one client
+ * cannot take every slot from the others. Prometheus holds one. Not on
+ * loopback: there every client has the same address (or picks one of
+ * 127/8), and a hard limit would refuse a local Prometheus with the flood.
+ */
+#define PER_IP_LIMIT 16u
+/*
+ * Above this many open connections from one address, a new one from it
+ * closes that address's least recently active idle one (on loopback too):
+ * a scraper that shares an address with a flood still gets in.
+ */
+#define PER_IP_EVICT_ABOVE 8u
+/*
+ * The request budget (issue 27, C): one answer per connection per
+ * WINDOW_MS; a request past it is suspended (not read, not answered) until
+ * the connection's next window. Prometheus asks once in a few seconds; a
+ * scraper flat out gets 10 answers a second per connection, and the
+ * connection limits above bound the connections. Per connection, not for
+ * the endpoint: a flood's requests never queue ahead of a newcomer's first.
+ */
+#define WINDOW_MS 100u
 /* Above this many open connections, a new one closes the least recently active idle one. */
 #define EVICT_ABOVE (CONNECTION_LIMIT - 8u)
 #define CONNECTION_TIMEOUT_S 10u
@@ -39,13 +62,18 @@
 struct conn {
     struct conn *prev, *next;
     int fd;
+    struct sockaddr_storage peer; /* family 0: unknown */
     bool busy;      /* a request on it is being answered */
     bool evicted;
+    struct MHD_Connection *mhd; /* while suspended (over the budget), else NULL */
+    uint64_t answered_at; /* when its last request was answered (loop ms); 0: never */
 };
 
 struct vpack_metrics {
     uv_poll_t poll;   /* MHD's epoll descriptor */
     uv_timer_t timer; /* MHD's next timeout */
+    uv_timer_t refill; /* runs while requests wait for their next window */
+    unsigned suspended;
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
     vpack_metrics_collect_fn collect;
@@ -64,15 +92,18 @@ struct vpack_metrics {
     bool have_poll;
     int closing;      /* handles still to close */
     bool stopping;
-    struct vpack_rendered page; /* the last rendered /metrics, served for METRICS_TTL_MS */
+    struct vpack_rendered page; /* the last rendered /metrics (see epoch) */
+    vpack_metrics_epoch_fn epoch; /* NULL: the copy lasts PAGE_MAX_AGE_MS */
 };
 
 /*
- * /metrics is rendered at most once in this long and served from that copy
- * meanwhile (issue 27, C: a scrape flood costs ten renders a second, not one
- * per request). Prometheus scrapes every few seconds: it never sees a copy.
+ * /metrics is rendered once per epoch of the agent (one sampling interval,
+ * or a change in between) and served from that copy meanwhile, for this
+ * long at most (issue 27, C: a scrape flood costs one render per interval,
+ * not one per request). Prometheus scrapes every few seconds: it never sees
+ * a copy.
  */
-#define METRICS_TTL_MS 100
+#define PAGE_MAX_AGE_MS 1000
 
 static const char index_page[] =
     "<!DOCTYPE html>\n<html><head><title>vpackd</title></head>\n"
@@ -109,10 +140,16 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 
 static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connection *c);
 
+static uint64_t page_epoch(const struct vpack_metrics *m)
+{
+    return m->epoch ? m->epoch(m->collect_ud) : 0;
+}
+
 static enum MHD_Result reply_metrics(struct vpack_metrics *m, struct MHD_Connection *c)
 {
     size_t len;
-    const char *page = vpack_rendered_get(&m->page, uv_now(m->loop), METRICS_TTL_MS, &len);
+    const char *page = vpack_rendered_get(&m->page, uv_now(m->loop), PAGE_MAX_AGE_MS,
+                                          page_epoch(m), &len);
     if (!page)
         return render_metrics(m, c);
     char *copy = malloc(len);
@@ -130,6 +167,7 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
     char *text = NULL;
     size_t len = 0;
     int r;
+    uint64_t epoch = page_epoch(m);
     struct vpack_prom_metrics *pm = m->collect(m->collect_ud);
 
     if ((r = vpack_hostpower_read(m->power, &h)) < 0)
@@ -152,8 +190,53 @@ static enum MHD_Result render_metrics(struct vpack_metrics *m, struct MHD_Connec
     if (page)
         memcpy(page, text, len);
     /* Out of memory: no copy (the last had run out anyway). */
-    vpack_rendered_keep(&m->page, page, len, uv_now(m->loop));
+    vpack_rendered_keep(&m->page, page, len, uv_now(m->loop), epoch);
     return reply(c, MHD_HTTP_OK, VPACK_PROM_CONTENT_TYPE, text, len, true, NULL);
+}
+
+static void on_refill(uv_timer_t *t);
+
+/*
+ * Whether the request on c waits for its connection's next window: then it
+ * is suspended (MHD reads nothing more from it) until on_refill() resumes
+ * it and MHD asks again. One the endpoint does not track (cn is m) is
+ * answered.
+ */
+static bool over_budget(struct vpack_metrics *m, struct MHD_Connection *c, void *cn_or_m)
+{
+    uint64_t now = uv_now(m->loop);
+    struct conn *cn = cn_or_m;
+    if (cn_or_m == (void *)m || !cn->answered_at || now - cn->answered_at >= WINDOW_MS) {
+        if (cn_or_m != (void *)m)
+            cn->answered_at = now ? now : 1;
+        return false;
+    }
+    cn->mhd = c;
+    m->suspended++;
+    MHD_suspend_connection(c);
+    if (!uv_is_active((uv_handle_t *)&m->refill))
+        uv_timer_start(&m->refill, on_refill, cn->answered_at + WINDOW_MS - now, 0);
+    return true;
+}
+
+/* Resumes every suspended request; MHD asks for each again (and the budget decides). */
+static void resume_all(struct vpack_metrics *m)
+{
+    for (struct conn *cn = m->head; cn && m->suspended; cn = cn->next)
+        if (cn->mhd) {
+            MHD_resume_connection(cn->mhd);
+            cn->mhd = NULL;
+            m->suspended--;
+        }
+}
+
+static void run(struct vpack_metrics *m);
+
+static void on_refill(uv_timer_t *t)
+{
+    struct vpack_metrics *m = container_of(t, struct vpack_metrics, refill);
+    resume_all(m);
+    run(m);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -184,6 +267,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0; /* not reached: there is no body */
         return MHD_YES;
     }
+    if (over_budget(m, c, *req_cls))
+        return MHD_YES;
     if (!metrics && strcmp(url, "/"))
         return REPLY_STATIC(c, MHD_HTTP_NOT_FOUND, TEXT_PLAIN, "Not Found: see /metrics\n", NULL);
     if (!get)
@@ -224,16 +309,31 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
 }
 
+/* Whether a and b are the same address (the port aside); false when either is unknown. */
+static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return false;
+}
+
 /*
  * Makes room for a new connection: shuts down the least recently active
- * connection that is not being answered (never the newest). An idle
- * keep-alive connection or one still sending its headers is as good as
- * closed for a scraper: it reconnects.
+ * connection that is not being answered (never the newest), of those from
+ * like's address when like is not NULL. An idle keep-alive connection or
+ * one still sending its headers is as good as closed for a scraper: it
+ * reconnects.
  */
-static void evict_one(struct vpack_metrics *m)
+static void evict_one(struct vpack_metrics *m, const struct conn *like)
 {
     for (struct conn *cn = m->head; cn && cn != m->tail; cn = cn->next) {
-        if (cn->busy || cn->evicted)
+        if (cn->busy || cn->evicted || (like && !same_host(&cn->peer, &like->peer)))
             continue;
         if (shutdown(cn->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
             log_debug("metrics: shutdown: %s", strerror(errno));
@@ -241,9 +341,10 @@ static void evict_one(struct vpack_metrics *m)
         m->nconns--;
         m->evictions++;
         if (m->evictions == 1 || m->evictions % 1000 == 0)
-            log_info("metrics: %u connections open: closed the least recently active idle one "
+            log_info("metrics: %u connections open%s: closed the least recently active idle one "
                      "(%" PRIu64 " so far)",
-                     EVICT_ABOVE, m->evictions);
+                     like ? PER_IP_EVICT_ABOVE : EVICT_ABOVE, like ? " from one address" : "",
+                     m->evictions);
         return;
     }
 }
@@ -259,10 +360,22 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (!ci || !(cn = calloc(1, sizeof(*cn))))
             return; /* not tracked: never evicted, MHD's own limit still holds */
         cn->fd = ci->connect_fd;
+        ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) {
+            size_t n = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                       : ci->client_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                                : 0;
+            memcpy(&cn->peer, ci->client_addr, n);
+        }
         conn_append(m, cn);
         *socket_context = cn;
+        unsigned same = 0;
+        for (const struct conn *o = m->head; o; o = o->next)
+            same += !o->evicted && same_host(&o->peer, &cn->peer);
+        if (same > PER_IP_EVICT_ABOVE)
+            evict_one(m, cn);
         if (++m->nconns > EVICT_ABOVE)
-            evict_one(m);
+            evict_one(m, NULL);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         m->closed++;
         if (!cn)
@@ -376,13 +489,21 @@ void vpack_metrics_stop(struct vpack_metrics *m)
         return;
     m->stopping = true;
     /* libuv forgets the epoll descriptor before MHD closes it. */
-    m->closing = m->have_poll ? 2 : 1;
+    m->closing = m->have_poll ? 3 : 2;
     if (m->have_poll)
         uv_close((uv_handle_t *)&m->poll, on_closed);
     uv_close((uv_handle_t *)&m->timer, on_closed);
+    uv_close((uv_handle_t *)&m->refill, on_closed);
+    /* MHD closes a suspended connection only once it is resumed. */
+    resume_all(m);
     /* Closes every connection (on_connection() frees each) and the sockets. */
     MHD_stop_daemon(m->mhd);
     m->mhd = NULL;
+}
+
+void vpack_metrics_set_epoch(struct vpack_metrics *m, vpack_metrics_epoch_fn epoch)
+{
+    m->epoch = epoch;
 }
 
 unsigned vpack_metrics_port(const struct vpack_metrics *m)
@@ -448,6 +569,17 @@ static void log_hardware(struct vpack_hostpower *hp)
     log_info("metrics: %s", line);
 }
 
+/* Whether a is a loopback address (127/8, ::1, ::ffff:127/104). */
+static bool is_loopback(const struct sockaddr_storage *a)
+{
+    if (a->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->ss_family != AF_INET6)
+        return false;
+    const struct in6_addr *s6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(s6) || (IN6_IS_ADDR_V4MAPPED(s6) && s6->s6_addr[12] == 127);
+}
+
 int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
                         vpack_metrics_collect_fn collect, void *ud,
                         struct vpack_metrics **out, char **errmsg)
@@ -477,10 +609,12 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     m->starting = true;
     errno = 0;
     m->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | family_flag, (uint16_t)cfg->metrics_port, NULL, NULL,
-        on_request, m, MHD_OPTION_EXTERNAL_LOGGER, (MHD_LogCallback)on_mhd_log, m,
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | family_flag,
+        (uint16_t)cfg->metrics_port, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER,
+        (MHD_LogCallback)on_mhd_log, m,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        is_loopback(&addr) ? 0u : PER_IP_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
         CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_CONNECTION, (MHD_NotifyConnectionCallback)on_connection, m,
         MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)on_completed, m,
@@ -497,7 +631,8 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     m->port = info ? info->port : cfg->metrics_port;
     /* From here on the handles own m: vpack_metrics_stop() frees it. */
     uv_timer_init(loop, &m->timer);
-    m->timer.data = m;
+    uv_timer_init(loop, &m->refill);
+    m->timer.data = m->refill.data = m;
     info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     ret = info ? uv_poll_init(loop, &m->poll, info->epoll_fd) : -EIO;
     if (ret < 0)

@@ -18,6 +18,8 @@
 #ifndef VPACK_METRICS_H
 #define VPACK_METRICS_H
 
+#include <stdint.h>
+
 #include <uv.h>
 
 #include "vpack/config.h"
@@ -46,6 +48,15 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
  * once the loop has closed the handles. NULL is fine.
  */
 void vpack_metrics_stop(struct vpack_metrics *m);
+
+/*
+ * What counts the changes of what collect(ud) shows (the agent's epoch: one
+ * per sampling interval and one per change in between). The page is
+ * rendered once per epoch and served from that copy (for a second at most);
+ * without it, the copy lasts a second.
+ */
+typedef uint64_t (*vpack_metrics_epoch_fn)(void *ud);
+void vpack_metrics_set_epoch(struct vpack_metrics *m, vpack_metrics_epoch_fn epoch);
 
 /* The TCP port the endpoint listens on (the one picked when configured 0). */
 unsigned vpack_metrics_port(const struct vpack_metrics *m);

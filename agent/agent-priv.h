@@ -193,6 +193,12 @@ struct vpack_agent {
     /* What status's "counters" and the metrics show, one line each in vpack/counters.h;
      * libvirt_calls stays 0 here (views.c takes adapters/virt.c's count). */
     struct vpack_counters ctr;
+    /*
+     * One more at each sampling interval and at each change between two
+     * that status or the metrics show: their rendered copies are of one
+     * epoch (issue 27, C; vpack_agent_epoch()).
+     */
+    uint64_t epoch;
     uint64_t phase_ns[PHASE_N]; /* wall time spent in each part of the intervals */
     uint64_t pin_ops[PIN_NWHY][RES_N];
     uint64_t rebalances[VPACK_WHY_N];

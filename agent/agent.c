@@ -359,6 +359,16 @@ static uint64_t phase_end(struct vpack_agent *a, enum agent_phase p, uint64_t si
     return now;
 }
 
+uint64_t vpack_agent_epoch(void *agent)
+{
+    return ((const struct vpack_agent *)agent)->epoch;
+}
+
+void vpack_agent_changed(struct vpack_agent *a)
+{
+    a->epoch++;
+}
+
 void vpack_agent_hold(struct vpack_agent *a, int level, double seconds)
 {
     if (seconds <= 0) {
@@ -396,6 +406,7 @@ static void on_tick(uv_timer_t *timer)
     double last = a->tick_ns ? (double)(t0 - a->tick_ns) : 0;
     a->tick_ns = t0;
     a->ctr.samples++;
+    a->epoch++;
     if (a->watch_online || a->online_check)
         check_online(a);
     vpack__sample_cpus(a);
@@ -446,6 +457,7 @@ static void on_connected(void *opaque)
 {
     struct vpack_agent *a = opaque;
     a->ctr.connects++;
+    a->epoch++;
     a->need_list = true;
     a->replan = true;
     a->prev_ns = 0;
@@ -462,7 +474,7 @@ static void on_connected(void *opaque)
 
 static void on_disconnected(void *opaque)
 {
-    (void)opaque;
+    ((struct vpack_agent *)opaque)->epoch++;
     log_warn("lost the connection to libvirt; reconnecting");
 }
 
@@ -470,6 +482,7 @@ static void on_domain_event(void *opaque, const char *uuid, enum vpack_virt_even
 {
     struct vpack_agent *a = opaque;
     struct agent_dom *d;
+    a->epoch++;
     switch (ev) {
     case VPACK_VIRT_STARTED:
     case VPACK_VIRT_METADATA:
@@ -489,6 +502,7 @@ static void on_domain_event(void *opaque, const char *uuid, enum vpack_virt_even
 static void on_hotplug(void *opaque, int cpu, int online)
 {
     struct vpack_agent *a = opaque;
+    a->epoch++;
     if (cpu < 0) {
         log_warn("CPU hotplug events were lost (the uevent socket overflowed): reading the "
                  "online CPUs instead");
@@ -671,6 +685,7 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
     free(a->cfg.log_level);
     a->cfg.log_level = level;
     vpack_log_set_level(cfg->log_level);
+    a->epoch++;
     log_info("configuration reloaded (%u power policy rules)", a->cfg.rules.n);
     return 0;
 }

@@ -9,6 +9,7 @@
 #define VPACK_AGENT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <json-c/json.h>
 #include <uv.h>
@@ -100,6 +101,18 @@ int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct jso
  * out of memory; free with vpack_prom_metrics_free().
  */
 struct vpack_prom_metrics *vpack_agent_metrics(void *agent);
+
+/*
+ * The count of changes to what status, snapshot and the metrics show (agent
+ * is the struct vpack_agent): one per sampling interval, one per domain
+ * event, libvirt connection, hotplug, reload and change through the control
+ * socket. A view rendered at one epoch is served as it is until the next
+ * (agent/control.c, adapters/metrics.c): one render per interval however
+ * many ask (issue 27, C).
+ */
+uint64_t vpack_agent_epoch(void *agent);
+/* Something status shows changed outside the agent's own events (a control op). */
+void vpack_agent_changed(struct vpack_agent *a);
 
 /* The last snapshot the policy saw, for bug reports: 0 with *out (caller
  * puts; NULL before the first), or -ENOMEM. */

@@ -36,12 +36,20 @@
 /* An unprivileged client's longest request line: its requests are short. */
 #define UNPRIV_MAX_LINE 4096
 /*
- * A view (status, snapshot) is rendered at most once in this long and
- * served from that copy meanwhile, unless a change made through the socket
- * came in between (issue 27, C: thousands of status requests a second cost
- * ten renders).
+ * A view (status, snapshot) is rendered once per epoch of the agent (a
+ * sampling interval, or a change in between: vpack_agent_epoch()) and
+ * served from that copy meanwhile, for this long at most (issue 27, C:
+ * thousands of status requests a second cost one render per interval).
  */
-#define VIEW_TTL_MS 100
+#define VIEW_MAX_AGE_MS 1000
+/*
+ * The unprivileged pool's request budget (issue 27, C): its clients have
+ * POOL_LINES request lines answered per BUDGET_WINDOW_MS between them, each
+ * an equal share (one at least); a client past its share waits, unread,
+ * for its next window. Root and the control group have no budget.
+ */
+#define POOL_LINES 100u
+#define BUDGET_WINDOW_MS 100u
 /* Request lines of one client answered before the others get a turn. */
 #define LINES_PER_TURN 16
 
@@ -56,7 +64,10 @@ struct client {
     bool counted;          /* in ctl->nclients[privileged] */
     bool draining;         /* no more reading; closes once its answers are written */
     bool deferred;         /* complete lines wait for their turn; not reading meanwhile */
-    bool blocked;          /* lines wait until its (or its pool's) output is written */
+    bool blocked;          /* lines wait until its (or its pool's) output is written,
+                              or its budget's next window */
+    uint64_t window_at;    /* unprivileged: when its budget's window began */
+    unsigned window_lines; /* and the lines answered in it */
     uid_t uid;
     int closing;           /* handles still to close */
     uv_shutdown_t shutdown;
@@ -65,7 +76,8 @@ struct client {
 struct vpack_control {
     uv_pipe_t server;
     uv_idle_t turns;       /* runs while clients have lines waiting (client_drain) */
-    int open_handles;      /* server and turns: freed once both are closed */
+    uv_timer_t refill;     /* runs while unprivileged clients wait for their budget */
+    int open_handles;      /* server, turns and refill: freed once all are closed */
     uv_loop_t *loop;
     struct vpack_agent *agent;
     struct client *clients;
@@ -146,13 +158,47 @@ static size_t pending(const struct client *cl)
     return uv_stream_get_write_queue_size((const uv_stream_t *)&cl->pipe);
 }
 
-/* Whether cl must wait for output to be written before more is answered. */
-static bool must_wait(const struct client *cl)
+static void unblock(struct vpack_control *ctl);
+
+static void on_refill(uv_timer_t *t)
+{
+    unblock(t->data);
+}
+
+/*
+ * Whether unprivileged cl has used its share of the pool's budget in its
+ * current window; if so, the refill timer runs (every window that began by
+ * now has ended when it fires).
+ */
+static bool over_budget(struct client *cl)
+{
+    struct vpack_control *ctl = cl->ctl;
+    uint64_t now = uv_now(ctl->loop);
+    unsigned n = ctl->nclients[0] ? ctl->nclients[0] : 1;
+    unsigned share = POOL_LINES / n ? POOL_LINES / n : 1;
+    if (now - cl->window_at >= BUDGET_WINDOW_MS) {
+        cl->window_at = now;
+        cl->window_lines = 0;
+    }
+    if (cl->window_lines < share)
+        return false;
+    if (!uv_is_active((uv_handle_t *)&ctl->refill))
+        uv_timer_start(&ctl->refill, on_refill, BUDGET_WINDOW_MS, 0);
+    return true;
+}
+
+/*
+ * Whether cl must wait for output to be written, or for its budget's next
+ * window, before more is answered.
+ */
+static bool must_wait(struct client *cl)
 {
     if (pending(cl) > OUTPUT_HIGH)
         return true;
     if (cl->privileged)
         return false;
+    if (over_budget(cl))
+        return true;
     size_t pool = 0;
     for (const struct client *c = cl->ctl->clients; c; c = c->next)
         if (!c->privileged)
@@ -186,7 +232,7 @@ static void send_obj(struct client *cl, struct json_object *o)
 
 static void on_turn(uv_idle_t *h);
 
-/* Gives the clients that waited for output, and may go on now, their turns. */
+/* Gives the clients that waited for output or budget, and may go on now, their turns. */
 static void unblock(struct vpack_control *ctl)
 {
     for (struct client *c = ctl->clients; c; c = c->next)
@@ -396,10 +442,10 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     known = (size_t)req.op < sizeof(ops) / sizeof(ops[0]) &&
             (ops[req.op].fn || ops[req.op].view);
     struct vpack_rendered *vc = known && ops[req.op].view ? &cl->ctl->views[req.op] : NULL;
-    uint64_t now = uv_now(cl->ctl->loop);
+    uint64_t now = uv_now(cl->ctl->loop), epoch = vpack_agent_epoch(cl->ctl->agent);
     const char *copy;
     size_t copy_len;
-    if (vc && (copy = vpack_rendered_get(vc, now, VIEW_TTL_MS, &copy_len))) {
+    if (vc && (copy = vpack_rendered_get(vc, now, VIEW_MAX_AGE_MS, epoch, &copy_len))) {
         send_text(cl, copy, copy_len);
         vpack_ctl_request_clear(&req);
         return;
@@ -416,16 +462,15 @@ static void handle_line(struct client *cl, const char *line, size_t len)
         send_error(cl, "%s: %s", req.op_name, err ? err : strerror(-r));
     else if (vc) {
         char *text = line_of(ans, &copy_len);
-        vpack_rendered_keep(vc, text, copy_len, now);
+        vpack_rendered_keep(vc, text, copy_len, now, epoch);
         send_text(cl, vc->text, vc->len);
     } else {
         send_obj(cl, ans);
     }
-    /* A change through the socket shows in the next view at once. */
+    /* A change through the socket shows in the next view (and /metrics) at once. */
     if (r == 0 && !vc && req.op != VPACK_CTL_EXPLAIN && !req.dry_run &&
         req.op != VPACK_CTL_VERSION)
-        for (size_t i = 0; i < sizeof(cl->ctl->views) / sizeof(cl->ctl->views[0]); i++)
-            vpack_rendered_drop(&cl->ctl->views[i]);
+        vpack_agent_changed(cl->ctl->agent);
     free(err);
     json_object_put(ans);
     vpack_ctl_request_clear(&req);
@@ -482,6 +527,7 @@ static enum drain client_drain(struct client *cl)
         if (ll > 0) {
             handle_line(cl, cl->buf + pos, ll);
             handled++;
+            cl->window_lines++;
             if (cl->closing)
                 return DRAIN_DONE;
             /* The deadline runs per request line: bytes that end none do not move it. */
@@ -676,6 +722,7 @@ static void control_close(struct vpack_control *ctl)
 {
     uv_close((uv_handle_t *)&ctl->server, handle_closed);
     uv_close((uv_handle_t *)&ctl->turns, handle_closed);
+    uv_close((uv_handle_t *)&ctl->refill, handle_closed);
 }
 
 /* Whether something listens on path: a connection it accepts (or queues) says so. */
@@ -757,8 +804,9 @@ int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
     }
     uv_pipe_init(loop, &ctl->server, 0);
     uv_idle_init(loop, &ctl->turns);
-    ctl->server.data = ctl->turns.data = ctl;
-    ctl->open_handles = 2;
+    uv_timer_init(loop, &ctl->refill);
+    ctl->server.data = ctl->turns.data = ctl->refill.data = ctl;
+    ctl->open_handles = 3;
     /* Made 0666 by the umask, not by a chmod of the path: anyone may connect
      * and read; changes are checked per request. */
     mode_t umask_was = umask(0111);

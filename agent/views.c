@@ -235,6 +235,7 @@ int vpack_agent_status_json(struct vpack_agent *a, struct json_object **out)
     struct json_object *root = json_object_new_object();
     struct json_object *pkgs = json_object_new_array(), *doms = json_object_new_array();
     bool ok = true;
+    a->ctr.view_renders++;
     vpack_json_set_bool(root, "libvirt_connected", vpack_virt_connected(a->virt), &ok);
     vpack_json_set_str(root, "topology", a->cfg.topology, &ok);
     if (a->plan)
@@ -366,6 +367,7 @@ int vpack_agent_explain_json(struct vpack_agent *a, const char *name, struct jso
 int vpack_agent_snapshot_json(struct vpack_agent *a, struct json_object **out)
 {
     *out = NULL;
+    a->ctr.view_renders++;
     if (!a->snap)
         return 0;
     *out = vpack_snapshot_to_json_object(a->snap);
@@ -494,6 +496,7 @@ struct vpack_prom_metrics *vpack_agent_metrics(void *agent)
     struct vpack_agent *a = agent;
     vpack__sample_counters(a); /* the thread counters as of the scrape, not of the last read */
     struct vpack_prom_metrics *m = calloc(1, sizeof(*m));
+    a->ctr.metrics_renders++;
     if (!m)
         return NULL;
     m->version = VPACK_VERSION;

@@ -398,6 +398,8 @@ int main(int argc, char **argv)
         uv_run(&dm.loop, UV_RUN_DEFAULT);
         goto out;
     }
+    if (dm.metrics)
+        vpack_metrics_set_epoch(dm.metrics, vpack_agent_epoch);
     uv_signal_init(&dm.loop, &dm.sigterm);
     uv_signal_init(&dm.loop, &dm.sigint);
     uv_signal_init(&dm.loop, &dm.sighup);

@@ -53,7 +53,13 @@ struct json_object;
     X(reads_skipped, "vpack_reads_skipped_total",                                                 \
       "Steady sampling cycles that read no domain: every CPU's load stayed in the band.")         \
     X(libvirt_calls, "vpack_libvirt_calls_total",                                                 \
-      "Calls into libvirt that libvirtd answered (reads and pins).")
+      "Calls into libvirt that libvirtd answered (reads and pins).")                             \
+    X(view_renders, "vpack_view_renders_total",                                                   \
+      "Status and snapshot answers rendered for the control socket (at most one each per "       \
+      "sampling interval; other requests are served that copy).")                                 \
+    X(metrics_renders, "vpack_metrics_renders_total",                                             \
+      "/metrics pages rendered (at most one per sampling interval; other scrapes are served "     \
+      "that copy).")
 
 /* One uint64_t per line of VPACK_COUNTERS, by its name. */
 struct vpack_counters {

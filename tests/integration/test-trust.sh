@@ -13,6 +13,12 @@
 #              after idle_timeout_ms although they keep sending bytes.
 #              Then 64 polite clients (a whole request a second): root
 #              still gets in, and they are not closed
+#   memory     64 clients pipeline status requests as nobody and never
+#              read (issue 27, A): vpackd's RSS grows by < 32 MiB
+#   render     64 clients ask for status and 8 scrape /metrics flat out as
+#              nobody (issue 27, C): status and /metrics rendered once per
+#              interval (counted), the unprivileged pool's budget holds,
+#              root's status answers; vpackd's CPU printed
 #   restart    nobody cannot open the lock file (0600); a restart works
 #              while nobody tries; a 0644 lock file left by an older
 #              vpackd, opened and flocked by nobody, is replaced: the
@@ -229,6 +235,68 @@ grow=$(( (peak - rss0) / 1024 ))
 [ $worst -lt 2000 ] && vp_pass "root's status answered during the flood (slowest ${worst} ms)" ||
     vp_fail "root's status took ${worst} ms during the flood"
 kill -0 "$agent_pid" && vp_pass "vpackd running after the flood" || vp_fail "vpackd died under the flood"
+
+echo "== render: nobody asks flat out (issue 27, C)"
+# 64 unprivileged clients ask for status as fast as they read the answers,
+# and 8 connections scrape /metrics flat out, for 3 s. Status and /metrics
+# are rendered once per epoch of the agent (an interval, 1 s here, or a
+# change between two) and served from that copy: the renders (status's
+# counters view_renders and metrics_renders) are bounded by the seconds
+# (plus root's own status reads), however many requests were answered.
+# The unprivileged pool's budget (100 request lines per 100 ms between its
+# clients) and the endpoint's (one answer per connection per 100 ms) bound
+# the answers. vpackd's CPU is measured and printed (the
+# figures with and without the fixes are tests/bench/bench-flood.sh's).
+stop_agent
+port=$(vp_free_port)
+start_agent --set metrics.enabled=true --set metrics.port="$port"
+renders() {   # "VIEW METRICS": the two counters, from a status rendered now
+    sleep 1.1   # past the copy's epoch
+    ctl status --json | "$VP_PYTHON" -c '
+import json, sys
+c = json.load(sys.stdin)["counters"]
+print(c.get("view_renders", "none"), c.get("metrics_renders", "none"))'
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$agent_pid/stat"; }
+read -r v0 m0 <<<"$(renders)"
+t0=$(now_ms); c0=$(cpu_ticks)
+run_bg "$work/busy.out" "${NOBODY[@]}" "$PY" "$work/clients.py" busy "$sock" 64 3 16
+busy_pid=$bg
+run_bg "$work/scrape.out" "${NOBODY[@]}" "$PY" "$work/clients.py" scrape "http://127.0.0.1:$port/metrics" 8 3
+lat=$(clients latency "$sock" 3)
+wait "$busy_pid" || true
+wait "$bg" || true
+c1=$(cpu_ticks); t1=$(now_ms)
+read -r v1 m1 <<<"$(renders)"
+if [ "$v0" = none ] || [ "$v1" = none ]; then
+    vp_fail "status counts no renders (view_renders, metrics_renders)"
+    v0=0 v1=999999 m0=0 m1=999999
+fi
+secs=$(( ($(now_ms) - t0 + 999) / 1000 ))
+busy=$(tail -n1 "$work/busy.out") scrape=$(tail -n1 "$work/scrape.out")
+cpu=$(awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v k="$(getconf CLK_TCK)" 'BEGIN {printf "%.0f", 100 * c / k / (t / 1000)}')
+echo "    nobody: status: $busy; /metrics: $scrape"
+echo "    root: $lat"
+echo "    vpackd: ${cpu} % of a core during the 3 s; renders in ${secs} s: status $((v1 - v0)), /metrics $((m1 - m0))"
+answers=$(word answers "$busy") scrapes=$(word answers "$scrape")
+# Root's two status reads render once each; one epoch per second.
+if [ "$answers" -gt 100 ] && [ $((v1 - v0)) -le $((secs + 3)) ]; then
+    vp_pass "status rendered $((v1 - v0)) times for $answers unprivileged requests in ${secs} s (once per interval)"
+else
+    vp_fail "status rendered $((v1 - v0)) times for $answers unprivileged requests in ${secs} s (want <= $((secs + 3)))"
+fi
+if [ "$scrapes" -gt 100 ] && [ $((m1 - m0)) -le $((secs + 2)) ]; then
+    vp_pass "/metrics rendered $((m1 - m0)) times for $scrapes scrapes in ${secs} s ($(word bodies "$scrape") distinct pages)"
+else
+    vp_fail "/metrics rendered $((m1 - m0)) times for $scrapes scrapes in ${secs} s (want <= $((secs + 2))): $scrape"
+fi
+# The budgets: 100 lines per 100 ms for the pool, one request per 100 ms
+# for each of the 8 connections to the endpoint; 3 s of asking.
+[ "$answers" -le 3200 ] && vp_pass "the unprivileged pool's budget held: $answers answers in 3 s (at most 1000 a second)" ||
+    vp_fail "the unprivileged pool got $answers answers in 3 s (budget 1000 a second)"
+[ "$scrapes" -le 300 ] && vp_pass "the endpoint's budget held: $scrapes scrapes in 3 s (at most 10 a second on each of 8 connections)" ||
+    vp_fail "the endpoint answered $scrapes scrapes in 3 s (budget 10 a second on each of 8 connections)"
+[ "$(word failed "$lat")" = 0 ] && vp_pass "root's status meanwhile: $lat" || vp_fail "root's status failed meanwhile: $lat"
 
 echo "== restart: nobody and the lock file"
 stop_agent

@@ -20,6 +20,13 @@ an unprivileged user. Each command prints what it saw as key=value words
                               reading an answer (issue 27, A); prints
                               "ready ..." once connected, then how much
                               was sent and how many the agent closed
+  busy SOCK N SECONDS SIZE    N connections, each sending status requests
+                              padded to SIZE bytes as fast as it reads the
+                              answers (reconnecting when closed; issue 27,
+                              C); prints how many were answered
+  scrape URL N SECONDS        N keep-alive HTTP connections getting URL
+                              flat out (issue 27, C); prints how many
+                              answered and how many distinct bodies came
   latency SOCK SECONDS        a status request every 0.1 s on a new
                               connection; the answer times
   hammer SOCK SECONDS         for tests/bench/soak.sh: everything above at
@@ -245,6 +252,104 @@ def flood(path, n, seconds):
         s.close()
 
 
+def busy(path, n, seconds, size):
+    import selectors
+    pad = max(0, size - len(b'{"op":"status"}') - 1)
+    req = b'{"op":"status"' + b" " * pad + b"}\n"
+    sel = selectors.DefaultSelector()
+    st = {"answers": 0, "errors": 0, "closed": 0, "refused": 0}
+    end = time.monotonic() + seconds
+
+    def open_one():
+        try:
+            s = connect(path, 5)
+        except OSError:
+            st["refused"] += 1
+            return
+        s.setblocking(False)
+        c = {"s": s, "out": req, "buf": b""}
+        sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, c)
+
+    def drop(c):
+        sel.unregister(c["s"])
+        c["s"].close()
+        st["closed"] += 1
+        if time.monotonic() < end:
+            open_one()
+
+    for _ in range(n):
+        open_one()
+    print(f"ready connected={len(sel.get_map())}", flush=True)
+    while time.monotonic() < end and sel.get_map():
+        for key, ev in sel.select(0.2):
+            c = key.data
+            try:
+                if ev & selectors.EVENT_WRITE and c["out"]:
+                    c["out"] = c["out"][c["s"].send(c["out"]):]
+                    if not c["out"]:
+                        sel.modify(c["s"], selectors.EVENT_READ, c)
+                if ev & selectors.EVENT_READ:
+                    d = c["s"].recv(1 << 20)
+                    if not d:
+                        drop(c)
+                        continue
+                    c["buf"] += d
+                    while b"\n" in c["buf"]:
+                        ln, c["buf"] = c["buf"].split(b"\n", 1)
+                        st["answers" if ln.startswith(b'{"ok":true') or b'"ok": true' in ln[:12]
+                           else "errors"] += 1
+                        c["out"] = req
+                        sel.modify(c["s"], selectors.EVENT_READ | selectors.EVENT_WRITE, c)
+            except BlockingIOError:
+                pass
+            except OSError:
+                drop(c)
+    print(" ".join(f"{k}={v}" for k, v in st.items()), flush=True)
+
+
+def scrape(url, n, seconds):
+    import http.client
+    import urllib.parse
+    u = urllib.parse.urlsplit(url)
+    st = {"answers": 0, "failed": 0}
+    bodies = set()
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def worker():
+        c, ok, bad, seen = None, 0, 0, set()
+        while time.monotonic() < end:
+            try:
+                if c is None:
+                    c = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+                c.request("GET", u.path)
+                r = c.getresponse()
+                body = r.read()
+                if r.status == 200:
+                    ok += 1
+                    seen.add(hash(body))
+                else:
+                    bad += 1
+            except (OSError, http.client.HTTPException):
+                bad += 1
+                if c is not None:
+                    c.close()
+                c = None
+                time.sleep(0.01)
+        with lock:
+            st["answers"] += ok
+            st["failed"] += bad
+            bodies.update(seen)
+
+    ts = [threading.Thread(target=worker) for _ in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print(f"answers={st['answers']} failed={st['failed']} bodies={len(bodies)} "
+          f"per_s={st['answers'] / seconds:.0f}", flush=True)
+
+
 class Hammer:
     """The soak's unprivileged client: every way test-trust.sh tries to lock
     root out, at once and for a long time. Counts what happened."""
@@ -399,6 +504,10 @@ if __name__ == "__main__":
         burst(a[0], int(a[1]))
     elif cmd == "flood":
         flood(a[0], int(a[1]), float(a[2]))
+    elif cmd == "busy":
+        busy(a[0], int(a[1]), float(a[2]), int(a[3]))
+    elif cmd == "scrape":
+        scrape(a[0], int(a[1]), float(a[2]))
     elif cmd == "latency":
         latency(a[0], float(a[1]))
     elif cmd == "hammer":
