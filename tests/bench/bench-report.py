@@ -784,8 +784,10 @@ served work), idle gaps shorter than the target residency earning no deep state 
 each exit its latency (busy periods of `busy_period_ms` = 2 ms, ASSUMPTION), and a
 socket holding a working domain's memory kept out of PC6 (PlanetLab traces have no
 memory homes, so it does not act here). `vpackctl simulate` prints the saving with each
-of these assumptions varied. On the SMT hosts the policy counts the siblings' stretched
-occupancy as load, so level 2 runs further above the capacity bound than without SMT.
+of these assumptions varied. On the SMT hosts the policy discounts the siblings'
+stretched occupancy (it measures work, `policy.smt_gain` = the model's 0.25), so packing
+onto siblings does not read as more load; a gain wrong by 0.1 leaves a few flaps
+(vpackd.conf(5)).
 """
 
 BURSTS_NOTE = """### Bursts that keep the mean and last, uneven vCPUs (issue 26, item 4)
