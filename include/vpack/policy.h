@@ -65,7 +65,8 @@
  *     L3 caches stay in them (rule 9), whatever room that load leaves. A delay spread that moved none of the waiting domains does
  *     not grow again until the delay has fallen under half the threshold. It
  *     packs slowly: only after the lower bound has stayed below the active
- *     count, with no delay over half the threshold, for pack_delay_ms
+ *     count, with no delay over half the threshold (or only the delay such a
+ *     spread could not help), for pack_delay_ms
  *     (pack_delay_ms + min_residency_ms after a delay spread), and never by
  *     moving a domain placed less than min_residency_ms ago (such a domain
  *     keeps its packages active).

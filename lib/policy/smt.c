@@ -57,18 +57,6 @@ static unsigned region_count(const struct vpack_topology *t)
     return n;
 }
 
-/* The region of cpu, or -1 (not usable, or -1 itself). */
-static int region_of(const struct vpack_topology *t, int cpu)
-{
-    int p = vpack_topology_package_of(t, cpu), k = vpack_topology_l3_of(t, cpu), r = 0;
-
-    if (p < 0)
-        return -1;
-    for (int q = 0; q < p; q++)
-        r += t->packages[q].nl3 ? (int)t->packages[q].nl3 : 1;
-    return r + (k > 0 ? k : 0);
-}
-
 /*
  * in[] (busy per CPU; negative: not reported) as work into out[]; sum[2r]
  * and sum[2r + 1] each region's work and busy time, sum[2 nr], sum[2 nr + 1]
@@ -188,8 +176,10 @@ int vpack__plan_work_view(const struct vpack_topology *t, const struct vpack_pol
         base[p] = (int)r;
         r += t->packages[p].nl3 ? t->packages[p].nl3 : 1;
     }
-    for (unsigned c = 0; c < in->ncpus; c++)
-        v->region[c] = region_of(t, (int)c);
+    for (unsigned c = 0; c < in->ncpus; c++) {
+        int p = vpack_topology_package_of(t, (int)c), k = vpack_topology_l3_of(t, (int)c);
+        v->region[c] = p < 0 ? -1 : base[p] + (k > 0 ? k : 0);
+    }
     v->snap.cpu_busy = v->num;
     busy_to_work(t, slow, v->region, nr, in->cpu_busy, in->ncpus, v->snap.cpu_busy, core_sum,
                  ncores, v->sum);
