@@ -75,7 +75,10 @@ fi
 # Each keeps its own optimisation level: dpkg-buildflags' -O2 would come after
 # meson's and win, so debug takes DEB_BUILD_OPTIONS=noopt (-O0, and no
 # _FORTIFY_SOURCE, which needs optimisation) and release strips the -O2 (-O3
-# stays); plain and debugoptimized build at -O2 either way. A warning fails
+# stays); plain and debugoptimized build at -O2 either way, with the same
+# compiler flags (-g -O2 and the hardening flags, compile_commands.json of
+# both compared), so plain stands for both: debugoptimized is the default
+# buildtype, and the gcc, ASan and package builds use it. A warning fails
 # the build even without -Werror.
 buildtype_build() {   # CC BUILDTYPE DIR [VAR=VALUE for dpkg-buildflags ...]
     local cc=$1 bt=$2 dir=$3 cflags cppflags ldflags
@@ -90,7 +93,7 @@ buildtype_build() {   # CC BUILDTYPE DIR [VAR=VALUE for dpkg-buildflags ...]
 }
 echo "== buildtypes: gcc and clang, dpkg-buildflags${werror:+, -Werror}; compile only"
 for cc in gcc clang; do
-    for bt in plain debug debugoptimized release; do
+    for bt in plain debug release; do
         case $bt in
         debug) flagenv=(DEB_BUILD_OPTIONS=noopt) ;;
         release) flagenv=(DEB_CFLAGS_MAINT_STRIP=-O2) ;;
