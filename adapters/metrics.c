@@ -308,6 +308,37 @@ static bool authorized(struct vpack_metrics *m, struct MHD_Connection *c, enum M
     return false;
 }
 
+static const char forbidden[] =
+    "Forbidden: a client certificate signed by the configured client CA is needed\n";
+
+/*
+ * client_auth_type RequireAndVerifyClientCert: MHD asks for the client's
+ * certificate in the handshake (MHD_OPTION_HTTPS_MEM_TRUST) but takes the
+ * connection without one: each request is checked here, and gets 403 and
+ * the connection's end when the certificate is missing or not the CA's.
+ */
+static bool client_verified(struct vpack_metrics *m, struct MHD_Connection *c, enum MHD_Result *res)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    char *why = NULL;
+    if (vpack_web_client_ok(m->web, ci ? ci->tls_session : NULL, &why))
+        return true;
+    log_debug("metrics: client certificate refused: %s", why ? why : "out of memory");
+    free(why);
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(forbidden) - 1,
+                                                             (void *)forbidden,
+                                                             MHD_RESPMEM_PERSISTENT);
+    *res = MHD_NO;
+    if (!r)
+        return false;
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, TEXT_PLAIN) == MHD_YES &&
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES)
+        *res = MHD_queue_response(c, MHD_HTTP_FORBIDDEN, r);
+    MHD_destroy_response(r);
+    return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls)
@@ -339,6 +370,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (over_budget(m, c, *req_cls))
         return MHD_YES;
     enum MHD_Result res;
+    if (m->web && m->web->cfg.require_client_cert && !client_verified(m, c, &res))
+        return res;
     if (m->web && m->web->cfg.nusers && !authorized(m, c, &res))
         return res;
     if (!metrics && strcmp(url, "/"))
@@ -693,9 +726,11 @@ int vpack_metrics_start_web(uv_loop_t *loop, const struct vpack_config *cfg, str
     m->web = web;
     m->starting = true;
     bool tls = web && web->cfg.tls;
+    bool trust = tls && web->ca_pem;
     struct MHD_OptionItem tls_opts[] = {
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, tls ? web->key_pem : NULL},
         {MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? web->cert_pem : NULL},
+        {trust ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, trust ? web->ca_pem : NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     errno = 0;
@@ -734,10 +769,13 @@ int vpack_metrics_start_web(uv_loop_t *loop, const struct vpack_config *cfg, str
     if ((ret = uv_poll_start(&m->poll, UV_READABLE, on_poll)) < 0)
         goto cleanup;
     run(m);
-    char auth[64] = "";
+    char auth[96] = "", users[64] = "";
     if (web && web->cfg.nusers)
-        snprintf(auth, sizeof(auth), " (basic authentication, %u user%s)", web->cfg.nusers,
+        snprintf(users, sizeof(users), "basic authentication, %u user%s", web->cfg.nusers,
                  web->cfg.nusers == 1 ? "" : "s");
+    if (trust || *users)
+        snprintf(auth, sizeof(auth), " (%s%s%s)", trust ? "client certificates" : "",
+                 trust && *users ? ", " : "", users);
     if (family_flag && where[0] != '[')
         log_info("metrics on http%s://[%s]:%u/metrics%s", tls ? "s" : "", where, m->port, auth);
     else

@@ -47,7 +47,8 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
  * The same with the web configuration web (webconfig.h; NULL: plain HTTP as
  * vpack_metrics_start()), which must outlive the endpoint: with TLS, HTTPS
  * only (libmicrohttpd on GnuTLS; a plain HTTP request on the port gets no
- * answer); with users, every request needs basic authentication (401 and
+ * answer); with client certificates required, a request without one that
+ * client_ca_file's CAs signed gets 403 (and the connection's end); with users, every request needs basic authentication (401 and
  * WWW-Authenticate without it or with a wrong one). A check that bcrypt
  * must run (not one already answered yes) counts against a budget of
  * CRYPT_PER_S per second for the endpoint; past it the request gets 503

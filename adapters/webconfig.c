@@ -8,6 +8,7 @@
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 
 #include "host.h"
 #include "vpack/errmsg.h"
@@ -54,6 +55,47 @@ static int check_pair(struct vpack_web *w, char **errmsg)
     return vpack_errmsg_set(-EINVAL, errmsg, "%s: cert_file %s and key_file %s: %s (PEM "
                             "certificate and unencrypted PEM key expected)", w->path,
                             w->cert_path, w->key_path, gnutls_strerror(r));
+}
+
+/* Whether client_ca_file holds at least one PEM certificate GnuTLS reads. */
+static int check_ca(struct vpack_web *w, char **errmsg)
+{
+    gnutls_certificate_credentials_t cred;
+    gnutls_datum_t ca = {(unsigned char *)w->ca_pem, (unsigned)strlen(w->ca_pem)};
+    if (gnutls_certificate_allocate_credentials(&cred) < 0)
+        return vpack_errmsg_set(-ENOMEM, errmsg, "out of memory");
+    int r = gnutls_certificate_set_x509_trust_mem(cred, &ca, GNUTLS_X509_FMT_PEM);
+    gnutls_certificate_free_credentials(cred);
+    if (r > 0)
+        return 0;
+    return vpack_errmsg_set(-EINVAL, errmsg, "%s: client_ca_file %s: %s", w->path, w->ca_path,
+                            r < 0 ? gnutls_strerror(r) : "no PEM certificate in it");
+}
+
+bool vpack_web_client_ok(const struct vpack_web *w, void *session, char **why)
+{
+    gnutls_typed_vdata_st purpose = {GNUTLS_DT_KEY_PURPOSE_OID,
+                                     (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0};
+    unsigned status = 0;
+    gnutls_datum_t text = {NULL, 0};
+    int r;
+    (void)w;
+    if (why)
+        *why = NULL;
+    if (!session)
+        r = GNUTLS_E_INVALID_SESSION;
+    else if ((r = gnutls_certificate_verify_peers(session, &purpose, 1, &status)) == 0 && !status)
+        return true;
+    if (!why)
+        return false;
+    if (r < 0)
+        *why = strdup(r == GNUTLS_E_NO_CERTIFICATE_FOUND ? "no client certificate"
+                                                         : gnutls_strerror(r));
+    else if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &text, 0) == 0) {
+        *why = strdup((const char *)text.data);
+        gnutls_free(text.data);
+    }
+    return false;
 }
 
 /* A hash no password gives, at cost (one bcrypt run, at load). */
@@ -112,6 +154,15 @@ int vpack_web_load(const char *path, struct vpack_web **out, char **errmsg)
             (r = read_pem(path, "key_file", w->key_path, &w->key_pem, errmsg)) < 0 ||
             (r = check_pair(w, errmsg)) < 0)
             goto fail;
+        if (w->cfg.require_client_cert) {
+            if (!(w->ca_path = resolve(dir, w->cfg.client_ca_file))) {
+                r = -ENOMEM;
+                goto fail;
+            }
+            if ((r = read_pem(path, "client_ca_file", w->ca_path, &w->ca_pem, errmsg)) < 0 ||
+                (r = check_ca(w, errmsg)) < 0)
+                goto fail;
+        }
     }
     if (w->cfg.nusers) {
         const char *h = w->cfg.users[0].hash;
@@ -146,6 +197,8 @@ void vpack_web_free(struct vpack_web *w)
         gnutls_memset(w->key_pem, 0, strlen(w->key_pem));
     free(w->cert_pem);
     free(w->key_pem);
+    free(w->ca_path);
+    free(w->ca_pem);
     free(w->dummy_hash);
     gnutls_memset(w->cache, 0, sizeof(w->cache));
     free(w);
@@ -161,7 +214,7 @@ bool vpack_web_same(const struct vpack_web *a, const struct vpack_web *b)
     if (!a || !b)
         return a == b;
     if (!streq(a->cert_pem, b->cert_pem) || !streq(a->key_pem, b->key_pem) ||
-        a->cfg.nusers != b->cfg.nusers)
+        !streq(a->ca_pem, b->ca_pem) || a->cfg.nusers != b->cfg.nusers)
         return false;
     for (unsigned i = 0; i < a->cfg.nusers; i++)
         if (strcmp(a->cfg.users[i].name, b->cfg.users[i].name) ||

@@ -18,6 +18,7 @@ struct vpack_web {
     struct vpack_webconfig cfg;
     char *cert_path, *key_path; /* cert_file and key_file, resolved */
     char *cert_pem, *key_pem;   /* NUL-terminated; NULL without TLS */
+    char *ca_path, *ca_pem;     /* client_ca_file; NULL without client certificates */
     char *dummy_hash;           /* a bcrypt hash no password matches, at the first user's cost */
     /* Successful checks (SHA-256 of user, hash and password), newest at next - 1. */
 #define VPACK_WEB_CACHE 8
@@ -29,7 +30,8 @@ struct vpack_web {
 /*
  * Reads the web configuration file path: parses it, reads cert_file and
  * key_file (relative paths are taken from path's directory, as the toolkit
- * does) and checks that they are PEM and that the key is the certificate's.
+ * does) and checks that they are PEM and that the key is the certificate's,
+ * and client_ca_file's certificates.
  * Returns 0 with *out (vpack_web_free() it), or a negative errno with
  * *errmsg "PATH: ..." (caller frees) naming the file and the problem.
  */
@@ -49,5 +51,13 @@ bool vpack_web_check(struct vpack_web *w, const char *user, const char *password
 
 /* Whether a check of user and password would be answered from the cache (no bcrypt). */
 bool vpack_web_cached(const struct vpack_web *w, const char *user, const char *password);
+
+/*
+ * Whether the peer of the TLS session (a gnutls_session_t) sent a
+ * certificate that client_ca_file's CAs signed, valid now and for TLS web
+ * clients (key purpose clientAuth, when it has key purposes). When not,
+ * *why (may be NULL) says why, from GnuTLS (caller frees).
+ */
+bool vpack_web_client_ok(const struct vpack_web *w, void *session, char **why);
 
 #endif

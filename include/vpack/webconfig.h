@@ -7,6 +7,8 @@
  *   tls_server_config:
  *     cert_file: server.crt     # PEM; relative to the file's directory
  *     key_file: server.key
+ *     client_auth_type: RequireAndVerifyClientCert   # optional, with:
+ *     client_ca_file: clients.crt
  *   basic_auth_users:
  *     alice: $2y$10$...         # bcrypt
  *
@@ -28,6 +30,10 @@ struct vpack_webconfig {
     bool tls;         /* tls_server_config given: cert_file and key_file are set */
     char *cert_file;  /* as written (the adapter resolves a relative path) */
     char *key_file;
+    /* client_auth_type RequireAndVerifyClientCert: a client certificate that
+     * client_ca_file's CAs signed, for TLS web clients, on every request */
+    bool require_client_cert;
+    char *client_ca_file;
     struct vpack_webconfig_user *users; /* basic_auth_users, in file order */
     unsigned nusers;
 };
@@ -38,7 +44,9 @@ struct vpack_webconfig {
  * syntax errors, a top level that is not a mapping, unknown keys, keys the
  * toolkit has and vpackd does not support (said so), a key given twice, a
  * value of the wrong kind, a tls_server_config without cert_file or
- * key_file, a user name that is empty or has ':', a hash that is not bcrypt.
+ * key_file, a client_auth_type other than NoClientCert and
+ * RequireAndVerifyClientCert, the latter without client_ca_file or
+ * client_ca_file without it, a user name that is empty or has ':', a hash that is not bcrypt.
  * An empty file is no TLS and no users. -ENOMEM when out of memory.
  */
 int vpack_webconfig_parse(struct vpack_webconfig *w, const char *text, size_t len,

@@ -15,7 +15,7 @@
 
 /* Keys of exporter-toolkit's format that vpackd knows and does not implement. */
 static const char *const tls_unsupported[] = {
-    "cert", "key", "client_auth_type", "client_ca_file", "client_allowed_sans", "min_version",
+    "cert", "key", "client_allowed_sans", "min_version",
     "max_version", "cipher_suites", "curve_preferences", "prefer_server_cipher_suites",
 };
 
@@ -82,6 +82,33 @@ static int string_value(yaml_node_t *v, const char *path, char **out, char **err
     return 0;
 }
 
+/* The toolkit's client_auth_type, of which vpackd does NoClientCert and RequireAndVerifyClientCert. */
+static int client_auth_type(yaml_node_t *v, struct vpack_webconfig *w, char **errmsg)
+{
+    static const char *const go_types[] = {"RequestClientCert", "RequireAnyClientCert",
+                                           "VerifyClientCertIfGiven"};
+    const char *t = scalar(v);
+    if (!t)
+        return vpack_errmsg_set(-EINVAL, errmsg, "line %u: tls_server_config.client_auth_type: "
+                                "expected a string, got %s", line_of(v), kind(v));
+    if (!*t || !strcmp(t, "NoClientCert")) {
+        w->require_client_cert = false;
+        return 0;
+    }
+    if (!strcmp(t, "RequireAndVerifyClientCert")) {
+        w->require_client_cert = true;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(go_types) / sizeof(*go_types); i++)
+        if (!strcmp(t, go_types[i]))
+            return vpack_errmsg_set(-EINVAL, errmsg, "line %u: tls_server_config.client_auth_type: "
+                                    "%s is not supported by vpackd (NoClientCert or "
+                                    "RequireAndVerifyClientCert)", line_of(v), t);
+    return vpack_errmsg_set(-EINVAL, errmsg, "line %u: tls_server_config.client_auth_type: "
+                            "unknown type '%s' (NoClientCert or RequireAndVerifyClientCert)",
+                            line_of(v), t);
+}
+
 static int tls_config(yaml_document_t *d, yaml_node_t *m, struct vpack_webconfig *w,
                       char **errmsg)
 {
@@ -99,16 +126,22 @@ static int tls_config(yaml_document_t *d, yaml_node_t *m, struct vpack_webconfig
             r = string_value(v, "tls_server_config.cert_file", &w->cert_file, errmsg);
         else if (!strcmp(name, "key_file"))
             r = string_value(v, "tls_server_config.key_file", &w->key_file, errmsg);
+        else if (!strcmp(name, "client_ca_file"))
+            r = string_value(v, "tls_server_config.client_ca_file", &w->client_ca_file, errmsg);
+        else if (!strcmp(name, "client_auth_type"))
+            r = client_auth_type(v, w, errmsg);
         else {
             for (size_t i = 0; i < sizeof(tls_unsupported) / sizeof(*tls_unsupported); i++)
                 if (!strcmp(name, tls_unsupported[i]))
                     return vpack_errmsg_set(-EINVAL, errmsg,
                                             "line %u: tls_server_config.%s: not supported by "
-                                            "vpackd (only cert_file and key_file)",
+                                            "vpackd (cert_file, key_file, client_auth_type, "
+                                            "client_ca_file)",
                                             line_of(k), name);
             return vpack_errmsg_set(-EINVAL, errmsg,
                                     "line %u: tls_server_config.%s: unknown key (cert_file, "
-                                    "key_file)", line_of(k), name);
+                                    "key_file, client_auth_type, client_ca_file)",
+                                    line_of(k), name);
         }
         if (r < 0)
             return r;
@@ -119,6 +152,15 @@ static int tls_config(yaml_document_t *d, yaml_node_t *m, struct vpack_webconfig
     if (missing)
         return vpack_errmsg_set(-EINVAL, errmsg, "line %u: tls_server_config: %s is missing",
                                 line_of(m), missing);
+    bool ca = w->client_ca_file && *w->client_ca_file;
+    if (w->require_client_cert && !ca)
+        return vpack_errmsg_set(-EINVAL, errmsg, "line %u: tls_server_config: client_ca_file "
+                                "is missing (client_auth_type RequireAndVerifyClientCert "
+                                "verifies against it)", line_of(m));
+    if (ca && !w->require_client_cert)
+        return vpack_errmsg_set(-EINVAL, errmsg, "line %u: tls_server_config: client_ca_file "
+                                "without client_auth_type RequireAndVerifyClientCert",
+                                line_of(m));
     w->tls = true;
     return 0;
 }
@@ -260,6 +302,7 @@ void vpack_webconfig_clear(struct vpack_webconfig *w)
 {
     free(w->cert_file);
     free(w->key_file);
+    free(w->client_ca_file);
     for (unsigned i = 0; i < w->nusers; i++) {
         free(w->users[i].name);
         free(w->users[i].hash);

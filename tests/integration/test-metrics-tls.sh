@@ -24,10 +24,18 @@
 #   flood       100 idle TCP connections (no TLS handshake) held open: a
 #               scrape over https still answers 200 within 3 s
 #   prometheus  a Prometheus server scraping with scheme https, tls_config
-#               ca_file and basic_auth: up == 1 through its HTTP API
+#               ca_file and basic_auth: up == 1 through its HTTP API; a
+#               second job presents a client certificate as well: up == 1
+#   client certificates
+#               SIGHUP to client_auth_type RequireAndVerifyClientCert with
+#               a CA made by openssl: without a client certificate or with
+#               one of another CA 403, with the CA's and no password 401,
+#               with both 200; Prometheus's first job goes down (up 0), the
+#               one with the client certificate stays up
 #   reload      SIGHUP with a broken web configuration: refused in the log,
-#               the old password still works; SIGHUP with a new password:
-#               the old one gets 401, the new one 200
+#               the old configuration still serves; SIGHUP with a new
+#               password and no client certificates: the old password gets
+#               401, the new one 200
 #   stop        SIGTERM: vpackd exits 0 (under ASan: no leak)
 #
 # VPACKD (default $VPACK_BUILDDIR/agent/vpackd) and PROMETHEUS pick the
@@ -143,6 +151,22 @@ fi
 vp_stop_pid "$flood_pid"; flood_pid=""
 
 echo "== prometheus"
+# A client CA and a client certificate it signed (clientAuth), for the
+# client-certificates phase, and one of no CA's: Prometheus's second job
+# presents the good one from the start (vpackd ignores it until then).
+k=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+openssl req -x509 "${k[@]}" -days 2 -keyout "$work/ca.key" -out "$work/web/clients.crt" \
+    -subj "/CN=vpack test client CA" -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,cRLSign 2>>"$work/openssl.log" &&
+    openssl req "${k[@]}" -keyout "$work/client.key" -out "$work/client.csr" -subj /CN=prometheus \
+        2>>"$work/openssl.log" &&
+    printf 'extendedKeyUsage=clientAuth\n' >"$work/client.ext" &&
+    openssl x509 -req -in "$work/client.csr" -CA "$work/web/clients.crt" -CAkey "$work/ca.key" \
+        -CAcreateserial -days 2 -extfile "$work/client.ext" -out "$work/client.crt" \
+        2>>"$work/openssl.log" &&
+    openssl req -x509 "${k[@]}" -days 2 -keyout "$work/rogue.key" -out "$work/rogue.crt" \
+        -subj /CN=prometheus -addext extendedKeyUsage=clientAuth 2>>"$work/openssl.log" ||
+    vp_die "openssl: $(cat "$work/openssl.log")"
 pport=$(vp_free_port)
 printf '%s\n' "$pass" >"$work/password"
 cat >"$work/prometheus.yml" <<EOF
@@ -159,6 +183,17 @@ scrape_configs:
       password_file: $work/password
     static_configs:
       - targets: ['127.0.0.1:$port']
+  - job_name: vpackd-client-cert
+    scheme: https
+    tls_config:
+      ca_file: $work/web/vpackd.crt
+      cert_file: $work/client.crt
+      key_file: $work/client.key
+    basic_auth:
+      username: prometheus
+      password_file: $work/password
+    static_configs:
+      - targets: ['127.0.0.1:$port']
 EOF
 "$PROMETHEUS" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
     --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
@@ -169,15 +204,46 @@ prom_query() {
     [ "$(vp_prom_series "$o")" = 1 ] && [[ $o =~ $re ]] && echo "${BASH_REMATCH[1]}"
     return 0
 }
-up() { [ "$(prom_query 'up{job="vpackd"}')" = 1 ]; }
+up_is() { [ "$(prom_query "up{job=\"$1\"}")" = "$2" ]; }
+both_up() { up_is vpackd 1 && up_is vpackd-client-cert 1; }
 start=$SECONDS
-if vp_wait_until 30 up; then
-    vp_pass "Prometheus over https with basic_auth: up = 1 after $((SECONDS - start)) s"
-    v=$(prom_query 'vpack_build_info')
+if vp_wait_until 30 both_up; then
+    vp_pass "Prometheus over https with basic_auth: up = 1 after $((SECONDS - start)) s (both jobs)"
+    v=$(prom_query 'vpack_build_info{job="vpackd"}')
     [ "$v" = 1 ] && vp_pass "Prometheus has vpack_build_info" || vp_fail "no vpack_build_info in Prometheus"
 else
-    vp_fail "Prometheus: up = '$(prom_query 'up{job="vpackd"}')'"
+    vp_fail "Prometheus: up = '$(prom_query 'up{job="vpackd"}')', '$(prom_query 'up{job="vpackd-client-cert"}')'"
     curl -s "http://127.0.0.1:$pport/api/v1/targets" || true
+fi
+
+echo "== client certificates"
+sed 's|^  key_file: vpackd.key$|&\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: clients.crt|' \
+    "$work/web/web.yml.good" >"$work/web/web.yml"
+vp_has -q RequireAndVerifyClientCert "$work/web/web.yml" || vp_die "cannot write the client-certificate configuration"
+kill -HUP "$agent_pid"
+restarted() { vp_has -qF "metrics on https://127.0.0.1:$port/metrics (client certificates, basic authentication, 1 user)" "$log"; }
+vp_wait_until 5 restarted && vp_pass "SIGHUP: the endpoint serves with client certificates" ||
+    vp_fail "SIGHUP: no 'client certificates' line in the log"
+cc=(--cert "$work/client.crt" --key "$work/client.key")
+c=$(code "${ca[@]}" -u "prometheus:$pass" "$url/metrics")
+[ "$c" = 403 ] && vp_pass "password, no client certificate: 403" || vp_fail "no client certificate: $c"
+c=$(code "${ca[@]}" --cert "$work/rogue.crt" --key "$work/rogue.key" -u "prometheus:$pass" "$url/metrics")
+[ "$c" = 403 ] && vp_pass "a client certificate of another CA: 403" || vp_fail "another CA's client certificate: $c"
+c=$(code "${ca[@]}" "${cc[@]}" "$url/metrics")
+[ "$c" = 401 ] && vp_pass "the CA's client certificate, no password: 401" || vp_fail "client certificate without password: $c"
+c=$(code "${ca[@]}" "${cc[@]}" -u "prometheus:$pass" "$url/metrics")
+[ "$c" = 200 ] && vp_pass "the CA's client certificate and the password: 200" || vp_fail "client certificate and password: $c"
+# Two scrapes in a row refused (not one that met the restart), and why.
+start=$SECONDS
+refused() { [ "$(prom_query 'max_over_time(up{job="vpackd"}[2500ms])')" = 0 ]; }
+if vp_wait_until 15 refused && up_is vpackd-client-cert 1; then
+    vp_pass "Prometheus: the job without a client certificate down, the one with it up ($((SECONDS - start)) s)"
+    curl -s "http://127.0.0.1:$pport/api/v1/targets?state=active" >"$work/targets.json" || true
+    vp_has -q '"lastError":"server returned HTTP status 403 Forbidden"' "$work/targets.json" &&
+        vp_pass "Prometheus's error for it: HTTP status 403 Forbidden" ||
+        { vp_fail "no 403 in Prometheus's targets:"; cat "$work/targets.json"; }
+else
+    vp_fail "Prometheus: up = '$(prom_query 'up{job="vpackd"}')' without and '$(prom_query 'up{job="vpackd-client-cert"}')' with a client certificate"
 fi
 vp_stop_pid "$prom_pid"; prom_pid=""
 
@@ -189,13 +255,15 @@ vp_wait_until 5 vp_has -q "SIGHUP: configuration not reloaded" "$log" &&
     vp_has -qF "$work/web/web.yml: line 4: tls_server_config.min_version: not supported by vpackd" "$log" &&
     vp_pass "SIGHUP with a broken web configuration: refused, the file and line in the log" ||
     vp_fail "SIGHUP with a broken web configuration: no refusal in the log"
-c=$(code "${ca[@]}" -u "prometheus:$pass" "$url/metrics")
-[ "$c" = 200 ] && vp_pass "the old web configuration still serves: 200" || vp_fail "after a refused reload: $c"
+c=$(code "${ca[@]}" "${cc[@]}" -u "prometheus:$pass" "$url/metrics")
+[ "$c" = 200 ] && vp_pass "the old web configuration still serves: 200 (client certificate and password)" ||
+    vp_fail "after a refused reload: $c"
 pass2=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 sed "s|'.*'|'$(mkpasswd -m bcrypt -R 10 "$pass2")'|" "$work/web/web.yml.good" >"$work/web/web.yml"
 kill -HUP "$agent_pid"
 new_ok() { [ "$(code "${ca[@]}" -u "prometheus:$pass2" "$url/metrics")" = 200 ]; }
-vp_wait_until 5 new_ok && vp_pass "SIGHUP with a new password: 200 with it" || vp_fail "the new password: refused"
+vp_wait_until 5 new_ok && vp_pass "SIGHUP with a new password, no client certificates: 200 with it" ||
+    vp_fail "the new password: refused"
 c=$(code "${ca[@]}" -u "prometheus:$pass" "$url/metrics")
 [ "$c" = 401 ] && vp_pass "and the old one gets 401 (the cache went with the old users)" ||
     vp_fail "the old password after the reload: $c"

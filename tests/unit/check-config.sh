@@ -43,6 +43,8 @@ check 1 "cannot read $dir/missing.conf" "$dir/missing.conf"
 web=$srcdir/tests/data/webconfig
 printf '[metrics]\nweb_config = %s\n' "$web/good.yml" > "$dir/web-good.conf"
 check 0 "configuration OK" "$dir/web-good.conf"
+printf '[metrics]\nweb_config = %s\n' "$web/mtls.yml" > "$dir/web-mtls.conf"
+check 0 "configuration OK" "$dir/web-mtls.conf"
 printf '[metrics]\nweb_config = %s\n' "$web/syntax.yml" > "$dir/web-syntax.conf"
 check 1 "metrics.web_config: $web/syntax.yml: line 3: not YAML" "$dir/web-syntax.conf"
 printf '[metrics]\nweb_config = %s\n' "$web/key-mismatch.yml" > "$dir/web-mismatch.conf"

@@ -62,6 +62,26 @@ static void test_good(void **state)
     vpack_web_free(w);
 }
 
+/* Client certificates: the CA file read and checked; without them, none. */
+static void test_mtls(void **state)
+{
+    (void)state;
+    struct vpack_web *w = load_ok("mtls.yml"), *g = load_ok("tls-only.yml");
+    assert_true(w->cfg.require_client_cert);
+    assert_non_null(strstr(w->ca_path, "/webconfig/ca.crt"));
+    assert_non_null(strstr(w->ca_pem, "-----BEGIN CERTIFICATE-----"));
+    assert_false(g->cfg.require_client_cert);
+    assert_null(g->ca_pem);
+    assert_false(vpack_web_same(w, g)); /* a reload to or from client certificates restarts */
+    /* No TLS session (a plain connection): refused, and said why. */
+    char *why = NULL;
+    assert_false(vpack_web_client_ok(w, NULL, &why));
+    assert_non_null(why);
+    free(why);
+    vpack_web_free(w);
+    vpack_web_free(g);
+}
+
 static void test_partial(void **state)
 {
     (void)state;
@@ -92,7 +112,13 @@ static void test_errors(void **state)
         {"syntax.yml", "PATH: line 3: not YAML: "},
         {"unknown-key.yml", "PATH: line 1: tls_config: unknown key (tls_server_config, basic_auth_users)"},
         {"unknown-tls-key.yml", "PATH: line 4: tls_server_config.keyfile: unknown key"},
-        {"unsupported.yml", "PATH: line 4: tls_server_config.client_auth_type: not supported by vpackd"},
+        {"unsupported.yml", "PATH: line 4: tls_server_config.min_version: not supported by vpackd"},
+        {"client-auth-any.yml", "PATH: line 4: tls_server_config.client_auth_type: RequireAnyClientCert is not supported by vpackd (NoClientCert or RequireAndVerifyClientCert)"},
+        {"client-auth-unknown.yml", "PATH: line 4: tls_server_config.client_auth_type: unknown type 'Sometimes'"},
+        {"ca-missing.yml", "PATH: line 2: tls_server_config: client_ca_file is missing (client_auth_type RequireAndVerifyClientCert verifies against it)"},
+        {"ca-without-auth.yml", "PATH: line 2: tls_server_config: client_ca_file without client_auth_type RequireAndVerifyClientCert"},
+        {"ca-missing-file.yml", "PATH: tls_server_config.client_ca_file: cannot read "},
+        {"ca-not-pem.yml", "PATH: client_ca_file "},
         {"http-server.yml", "PATH: line 1: http_server_config: not supported by vpackd"},
         {"missing-key.yml", "PATH: line 2: tls_server_config: key_file is missing"},
         {"missing-cert.yml", "PATH: line 2: tls_server_config: cert_file is missing"},
@@ -229,6 +255,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),     cmocka_unit_test(test_partial),
+        cmocka_unit_test(test_mtls),
         cmocka_unit_test(test_errors),   cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_is_bcrypt), cmocka_unit_test(test_check),
         cmocka_unit_test(test_same),
