@@ -20,6 +20,7 @@
 #include "log.h"
 #include "rendered.h"
 #include "vpack/prom.h"
+#include "webconfig.h"
 
 #define CONNECTION_LIMIT 64u
 /*
@@ -49,6 +50,14 @@
 #define EVICT_ABOVE (CONNECTION_LIMIT - 8u)
 #define CONNECTION_TIMEOUT_S 10u
 #define CONNECTION_MEMORY ((size_t)32 * 1024)
+/*
+ * Basic authentication: bcrypt runs the endpoint allows itself per second
+ * (those not answered from the cache of successful checks). At cost 10 one
+ * run takes 55-90 ms of the agent's loop on a 2.x GHz core (measured with
+ * crypt_rn, RELIABILITY.md): a flood of wrong passwords takes at most a
+ * third of the loop; past the budget, 503 with Retry-After.
+ */
+#define CRYPT_PER_S 4u
 /* MHD's messages after start are logged at most this often (ms). */
 #define LOG_INTERVAL_MS 10000
 
@@ -92,6 +101,10 @@ struct vpack_metrics {
     bool have_poll;
     int closing;      /* handles still to close */
     bool stopping;
+    struct vpack_web *web;  /* TLS and basic auth; NULL: plain HTTP, no auth */
+    uint64_t crypt_window;  /* when the current second of bcrypt budget began (loop ms) */
+    unsigned crypts;        /* bcrypt runs in it */
+    unsigned long long crypt_refused;
     struct vpack_rendered page; /* the last rendered /metrics (see epoch) */
     vpack_metrics_epoch_fn epoch; /* NULL: the copy lasts PAGE_MAX_AGE_MS */
 };
@@ -239,6 +252,93 @@ static void on_refill(uv_timer_t *t)
     run(m);
 }
 
+/* Whether one more bcrypt run fits in this second's budget (and counts it). */
+static bool crypt_budget(struct vpack_metrics *m)
+{
+    uint64_t now = uv_now(m->loop);
+    if (!m->crypt_window || now - m->crypt_window >= 1000) {
+        m->crypt_window = now ? now : 1;
+        m->crypts = 0;
+    }
+    if (m->crypts >= CRYPT_PER_S) {
+        m->crypt_refused++;
+        return false;
+    }
+    m->crypts++;
+    return true;
+}
+
+static const char unauthorized[] = "Unauthorized\n";
+static const char busy[] = "Too many password checks: try again in a second\n";
+
+/*
+ * Whether c's request has the basic authentication of one of the users;
+ * when not, *res is the answer queued: 401 with WWW-Authenticate, or 503
+ * past the bcrypt budget.
+ */
+static bool authorized(struct vpack_metrics *m, struct MHD_Connection *c, enum MHD_Result *res)
+{
+    char *pass = NULL;
+    char *user = MHD_basic_auth_get_username_password(c, &pass);
+    bool ok = false, refused = false;
+    if (user && pass) {
+        if (vpack_web_cached(m->web, user, pass) || crypt_budget(m))
+            ok = vpack_web_check(m->web, user, pass, NULL);
+        else
+            refused = true;
+        explicit_bzero(pass, strlen(pass));
+    }
+    MHD_free(user);
+    MHD_free(pass);
+    if (ok)
+        return true;
+    const char *text = refused ? busy : unauthorized;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text,
+                                                             MHD_RESPMEM_PERSISTENT);
+    *res = MHD_NO;
+    if (!r)
+        return false;
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, TEXT_PLAIN) == MHD_YES) {
+        if (!refused)
+            *res = MHD_queue_basic_auth_fail_response(c, "vpackd", r);
+        else if (MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1") == MHD_YES)
+            *res = MHD_queue_response(c, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+    }
+    MHD_destroy_response(r);
+    return false;
+}
+
+static const char forbidden[] =
+    "Forbidden: a client certificate signed by the configured client CA is needed\n";
+
+/*
+ * client_auth_type RequireAndVerifyClientCert: MHD asks for the client's
+ * certificate in the handshake (MHD_OPTION_HTTPS_MEM_TRUST) but takes the
+ * connection without one: each request is checked here, and gets 403 and
+ * the connection's end when the certificate is missing or not the CA's.
+ */
+static bool client_verified(struct vpack_metrics *m, struct MHD_Connection *c, enum MHD_Result *res)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    char *why = NULL;
+    if (vpack_web_client_ok(m->web, ci ? ci->tls_session : NULL, &why))
+        return true;
+    log_debug("metrics: client certificate refused: %s", why ? why : "out of memory");
+    free(why);
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(forbidden) - 1,
+                                                             (void *)forbidden,
+                                                             MHD_RESPMEM_PERSISTENT);
+    *res = MHD_NO;
+    if (!r)
+        return false;
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, TEXT_PLAIN) == MHD_YES &&
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES)
+        *res = MHD_queue_response(c, MHD_HTTP_FORBIDDEN, r);
+    MHD_destroy_response(r);
+    return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls)
@@ -269,6 +369,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (over_budget(m, c, *req_cls))
         return MHD_YES;
+    enum MHD_Result res;
+    if (m->web && m->web->cfg.require_client_cert && !client_verified(m, c, &res))
+        return res;
+    if (m->web && m->web->cfg.nusers && !authorized(m, c, &res))
+        return res;
     if (!metrics && strcmp(url, "/"))
         return REPLY_STATIC(c, MHD_HTTP_NOT_FOUND, TEXT_PLAIN, "Not Found: see /metrics\n", NULL);
     if (!get)
@@ -580,9 +685,21 @@ static bool is_loopback(const struct sockaddr_storage *a)
     return IN6_IS_ADDR_LOOPBACK(s6) || (IN6_IS_ADDR_V4MAPPED(s6) && s6->s6_addr[12] == 127);
 }
 
+unsigned long long vpack_metrics_crypt_refused(const struct vpack_metrics *m)
+{
+    return m ? m->crypt_refused : 0;
+}
+
 int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
                         vpack_metrics_collect_fn collect, void *ud,
                         struct vpack_metrics **out, char **errmsg)
+{
+    return vpack_metrics_start_web(loop, cfg, NULL, collect, ud, out, errmsg);
+}
+
+int vpack_metrics_start_web(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_web *web,
+                            vpack_metrics_collect_fn collect, void *ud,
+                            struct vpack_metrics **out, char **errmsg)
 {
     struct vpack_metrics *m = NULL;
     struct sockaddr_storage addr;
@@ -606,10 +723,20 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     m->loop = loop;
     m->collect = collect;
     m->collect_ud = ud;
+    m->web = web;
     m->starting = true;
+    bool tls = web && web->cfg.tls;
+    bool trust = tls && web->ca_pem;
+    struct MHD_OptionItem tls_opts[] = {
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, tls ? web->key_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? web->cert_pem : NULL},
+        {trust ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, trust ? web->ca_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     errno = 0;
     m->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | family_flag,
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | family_flag |
+            (tls ? MHD_USE_TLS : 0),
         (uint16_t)cfg->metrics_port, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER,
         (MHD_LogCallback)on_mhd_log, m,
         MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&addr,
@@ -618,7 +745,7 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
         CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_CONNECTION, (MHD_NotifyConnectionCallback)on_connection, m,
         MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)on_completed, m,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (!m->mhd) {
         /* MHD's last message says why ("Failed to bind to port 9477: ..."). */
         ret = errno > 0 ? -errno : -EIO;
@@ -642,10 +769,17 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
     if ((ret = uv_poll_start(&m->poll, UV_READABLE, on_poll)) < 0)
         goto cleanup;
     run(m);
+    char auth[96] = "", users[64] = "";
+    if (web && web->cfg.nusers)
+        snprintf(users, sizeof(users), "basic authentication, %u user%s", web->cfg.nusers,
+                 web->cfg.nusers == 1 ? "" : "s");
+    if (trust || *users)
+        snprintf(auth, sizeof(auth), " (%s%s%s)", trust ? "client certificates" : "",
+                 trust && *users ? ", " : "", users);
     if (family_flag && where[0] != '[')
-        log_info("metrics on http://[%s]:%u/metrics", where, m->port);
+        log_info("metrics on http%s://[%s]:%u/metrics%s", tls ? "s" : "", where, m->port, auth);
     else
-        log_info("metrics on http://%s:%u/metrics", where, m->port);
+        log_info("metrics on http%s://%s:%u/metrics%s", tls ? "s" : "", where, m->port, auth);
     *out = m;
     m = NULL;
     ret = 0;

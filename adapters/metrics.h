@@ -44,6 +44,25 @@ int vpack_metrics_start(uv_loop_t *loop, const struct vpack_config *cfg,
                         char **errmsg);
 
 /*
+ * The same with the web configuration web (webconfig.h; NULL: plain HTTP as
+ * vpack_metrics_start()), which must outlive the endpoint: with TLS, HTTPS
+ * only (libmicrohttpd on GnuTLS; a plain HTTP request on the port gets no
+ * answer); with client certificates required, a request without one that
+ * client_ca_file's CAs signed gets 403 (and the connection's end); with users, every request needs basic authentication (401 and
+ * WWW-Authenticate without it or with a wrong one). A check that bcrypt
+ * must run (not one already answered yes) counts against a budget of
+ * CRYPT_PER_S per second for the endpoint; past it the request gets 503
+ * with Retry-After: bcrypt costs about 60 ms of the agent's loop at cost 10.
+ */
+struct vpack_web;
+int vpack_metrics_start_web(uv_loop_t *loop, const struct vpack_config *cfg, struct vpack_web *web,
+                            vpack_metrics_collect_fn collect, void *ud, struct vpack_metrics **out,
+                            char **errmsg);
+
+/* bcrypt runs refused for the budget so far (a 503 each). */
+unsigned long long vpack_metrics_crypt_refused(const struct vpack_metrics *m);
+
+/*
  * Closes the listening socket and every connection now; the memory is freed
  * once the loop has closed the handles. NULL is fine.
  */

@@ -532,9 +532,10 @@ static int copy_config(struct vpack_agent *a, const struct vpack_config *cfg)
     a->cfg.socket_path = strdup(cfg->socket_path);
     a->cfg.control_group = strdup(cfg->control_group);
     a->cfg.metrics_listen = strdup(cfg->metrics_listen);
+    a->cfg.metrics_web_config = strdup(cfg->metrics_web_config);
     if (!a->cfg.libvirt_uri || !a->cfg.topology || !a->cfg.state_dir || !a->cfg.sysfs_root ||
         !a->cfg.log_level || !a->cfg.socket_path || !a->cfg.control_group ||
-        !a->cfg.metrics_listen)
+        !a->cfg.metrics_listen || !a->cfg.metrics_web_config)
         return -ENOMEM;
     return 0;
 }

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "safefs.h"
 #include "virt-event.h"
+#include "webconfig.h"
 #include "vpack/config.h"
 
 /* The fixed directory of root's connection locks: systemd's RuntimeDirectory. */
@@ -36,6 +37,8 @@ struct daemon {
     struct vpack_agent *agent;
     struct vpack_control *control;
     struct vpack_metrics *metrics;
+    struct vpack_web *web;           /* what metrics serves with; NULL: plain HTTP */
+    const struct vpack_config *cfg;  /* the configuration vpackd started with */
     char *config_path;
     char **sets;
     unsigned nsets;
@@ -68,8 +71,12 @@ static void usage(FILE *f)
             VPACK_DEFAULT_CONFIG);
 }
 
-/* Reads the configuration file (a missing default file is fine) and the overrides. */
-static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_missing)
+/*
+ * Reads the configuration file (a missing default file is fine) and the
+ * overrides, and the web configuration it names into *web (NULL when none).
+ */
+static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_missing,
+                       struct vpack_web **web)
 {
     char *text = NULL, *err = NULL;
     const char *path = dm->config_path ? dm->config_path : VPACK_DEFAULT_CONFIG;
@@ -84,6 +91,13 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
     if (r < 0) {
         log_err("%s", err ? err : "out of memory");
         free(err);
+        return r;
+    }
+    *web = NULL;
+    if (*c->metrics_web_config && (r = vpack_web_load(c->metrics_web_config, web, &err)) < 0) {
+        log_err("metrics.web_config: %s", err ? err : "out of memory");
+        free(err);
+        vpack_config_clear(c);
         return r;
     }
     /* Not an error: the operator may mean it (a private cloud). */
@@ -101,6 +115,8 @@ static int load_config(struct daemon *dm, struct vpack_config *c, bool quiet_mis
         c->topology = strdup(dm->topology);
         if (!c->topology) {
             vpack_config_clear(c);
+            vpack_web_free(*web);
+            *web = NULL;
             return -ENOMEM;
         }
     }
@@ -180,20 +196,58 @@ static void notify_reloading(void)
                (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
 }
 
+/*
+ * Serves the metrics with web instead (a reload whose web configuration
+ * changed): the endpoint is started again on the same address, which closes
+ * its connections (a scraper connects again). Should that fail, the old
+ * web configuration is served again. Takes web.
+ */
+static void restart_metrics(struct daemon *dm, struct vpack_web *web)
+{
+    char *err = NULL;
+    vpack_metrics_stop(dm->metrics);
+    dm->metrics = NULL;
+    int r = vpack_metrics_start_web(&dm->loop, dm->cfg, web, vpack_agent_metrics, dm->agent,
+                                    &dm->metrics, &err);
+    if (r == 0) {
+        vpack_web_free(dm->web);
+        dm->web = web;
+    } else {
+        log_err("SIGHUP: cannot serve metrics with %s: %s; the old web configuration stays",
+                web ? web->path : "no web configuration", err ? err : strerror(-r));
+        vpack_web_free(web);
+        free(err);
+        err = NULL;
+        if ((r = vpack_metrics_start_web(&dm->loop, dm->cfg, dm->web, vpack_agent_metrics,
+                                         dm->agent, &dm->metrics, &err)) < 0)
+            log_err("SIGHUP: metrics endpoint stopped: %s", err ? err : strerror(-r));
+    }
+    free(err);
+    if (dm->metrics)
+        vpack_metrics_set_epoch(dm->metrics, vpack_agent_epoch);
+}
+
 static void on_hup(uv_signal_t *h, int signum)
 {
     struct daemon *dm = h->data;
     struct vpack_config c;
+    struct vpack_web *web = NULL;
     char *err = NULL;
     (void)signum;
     notify_reloading();
-    if (load_config(dm, &c, true) < 0) {
+    if (load_config(dm, &c, true, &web) < 0) {
         log_err("SIGHUP: configuration not reloaded");
     } else {
         if (vpack_agent_reload(dm->agent, &c, &err) < 0)
             log_err("SIGHUP: %s", err ? err : "reload failed");
         free(err);
         vpack_config_clear(&c);
+        /* The web configuration is read again (certificates renewed, users
+         * changed); listen and port stay as vpackd started. */
+        if (dm->cfg->metrics_enabled && !vpack_web_same(dm->web, web))
+            restart_metrics(dm, web);
+        else
+            vpack_web_free(web);
     }
     /* The old configuration stays on a refusal: vpackd still serves. */
     sd_notify(0, "READY=1");
@@ -344,25 +398,29 @@ int main(int argc, char **argv)
         free(dm.sets);
         return r;
     }
-    if (load_config(&dm, &cfg, true) < 0) {
+    if (load_config(&dm, &cfg, true, &dm.web) < 0) {
         free(dm.sets);
         return 1;
     }
+    dm.cfg = &cfg;
     vpack_log_set_level(cfg.log_level);
     if (check_only) {
         printf("configuration OK\n");
+        vpack_web_free(dm.web);
         vpack_config_clear(&cfg);
         free(dm.sets);
         return 0;
     }
 
     if ((lockfd = lock_state_dir(&cfg)) < 0) {
+        vpack_web_free(dm.web);
         vpack_config_clear(&cfg);
         free(dm.sets);
         return 1;
     }
     if ((connfd = lock_connection(&cfg)) < 0) {
         close(lockfd);
+        vpack_web_free(dm.web);
         vpack_config_clear(&cfg);
         free(dm.sets);
         return 1;
@@ -387,7 +445,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (cfg.metrics_enabled &&
-        (r = vpack_metrics_start(&dm.loop, &cfg, vpack_agent_metrics, dm.agent, &dm.metrics, &err)) < 0) {
+        (r = vpack_metrics_start_web(&dm.loop, &cfg, dm.web, vpack_agent_metrics, dm.agent,
+                                     &dm.metrics, &err)) < 0) {
         log_err("cannot serve metrics on %s port %u: %s", cfg.metrics_listen, cfg.metrics_port,
                 err ? err : strerror(-r));
         vpack_control_stop(dm.control);
@@ -427,6 +486,7 @@ out:
         log_err("event loop still busy at exit");
         dm.exit_code = 1;
     }
+    vpack_web_free(dm.web);
     vpack_config_clear(&cfg);
     free(dm.sets);
     close(connfd);

@@ -33,8 +33,9 @@ int vpack_config_init(struct vpack_config *c)
     c->socket_path = strdup(VPACK_DEFAULT_SOCKET);
     c->control_group = strdup("");
     c->metrics_listen = strdup("127.0.0.1");
+    c->metrics_web_config = strdup("");
     if (!c->libvirt_uri || !c->topology || !c->state_dir || !c->sysfs_root || !c->log_level ||
-        !c->socket_path || !c->control_group || !c->metrics_listen) {
+        !c->socket_path || !c->control_group || !c->metrics_listen || !c->metrics_web_config) {
         vpack_config_clear(c);
         return -ENOMEM;
     }
@@ -51,6 +52,7 @@ void vpack_config_clear(struct vpack_config *c)
     free(c->socket_path);
     free(c->control_group);
     free(c->metrics_listen);
+    free(c->metrics_web_config);
     vpack_rules_clear(&c->rules);
     memset(c, 0, sizeof(*c));
 }
@@ -94,6 +96,7 @@ static const struct key keys[] = {
     {"metrics", "enabled", K_BOOL, OFF(metrics_enabled), 0, 0},
     {"metrics", "listen", K_STR, OFF(metrics_listen), 0, 0},
     {"metrics", "port", K_UINT, OFF(metrics_port), 0, 65535},
+    {"metrics", "web_config", K_STR, OFF(metrics_web_config), 0, 0},
 };
 
 struct parse_ctx {

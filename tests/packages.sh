@@ -8,7 +8,8 @@
 # What building the programs needs: `meson setup -Dtests=disabled` (or the
 # default -Dtests=auto when the next list is missing) and ninja.
 VP_BUILD_PACKAGES=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev libxml2-dev
-                   libinih-dev libuv1-dev libvirt-dev libmicrohttpd-dev libsystemd-dev)
+                   libinih-dev libuv1-dev libvirt-dev libmicrohttpd-dev libsystemd-dev
+                   libyaml-dev libgnutls28-dev libcrypt-dev)
 
 # What building the tests needs as well (-Dtests=enabled): cmocka for the
 # unit tests, libseccomp for the hardening tests' restrict-af.
@@ -18,9 +19,10 @@ VP_TEST_BUILD_PACKAGES=(libcmocka-dev libseccomp-dev)
 # (the clang builds, fuzzing), hwloc and xmllint for the fixtures, groff for
 # the man pages, Prometheus and curl for the metrics tests, ss, dpkg-dev for
 # the buildtypes' flags and the Debian package, Python for one-off helpers,
-# socat to receive vpackd's sd_notify messages in the package test.
+# socat to receive vpackd's sd_notify messages in the package test, openssl
+# and whois (mkpasswd) for the metrics-tls test's certificate and bcrypt hash.
 VP_SUITE_PACKAGES=(clang libclang-rt-14-dev hwloc-nox libxml2-utils groff-base prometheus curl
-                   python3 iproute2 dpkg-dev socat)
+                   python3 iproute2 dpkg-dev socat openssl whois)
 
 # What the live tests and the demo run on (no libvirt-daemon-system: it pulls
 # in systemd, polkit, iptables and the default network, none of which we use).

@@ -58,6 +58,8 @@ struct vpack_config {
     bool metrics_enabled;       /* true */
     char *metrics_listen;       /* 127.0.0.1 */
     unsigned metrics_port;      /* 9477 */
+    char *metrics_web_config;   /* exporter-toolkit web configuration (TLS, basic auth),
+                                   vpack/webconfig.h; "": plain HTTP */
     /* [rule "NAME"] sections, in file order: levels for domains without
      * their own power policy element (vpack/rules.h) */
     struct vpack_rules rules;

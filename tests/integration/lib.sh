@@ -649,6 +649,23 @@ vp_free_port() {
     "$VP_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# vp_hold_connections PORT N SECONDS: N idle TCP connections to 127.0.0.1:PORT
+# held open for SECONDS by one python3 process in the background (its pid
+# in flood_pid, for vp_stop_pid); returns once all are open (vp_die if not
+# within 15 s).
+vp_hold_connections() {
+    cat >"$work/flood.py" <<'EOF_FLOOD'
+import socket, sys, time
+port, n, s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
+print("holding", len(held), flush=True)
+time.sleep(s)
+EOF_FLOOD
+    "$VP_PYTHON" "$work/flood.py" "$1" "$2" "$3" >"$work/flood.out" 2>&1 &
+    flood_pid=$!
+    vp_wait_until 15 grep -q holding "$work/flood.out" || vp_die "flood: $(cat "$work/flood.out")"
+}
+
 # vp_foreign_vpackd [OWN_PID...]: pids of running vpackd processes but these.
 # Another test's agent would pin the same guests.
 vp_foreign_vpackd() {

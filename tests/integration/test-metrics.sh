@@ -228,16 +228,7 @@ esac
 [ "$(code "$url/metrics")" = 200 ] && vp_pass "/metrics answers after it" || vp_fail "/metrics broken after an oversized request"
 
 echo "== flood"
-cat >"$work/flood.py" <<'EOF'
-import socket, sys, time
-port, n = int(sys.argv[1]), int(sys.argv[2])
-held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
-print("holding", len(held), flush=True)
-time.sleep(120)
-EOF
-"$VP_PYTHON" "$work/flood.py" "$port" 200 >"$work/flood.out" 2>&1 &
-flood_pid=$!
-vp_wait_until 15 grep -q holding "$work/flood.out" || vp_die "flood: $(cat "$work/flood.out")"
+vp_hold_connections "$port" 200 120
 t=$(curl -s -o /dev/null --max-time 10 -w '%{http_code} %{time_total}' "$url/metrics" || true)
 echo "   with 200 idle connections held: HTTP ${t% *} in ${t#* } s"
 if [ "${t% *}" = 200 ] && awk -v t="${t#* }" 'BEGIN {exit !(t < 3)}'; then

@@ -21,6 +21,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.socket_path, "/run/vpack/vpackd.sock");
     assert_string_equal(c.metrics_listen, "127.0.0.1");
     assert_int_equal(c.metrics_port, 9477);
+    assert_string_equal(c.metrics_web_config, ""); /* plain HTTP */
     assert_int_equal(c.policy.default_level, 0);
     assert_false(c.has_reserved);
     assert_false(c.keep_placement);
@@ -46,7 +47,8 @@ static void test_parse_all_kinds(void **state)
                        "group = vpack\n"
                        "[metrics]\n"
                        "port = 9999\n"
-                       "enabled = false\n";
+                       "enabled = false\n"
+                       "web_config = /etc/vpack/web-config.yml\n";
     assert_int_equal(vpack_config_init(&c), 0);
     assert_int_equal(vpack_config_parse(&c, text, &err), 0);
     assert_null(err);
@@ -63,6 +65,7 @@ static void test_parse_all_kinds(void **state)
     assert_string_equal(c.control_group, "vpack");
     assert_int_equal(c.metrics_port, 9999);
     assert_false(c.metrics_enabled);
+    assert_string_equal(c.metrics_web_config, "/etc/vpack/web-config.yml");
     vpack_config_clear(&c);
 }
 
