@@ -52,7 +52,7 @@ VP_GUEST_MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev
 # Every test domain's name starts with one of these (one per script).
 VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
                  vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg- vpcg- vptr- vpin- vprec-
-                 vpst- vpbu- vprs- vpms-)
+                 vpst- vpbu- vprs- vpms- vpmg-)
 
 # Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is
@@ -237,6 +237,7 @@ vp_reap_leftovers() {
             fi
         fi
     fi
+    vp__reap_second_libvirtd && n=$((n + 1))
     vp_online_all_cpus
     vp_repair_machine_cpusets
     for d in /run/vpack-test-bin.*; do
@@ -1185,10 +1186,12 @@ vp_cleanup() {
 # call); use virsh where libvirt's own view is what is being checked.
 
 # vp_qemu_pid NAME: the QEMU process of a running domain.
+# VP_QEMU_RUNDIR: where the pid files are (the second libvirtd's for guests
+# migrated to it: VP2_QEMU_RUNDIR).
 vp_qemu_pid() {
     local pid=""
     # libvirt writes the pid without a newline: read fails but sets pid.
-    read -r pid < "/run/libvirt/qemu/$1.pid" 2>/dev/null || true
+    read -r pid < "${VP_QEMU_RUNDIR:-/run/libvirt/qemu}/$1.pid" 2>/dev/null || true
     [ -n "$pid" ] || return 1
     printf '%s\n' "$pid"
 }
@@ -1409,6 +1412,141 @@ vp_fit_watermarks() {
     else
         vp_log "measured load $load CPUs: pack watermark raised from $1 to $pack, spread to $spread, to keep $margin of room ($what)"
     fi
+}
+
+# vp_request_meta NAME [VIRSH]: vpack's request metadata (urn:vpack:request:1)
+# in the domain's live XML, "" when none; VIRSH: the virsh function
+# (vp_virsh, the default, or vp2_virsh).
+vp_request_meta() { "${2:-vp_virsh}" metadata "$1" urn:vpack:request:1 2>/dev/null || true; }
+# vp_live_pins NAME [VIRSH]: the live XML's <cputune> pins, one
+# "vcpupin 1 1" (or "emulatorpin - 0-1", "iothreadpin 1 0") a line.
+vp_live_pins() {
+    "${2:-vp_virsh}" dumpxml "$1" | "$VP_PYTHON" -c '
+import sys, xml.etree.ElementTree as ET
+for t in ET.fromstring(sys.stdin.read()).findall("cputune"):
+    for p in t:
+        if p.tag in ("vcpupin", "emulatorpin", "iothreadpin"):
+            print(p.tag, p.get("vcpu", p.get("iothread", "-")), p.get("cpuset"))'
+}
+
+# ------------------------------------ a second libvirtd, to migrate to
+# Two daemons of one machine share /run/libvirt, /etc/libvirt and the rest,
+# and libvirt refuses a migration to a daemon of its own host UUID ("internal
+# error: Attempt to migrate guest to the same host UUID", measured with B's
+# host_uuid set to A's). The second one runs in a mount namespace of its own,
+# where directories of DIR stand in for those, with a host_uuid of its own in
+# its libvirtd.conf (where SMBIOS has no system UUID, as in this test VM, each
+# daemon draws a random one anyway; where it has one, both would read it). It
+# is on the same network, so a migration reaches it through its socket
+# (qemu+unix:///system?socket=...) and QEMU's stream through 127.0.0.1.
+# shellcheck disable=SC2034 # VP2_QEMU_RUNDIR is for the scripts
+VP2_DIR="" VP2_URI="" VP2_PID="" VP2_LOGD_PID="" VP2_QEMU_RUNDIR=""
+VP2_DIRS=(run/libvirt run/vpack etc/libvirt var/lib/libvirt var/cache/libvirt var/log/libvirt)
+
+# vp_start_second_libvirtd DIR [HOOK]: starts a virtlogd and a libvirtd in
+# that namespace, HOOK (if given) installed as its hooks/qemu.d/vpack only; the
+# namespace's /run/vpack is DIR/run/vpack, so a vpackd started in it (nsenter
+# -t $VP2_PID -m) is the one that hook talks to. Sets VP2_URI (virsh -c),
+# VP2_PID (its libvirtd), VP2_QEMU_RUNDIR (its guests' pid files, seen from
+# here: VP_QEMU_RUNDIR for vp_pins). Marked in $VP_MARKDIR/second-libvirtd: if
+# the test is killed, the next one stops its guests (vp_reap_leftovers); the
+# script's exit runs vp_stop_second_libvirtd.
+vp_start_second_libvirtd() {
+    local dir=$1 hook=${2:-} d
+    VP2_DIR=$dir
+    for d in "${VP2_DIRS[@]}"; do mkdir -p "$dir/$d"; done
+    mkdir -p "$dir/etc/libvirt/qemu" "$dir/var/lib/libvirt/qemu" "$dir/var/log/libvirt/qemu"
+    cp /etc/libvirt/libvirt.conf "$dir/etc/libvirt/" 2>/dev/null || true
+    printf 'host_uuid = "%s"\n' "$(cat /proc/sys/kernel/random/uuid)" > "$dir/etc/libvirt/libvirtd.conf"
+    # QEMU's capabilities, probed already by the first daemon (else seconds).
+    [ -d /var/cache/libvirt/qemu ] && cp -a /var/cache/libvirt/qemu "$dir/var/cache/libvirt/"
+    if [ -n "$hook" ]; then
+        mkdir -p "$dir/etc/libvirt/hooks/qemu.d"
+        ln -s "$hook" "$dir/etc/libvirt/hooks/qemu.d/vpack"
+    fi
+    chmod 0755 "$dir"
+    mkdir -p "$VP_MARKDIR" && printf '%s\n%s\n' "$VPACK_TEST_OWNER" "$dir" > "$VP_MARKDIR/second-libvirtd"
+    vp_on_exit vp_stop_second_libvirtd
+    vp_log "starting a second virtlogd and libvirtd (mount namespace, $dir)"
+    # The daemons keep the namespace: it ends when they do.
+    # shellcheck disable=SC2016 # the inner shell expands them
+    unshare -m --propagation private /bin/bash -c '
+        set -e
+        dir=$1; shift
+        for d in "$@"; do mkdir -p "/$d"; mount --bind "$dir/$d" "/$d"; done
+        virtlogd -d -p "$dir/virtlogd.pid"
+        libvirtd -d -p "$dir/libvirtd.pid"' _ "$dir" "${VP2_DIRS[@]}" ||
+        vp_die "could not start the second libvirtd"
+    read -r VP2_LOGD_PID < "$dir/virtlogd.pid" || true
+    read -r VP2_PID < "$dir/libvirtd.pid" || true
+    VP2_URI="qemu+unix:///system?socket=$dir/run/libvirt/libvirt-sock"
+    VP2_QEMU_RUNDIR=$dir/run/libvirt/qemu
+    local deadline=$((SECONDS + VP_DAEMON_TIMEOUT))
+    until virsh -c "$VP2_URI" version >/dev/null 2>&1; do
+        [ "$SECONDS" -lt "$deadline" ] || vp_die "the second libvirtd does not answer on $VP2_URI"
+        sleep 0.2
+    done
+}
+
+# vp2_virsh ARGS: virsh on the second libvirtd.
+vp2_virsh() { virsh -q -c "$VP2_URI" "$@"; }
+
+# vp__kill_qemus_of RUNDIR: kills the QEMU of every pid file in RUNDIR.
+vp__kill_qemus_of() {
+    local f pid comm
+    for f in "$1"/*.pid; do
+        [ -e "$f" ] || continue
+        pid=""; read -r pid < "$f" 2>/dev/null || true
+        read -r comm < "/proc/$pid/comm" 2>/dev/null || continue
+        case $comm in qemu-system-*) kill -KILL "$pid" 2>/dev/null || true ;; esac
+    done
+}
+
+# vp_stop_second_libvirtd: destroys and undefines the second libvirtd's
+# domains (a libvirtd that stops leaves its guests running), kills any QEMU
+# left, stops its libvirtd and virtlogd.
+vp_stop_second_libvirtd() {
+    local d
+    [ -n "$VP2_DIR" ] || return 0
+    if [ -n "$VP2_URI" ] && virsh -c "$VP2_URI" version >/dev/null 2>&1; then
+        for d in $(virsh -q -c "$VP2_URI" list --all --name 2>/dev/null); do
+            virsh -q -c "$VP2_URI" destroy "$d" >/dev/null 2>&1 || true
+            virsh -q -c "$VP2_URI" undefine "$d" >/dev/null 2>&1 || true
+        done
+    fi
+    vp__kill_qemus_of "$VP2_DIR/run/libvirt/qemu"
+    vp__stop_pid "$VP2_PID" libvirtd
+    vp__stop_pid "$VP2_LOGD_PID" virtlogd
+    rm -f "$VP_MARKDIR/second-libvirtd"
+    # shellcheck disable=SC2034 # VP2_QEMU_RUNDIR is for the scripts
+    VP2_DIR="" VP2_URI="" VP2_PID="" VP2_LOGD_PID="" VP2_QEMU_RUNDIR=""
+}
+
+# vp__reap_second_libvirtd: for vp_reap_leftovers: the guests of a second
+# libvirtd whose test is gone (its daemons are marked: stopped after this).
+vp__reap_second_libvirtd() {
+    local owner="" dir=""
+    [ -r "$VP_MARKDIR/second-libvirtd" ] || return 1
+    { read -r owner; read -r dir; } < "$VP_MARKDIR/second-libvirtd" || true
+    if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then return 1; fi
+    rm -f "$VP_MARKDIR/second-libvirtd"
+    [ -n "$dir" ] && [ -d "$dir/run/libvirt/qemu" ] || return 1
+    vp_log "killing the guests of the second libvirtd ($dir) an earlier test left"
+    local f names=() name cg
+    for f in "$dir"/run/libvirt/qemu/*.pid; do
+        [ -e "$f" ] && names+=("$(basename "$f" .pid)")
+    done
+    vp__kill_qemus_of "$dir/run/libvirt/qemu"
+    sleep 1
+    # Their cgroups (machine/qemu-ID-NAME.libvirt-qemu), if that libvirtd did
+    # not remove them: rmdir removes only groups without tasks.
+    for name in "${names[@]}"; do
+        for cg in /sys/fs/cgroup/*/machine/qemu-*-"$name".libvirt-qemu; do
+            [ -d "$cg" ] || continue
+            find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        done
+    done
+    return 0
 }
 
 # vp_reap_all: for the end of a whole run (tests/run-all.sh): removes what

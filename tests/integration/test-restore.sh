@@ -56,17 +56,6 @@ start_agent() {
         --set policy.pack_delay_ms=2000 --set policy.min_residency_ms=4000 \
         --set metrics.enabled=false --set agent.log_level=debug
 }
-# request_meta NAME: vpack's request metadata in the live XML ("" when none).
-request_meta() { vp_virsh metadata "$1" "$REQ_NS" 2>/dev/null || true; }
-# live_pins NAME: the live XML's <cputune> pins, one "vcpupin 1 1" a line.
-live_pins() {
-    vp_virsh dumpxml "$1" | "$VP_PYTHON" -c '
-import sys, xml.etree.ElementTree as ET
-for t in ET.fromstring(sys.stdin.read()).findall("cputune"):
-    for p in t:
-        if p.tag in ("vcpupin", "emulatorpin", "iothreadpin"):
-            print(p.tag, p.get("vcpu", p.get("iothread", "-")), p.get("cpuset"))'
-}
 # b_own: vprs-b's vCPU 1 is on exactly CPU 1 and nothing else of it is narrowed.
 b_own() {
     local p
@@ -116,7 +105,7 @@ vp_wait_ready vprs-b || vp_die "vprs-b did not boot"
 start_agent
 wait_packed "at first"
 check_b_pin "packed"
-meta=$(request_meta vprs-a)
+meta=$(vp_request_meta vprs-a)
 case $meta in
 *request*vcpupin*) vp_fail "vprs-a's request metadata holds a pin it never asked for: $meta" ;;
 *request*) vp_pass "vprs-a's live XML holds vpack's request: $(echo "$meta" | tr -d '\n ')" ;;
@@ -193,16 +182,16 @@ if b_own; then
 else
     vp_fail "vprs-b: $(vp_pins vprs-b) (want vcpu0=0-1 vcpu1=1 emulator=0-1)"
 fi
-if live_pins vprs-b | vp_has -x "vcpupin 1 1"; then
+if vp_live_pins vprs-b | vp_has -x "vcpupin 1 1"; then
     vp_pass "vprs-b's live XML keeps <vcpupin vcpu='1' cpuset='1'/>"
 else
-    vp_fail "vprs-b's live pins: $(live_pins vprs-b | tr '\n' ';')"
+    vp_fail "vprs-b's live pins: $(vp_live_pins vprs-b | tr '\n' ';')"
 fi
 for d in vprs-a vprs-b; do
-    if [ -z "$(request_meta "$d")" ]; then
+    if [ -z "$(vp_request_meta "$d")" ]; then
         vp_pass "$d: vpack's request metadata removed at stop"
     else
-        vp_fail "$d: vpack's request metadata left behind: $(request_meta "$d" | tr -d '\n')"
+        vp_fail "$d: vpack's request metadata left behind: $(vp_request_meta "$d" | tr -d '\n')"
     fi
 done
 
