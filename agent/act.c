@@ -276,13 +276,18 @@ void vpack__act_restore_all(struct vpack_agent *a)
     unsigned n = 0;
     for (unsigned i = 0; i < a->ndoms; i++) {
         struct agent_dom *d = &a->doms[i];
-        unsigned failed = 0;
         if (!d->known || !d->name || (vpack__dom_level(a, d) < 1 && !d->managed))
             continue;
-        n += restore_domain(a, d, false, &pr, &failed);
-        /* Its request stays in its live metadata while a thread may still be vpack's. */
-        if (!failed && (d->marked || d->managed))
-            vpack__dom_unmark(a, d);
+        n += restore_domain(a, d, false, &pr, NULL);
+        /*
+         * Its request stays in its live metadata for the rest of the run:
+         * libvirt (9.0) has no call that removes a live pin, so a full mask
+         * given back is an explicit pin to every CPU in the live XML, which
+         * a save or a migration would carry as the guest's own (to a larger
+         * host: a guest held to this one's CPUs). The request says which
+         * pins are the guest's; the hook strips the rest at restore and
+         * migrate, and a vpackd started later reads it (issue 28).
+         */
     }
     log_info("stopping: restored %u thread masks", n);
 }

@@ -298,7 +298,6 @@ int vpack__dom_mark(struct vpack_agent *a, struct agent_dom *d);
 /* Whether writing its request is due: it never failed, or its back-off ran out. */
 bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d);
 /* Removes it, once d's threads have their own masks back (at stop). */
-void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d);
 
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);

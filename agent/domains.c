@@ -742,18 +742,6 @@ bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d)
     return !d->mark_failed || a->ctr.samples >= d->mark_next;
 }
 
-void vpack__dom_unmark(struct vpack_agent *a, struct agent_dom *d)
-{
-    char *err = NULL;
-    int r = vpack_virt_set_request(a->virt, d->uuid, NULL, &err);
-    if (r < 0 && r != -ENOENT)
-        log_warn("domain %s: cannot remove vpack's request from its live metadata: %s", d->name,
-                 err ? err : strerror(-r));
-    else
-        d->marked = false;
-    free(err);
-}
-
 void vpack__doms_refresh(struct vpack_agent *a)
 {
     for (unsigned i = 0; i < a->ndoms; i++)
