@@ -18,13 +18,38 @@
 #include "vpack/config.h"
 #include "vpack/errmsg.h"
 
+int vpack_client_admin_path(const char *path, char *buf, size_t size)
+{
+    static const char suffix[] = ".sock";
+    size_t len = strlen(path), stem = len;
+    struct sockaddr_un sa;
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+
+    /* A name that is only ".sock" keeps it whole: "-admin" follows it. */
+    if (strlen(name) > sizeof(suffix) - 1 &&
+        !strcmp(path + len - (sizeof(suffix) - 1), suffix))
+        stem = len - (sizeof(suffix) - 1);
+    if (snprintf(buf, size, "%.*s-admin%s", (int)stem, path, path + stem) >= (int)size ||
+        strlen(buf) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    return 0;
+}
+
 const char *vpack_client_socket_path(const char *option)
 {
+    static char admin[sizeof(((struct sockaddr_un *)0)->sun_path)];
     const char *env = getenv("VPACK_SOCKET");
+    const char *path = option ? option : env && *env ? env : VPACK_DEFAULT_SOCKET;
 
-    if (option)
-        return option;
-    return env && *env ? env : VPACK_DEFAULT_SOCKET;
+    /*
+     * connect() on a Unix socket needs write permission on its file:
+     * access() asks the same question without a connection the agent
+     * would have to accept and refuse.
+     */
+    if (vpack_client_admin_path(path, admin, sizeof(admin)) == 0 && access(admin, W_OK) == 0)
+        return admin;
+    return path;
 }
 
 int64_t vpack_client_now_ms(void)

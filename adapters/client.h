@@ -9,6 +9,7 @@
 #define VPACK_CLIENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct json_object;
@@ -24,8 +25,21 @@ int64_t vpack_client_now_ms(void);
 #define VPACK_CLIENT_ANSWER_MAX (16u << 20)
 
 /*
- * The socket to use: option if not NULL, else $VPACK_SOCKET if set and not
- * empty, else VPACK_DEFAULT_SOCKET. Borrowed.
+ * The admin socket that goes with the control socket at path: path with
+ * "-admin" inserted before its ".sock", or appended when it has none
+ * (/run/vpack/vpackd.sock: /run/vpack/vpackd-admin.sock). One configured
+ * path names both, so a client that knows one finds the other. Returns 0
+ * with it in buf, or -ENAMETOOLONG when it does not fit in size bytes or in
+ * a socket address.
+ */
+int vpack_client_admin_path(const char *path, char *buf, size_t size);
+
+/*
+ * The socket to use. The control socket is option if not NULL, else
+ * $VPACK_SOCKET if set and not empty, else VPACK_DEFAULT_SOCKET; its admin
+ * socket (vpack_client_admin_path()) is used instead when the caller may
+ * connect to it (root, the [control] group: the file's permissions say so),
+ * the control socket otherwise. Borrowed (static storage).
  */
 const char *vpack_client_socket_path(const char *option);
 

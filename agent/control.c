@@ -12,12 +12,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "vpack/errmsg.h"
 #include "vpack/json.h"
+#include "client.h"
 #include "log.h"
 #include "rendered.h"
 #include "safefs.h"
@@ -52,6 +54,29 @@
 #define BUDGET_WINDOW_MS 100u
 /* Request lines of one client answered before the others get a turn. */
 #define LINES_PER_TURN 16
+/*
+ * Connections a socket accepts per loop iteration (issue 27, item 1):
+ * libuv's accept loop otherwise drains the whole listen queue in one go,
+ * and a flood of connect/close on the read-only socket (turned into
+ * refusals once its pool is full) held the loop from the other socket and
+ * the agent's timer. Past this many the socket waits for the next
+ * iteration, and further connections wait in its listen queue.
+ */
+#define ACCEPTS_PER_TURN 16
+
+/* The sockets: anyone's read-only one, and the admin one of root and the control group. */
+enum { SOCK_PUBLIC, SOCK_ADMIN, NSOCKS };
+
+struct listener {
+    uv_pipe_t pipe;
+    uv_idle_t resume;      /* runs while a connection waits for the next iteration */
+    struct vpack_control *ctl;
+    bool admin;
+    unsigned accepted;     /* in this loop iteration */
+    char *path;
+    int dirfd;             /* the socket's trusted directory */
+    const char *name;      /* the socket's name in it (points into path) */
+};
 
 struct client {
     uv_pipe_t pipe;
@@ -61,6 +86,7 @@ struct client {
     char *buf;
     size_t len, cap;
     bool privileged;       /* root or the control group: its own pool of slots */
+    bool admin;            /* came on the admin socket */
     bool counted;          /* in ctl->nclients[privileged] */
     bool draining;         /* no more reading; closes once its answers are written */
     bool deferred;         /* complete lines wait for their turn; not reading meanwhile */
@@ -74,10 +100,11 @@ struct client {
 };
 
 struct vpack_control {
-    uv_pipe_t server;
+    struct listener socks[NSOCKS];
+    uv_check_t tick;       /* after each iteration's poll: the accept counts start again */
     uv_idle_t turns;       /* runs while clients have lines waiting (client_drain) */
     uv_timer_t refill;     /* runs while unprivileged clients wait for their budget */
-    int open_handles;      /* server, turns and refill: freed once all are closed */
+    int open_handles;      /* the above: freed once all are closed */
     uv_loop_t *loop;
     struct vpack_agent *agent;
     struct client *clients;
@@ -87,9 +114,6 @@ struct vpack_control {
     size_t max_line;
     gid_t group;
     bool has_group;
-    char *path;
-    int dirfd;             /* the socket's trusted directory */
-    const char *name;      /* the socket's name in it (points into path) */
     bool stopping;
     struct vpack_rendered views[VPACK_CTL_NOPS]; /* whole answer lines, newline included */
 };
@@ -433,8 +457,13 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     char *err = NULL;
     bool known;
     int r;
-    /* lib/format/protocol.c checks the request, the permission and the arguments. */
-    if (vpack_ctl_request_parse(line, len, cl->privileged, (unsigned)cl->uid, &req, &err) < 0) {
+    struct vpack_ctl_peer peer = {
+        .privileged = cl->privileged,
+        .uid = (unsigned)cl->uid,
+        .admin_socket = cl->admin ? NULL : cl->ctl->socks[SOCK_ADMIN].path,
+    };
+    /* lib/format/protocol.c checks the request, the socket, the permission and the arguments. */
+    if (vpack_ctl_request_parse_peer(line, len, &peer, &req, &err) < 0) {
         send_error(cl, "%s", err ? err : "out of memory");
         free(err);
         return;
@@ -652,6 +681,8 @@ static bool peer_in_group(int fd, gid_t group)
  * its uid, and whether it may change anything (root or the control group,
  * primary or supplementary).
  */
+static void on_resume(uv_idle_t *h);
+
 static void client_identify(struct vpack_control *ctl, struct client *cl)
 {
     struct ucred cred;
@@ -667,28 +698,41 @@ static void client_identify(struct vpack_control *ctl, struct client *cl)
 }
 
 /*
- * Privileged and unprivileged clients each have max_clients slots: however
- * many connections others hold, root (and the control group) get in.
+ * Takes the connection waiting on l. Privileged and unprivileged clients
+ * each have max_clients slots: however many connections others hold, root
+ * (and the control group) get in. The admin socket's file lets only them
+ * connect; their credentials are checked again here.
  */
-static void on_connection(uv_stream_t *server, int status)
+static void accept_one(struct listener *l)
 {
-    struct vpack_control *ctl = server->data;
-    if (status < 0)
-        return;
+    struct vpack_control *ctl = l->ctl;
     struct client *cl = calloc(1, sizeof(*cl));
-    if (!cl)
+    l->accepted++;
+    if (!cl) {
+        /* Left waiting: libuv polls the socket again once it is accepted. */
+        uv_idle_start(&l->resume, on_resume);
         return;
+    }
     cl->ctl = ctl;
+    cl->admin = l->admin;
     uv_pipe_init(ctl->loop, &cl->pipe, 0);
     uv_timer_init(ctl->loop, &cl->idle);
     cl->pipe.data = cl->idle.data = cl;
     cl->next = ctl->clients;
     ctl->clients = cl;
-    if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0) {
+    if (uv_accept((uv_stream_t *)&l->pipe, (uv_stream_t *)&cl->pipe) < 0) {
         client_close(cl);
         return;
     }
     client_identify(ctl, cl);
+    if (cl->admin && !cl->privileged) {
+        log_warn("control: uid %u connected to the admin socket %s, which is for root and the "
+                 "control group: refused", (unsigned)cl->uid, l->path);
+        send_error(cl, "permission denied: the admin socket serves root and the vpack control "
+                       "group only (uid %u)", (unsigned)cl->uid);
+        client_close(cl);
+        return;
+    }
     if (ctl->nclients[cl->privileged] >= ctl->max_clients) {
         send_error(cl, "too many clients (%u)", ctl->max_clients);
         client_close(cl);
@@ -700,13 +744,48 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 }
 
+/* The next iteration: the connection left waiting is taken (libuv then polls the socket again). */
+static void on_resume(uv_idle_t *h)
+{
+    struct listener *l = h->data;
+    uv_idle_stop(h);
+    accept_one(l);
+}
+
+/*
+ * At most ACCEPTS_PER_TURN connections per socket and loop iteration: one
+ * not accepted stays with libuv, which stops polling the socket until
+ * on_resume() accepts it in the next iteration.
+ */
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct listener *l = server->data;
+    if (status < 0)
+        return;
+    if (l->accepted >= ACCEPTS_PER_TURN) {
+        uv_idle_start(&l->resume, on_resume);
+        return;
+    }
+    accept_one(l);
+}
+
+/* After each iteration's poll. */
+static void on_tick(uv_check_t *h)
+{
+    struct vpack_control *ctl = h->data;
+    for (int i = 0; i < NSOCKS; i++)
+        ctl->socks[i].accepted = 0;
+}
+
 static void control_free(struct vpack_control *ctl)
 {
-    if (ctl->dirfd >= 0)
-        close(ctl->dirfd);
+    for (int i = 0; i < NSOCKS; i++) {
+        if (ctl->socks[i].dirfd >= 0)
+            close(ctl->socks[i].dirfd);
+        free(ctl->socks[i].path);
+    }
     for (size_t i = 0; i < sizeof(ctl->views) / sizeof(ctl->views[0]); i++)
         vpack_rendered_drop(&ctl->views[i]);
-    free(ctl->path);
     free(ctl);
 }
 
@@ -717,10 +796,21 @@ static void handle_closed(uv_handle_t *h)
         control_free(ctl);
 }
 
-/* Closes the server and the turns; ctl is freed once the loop has closed both. */
+static void listener_closed(uv_handle_t *h)
+{
+    struct listener *l = h->data;
+    if (--l->ctl->open_handles == 0)
+        control_free(l->ctl);
+}
+
+/* Closes the sockets, the turns and the timers; ctl is freed once the loop has closed them. */
 static void control_close(struct vpack_control *ctl)
 {
-    uv_close((uv_handle_t *)&ctl->server, handle_closed);
+    for (int i = 0; i < NSOCKS; i++) {
+        uv_close((uv_handle_t *)&ctl->socks[i].pipe, listener_closed);
+        uv_close((uv_handle_t *)&ctl->socks[i].resume, listener_closed);
+    }
+    uv_close((uv_handle_t *)&ctl->tick, handle_closed);
     uv_close((uv_handle_t *)&ctl->turns, handle_closed);
     uv_close((uv_handle_t *)&ctl->refill, handle_closed);
 }
@@ -746,26 +836,99 @@ static bool socket_live(const char *path)
  * something listens on it, else a crashed agent's, removed. Returns 0 or
  * -errno with *errmsg.
  */
-static int prepare_path(struct vpack_control *ctl, char **errmsg)
+static int prepare_path(struct listener *l, char **errmsg)
 {
     char dir[4096];
     struct stat st;
-    const char *slash = strrchr(ctl->path, '/');
-    if (ctl->path[0] != '/' || !slash[1])
+    const char *slash = strrchr(l->path, '/');
+    if (l->path[0] != '/' || !slash[1])
         return vpack_errmsg_set(-EINVAL, errmsg, "not an absolute path to a socket");
-    snprintf(dir, sizeof(dir), "%.*s", slash == ctl->path ? 1 : (int)(slash - ctl->path),
-             ctl->path);
-    ctl->name = slash + 1;
-    if ((ctl->dirfd = vpack_safefs_open_dir(dir, 0755, errmsg)) < 0)
-        return ctl->dirfd;
-    if (fstatat(ctl->dirfd, ctl->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    snprintf(dir, sizeof(dir), "%.*s", slash == l->path ? 1 : (int)(slash - l->path), l->path);
+    l->name = slash + 1;
+    if ((l->dirfd = vpack_safefs_open_dir(dir, 0755, errmsg)) < 0)
+        return l->dirfd;
+    if (fstatat(l->dirfd, l->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : vpack_errmsg_set(-errno, errmsg, "%s", strerror(errno));
     if (!S_ISSOCK(st.st_mode))
         return vpack_errmsg_set(-EEXIST, errmsg, "it exists and is not a socket");
-    if (socket_live(ctl->path))
+    if (socket_live(l->path))
         return vpack_errmsg_set(-EADDRINUSE, errmsg, "another vpackd serves it");
-    if (unlinkat(ctl->dirfd, ctl->name, 0) < 0)
+    if (unlinkat(l->dirfd, l->name, 0) < 0)
         return vpack_errmsg_set(-errno, errmsg, "cannot remove the old socket: %s", strerror(errno));
+    return 0;
+}
+
+/*
+ * Opens the admin socket's file to the control group: 0660 root:group, or,
+ * where vpackd may not chown (the unit leaves it no capability, and root
+ * may give a file only to a group of its own without CAP_CHOWN), 0600
+ * root:root with a POSIX ACL entry giving the group read and write (which
+ * connect() checks as it checks the mode: `getfacl` shows it). Returns 0
+ * or -errno.
+ */
+static int open_to_group(struct vpack_control *ctl, struct listener *l)
+{
+    if (fchownat(l->dirfd, l->name, 0, ctl->group, AT_SYMLINK_NOFOLLOW) == 0)
+        return fchmodat(l->dirfd, l->name, 0660, 0) < 0 ? -errno : 0;
+    if (errno != EPERM)
+        return -errno;
+    /* The kernel's system.posix_acl_access: a version, then tag, perm, id. */
+    struct {
+        uint32_t version;
+        struct { uint16_t tag, perm; uint32_t id; } e[5];
+    } acl = {2, {{0x01, 6, (uint32_t)-1},        /* ACL_USER_OBJ rw */
+                 {0x04, 0, (uint32_t)-1},        /* ACL_GROUP_OBJ none */
+                 {0x08, 6, (uint32_t)ctl->group}, /* ACL_GROUP the control group: rw */
+                 {0x10, 6, (uint32_t)-1},        /* ACL_MASK rw */
+                 {0x20, 0, (uint32_t)-1}}};      /* ACL_OTHER none */
+    char proc[64];
+    /* By the path under the trusted directory: sockets cannot be opened. */
+    int fd = openat(l->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", fd, l->name);
+    int r = lsetxattr(proc, "system.posix_acl_access", &acl, sizeof(acl), 0) < 0 ? -errno : 0;
+    close(fd);
+    if (r == -EOPNOTSUPP)
+        return -EPERM; /* neither chown (CAP_CHOWN) nor an ACL on this file system */
+    return r;
+}
+
+/*
+ * Binds and listens on l: the read-only socket 0666 (anyone may connect and
+ * read; the umask makes it so, not a chmod of the path), the admin socket
+ * 0600 root, then 0660 root:group when there is a control group (it is
+ * never more open than that meanwhile). Returns 0 or -errno with *errmsg.
+ */
+static int listen_on(struct vpack_control *ctl, struct listener *l, char **errmsg);
+
+/*
+ * An error about l: the caller names the control socket; the admin
+ * socket's own path is added to its messages. Returns r.
+ */
+static int about(const struct listener *l, int r, char **errmsg)
+{
+    char *was = *errmsg;
+    if (!l->admin || !was)
+        return r;
+    if (asprintf(errmsg, "its admin socket %s: %s", l->path, was) < 0)
+        *errmsg = NULL;
+    free(was);
+    return r;
+}
+
+static int listen_on(struct vpack_control *ctl, struct listener *l, char **errmsg)
+{
+    mode_t umask_was = umask(l->admin ? 0177 : 0111);
+    int r = uv_pipe_bind(&l->pipe, l->path);
+    umask(umask_was);
+    if (r < 0)
+        return vpack_errmsg_set(r, errmsg, "%s", uv_strerror(r));
+    if (l->admin && ctl->has_group && (r = open_to_group(ctl, l)) < 0)
+        return vpack_errmsg_set(r, errmsg, "cannot open it to the control group: %s",
+                                strerror(-r));
+    if ((r = uv_listen((uv_stream_t *)&l->pipe, 128, on_connection)) < 0)
+        return vpack_errmsg_set(r, errmsg, "%s", uv_strerror(r));
     return 0;
 }
 
@@ -783,8 +946,21 @@ int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
     ctl->max_clients = cfg->max_clients;
     ctl->idle_ms = cfg->idle_timeout_ms;
     ctl->max_line = cfg->max_line;
-    ctl->dirfd = -1;
-    if (!(ctl->path = strdup(cfg->socket_path))) {
+    char admin[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    for (int i = 0; i < NSOCKS; i++) {
+        ctl->socks[i].dirfd = -1;
+        ctl->socks[i].admin = i == SOCK_ADMIN;
+        ctl->socks[i].ctl = ctl;
+    }
+    if (vpack_client_admin_path(cfg->socket_path, admin, sizeof(admin)) < 0) {
+        control_free(ctl);
+        return vpack_errmsg_set(-ENAMETOOLONG, errmsg,
+                                "the admin socket's path (%s with \"-admin\") is too long for "
+                                "a socket",
+                                cfg->socket_path);
+    }
+    if (!(ctl->socks[SOCK_PUBLIC].path = strdup(cfg->socket_path)) ||
+        !(ctl->socks[SOCK_ADMIN].path = strdup(admin))) {
         control_free(ctl);
         return -ENOMEM;
     }
@@ -798,25 +974,33 @@ int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
         ctl->group = g->gr_gid;
         ctl->has_group = true;
     }
-    if ((r = prepare_path(ctl, errmsg)) < 0) {
-        control_free(ctl);
-        return r;
+    for (int i = 0; i < NSOCKS; i++)
+        if ((r = prepare_path(&ctl->socks[i], errmsg)) < 0) {
+            about(&ctl->socks[i], r, errmsg);
+            control_free(ctl);
+            return r;
+        }
+    for (int i = 0; i < NSOCKS; i++) {
+        struct listener *l = &ctl->socks[i];
+        uv_pipe_init(loop, &l->pipe, 0);
+        uv_idle_init(loop, &l->resume);
+        l->pipe.data = l->resume.data = l;
     }
-    uv_pipe_init(loop, &ctl->server, 0);
+    uv_check_init(loop, &ctl->tick);
     uv_idle_init(loop, &ctl->turns);
     uv_timer_init(loop, &ctl->refill);
-    ctl->server.data = ctl->turns.data = ctl->refill.data = ctl;
-    ctl->open_handles = 3;
-    /* Made 0666 by the umask, not by a chmod of the path: anyone may connect
-     * and read; changes are checked per request. */
-    mode_t umask_was = umask(0111);
-    r = uv_pipe_bind(&ctl->server, ctl->path);
-    umask(umask_was);
-    if (r < 0 || (r = uv_listen((uv_stream_t *)&ctl->server, 128, on_connection)) < 0) {
-        vpack_errmsg_set(r, errmsg, "%s", uv_strerror(r));
-        control_close(ctl);
-        return r;
-    }
+    ctl->tick.data = ctl->turns.data = ctl->refill.data = ctl;
+    ctl->open_handles = 2 * NSOCKS + 3;
+    uv_check_start(&ctl->tick, on_tick);
+    /* The admin socket first: a read-only socket is never served without it. */
+    for (int i = NSOCKS - 1; i >= 0; i--)
+        if ((r = listen_on(ctl, &ctl->socks[i], errmsg)) < 0) {
+            about(&ctl->socks[i], r, errmsg);
+            for (int j = NSOCKS - 1; j >= i; j--)
+                unlinkat(ctl->socks[j].dirfd, ctl->socks[j].name, 0);
+            control_close(ctl);
+            return r;
+        }
     *out = ctl;
     return 0;
 }
@@ -828,6 +1012,7 @@ void vpack_control_stop(struct vpack_control *ctl)
     ctl->stopping = true;
     while (ctl->clients)
         client_close(ctl->clients);
-    unlinkat(ctl->dirfd, ctl->name, 0);
+    for (int i = 0; i < NSOCKS; i++)
+        unlinkat(ctl->socks[i].dirfd, ctl->socks[i].name, 0);
     control_close(ctl);
 }

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control socket: one JSON object per line each way on a Unix stream
- * socket (default /run/vpack/vpackd.sock). Requests carry "op":
+ * The control sockets: one JSON object per line each way on a Unix stream
+ * socket: the control socket (default /run/vpack/vpackd.sock, 0666) for
+ * the requests that change nothing, and the admin socket beside it
+ * (vpack_client_admin_path(): /run/vpack/vpackd-admin.sock, 0600 root, open
+ * to the control group by group or ACL) which alone takes the changes.
+ * Each accepts at most ACCEPTS_PER_TURN connections per loop iteration.
+ * Requests carry "op":
  *
  *   status, explain {"domain"}, snapshot, version       anyone who can connect
  *   rebalance {"dry_run"}, register {"domain": RECORD},
- *   forget {"uuid", "name"}                              root or [control] group
+ *   forget {"uuid", "name"}, hold-level                  root or [control] group,
+ *                                                        on the admin socket
+ *                                                        (a dry run: anyone)
  *
  * Answers are {"ok": true, ...} or {"ok": false, "error": "..."}. The peer's
  * credentials are the kernel's from connect(): SO_PEERCRED and

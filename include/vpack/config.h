@@ -15,6 +15,12 @@
 
 #define VPACK_DEFAULT_CONFIG "/etc/vpack/vpackd.conf"
 #define VPACK_DEFAULT_SOCKET "/run/vpack/vpackd.sock"
+/*
+ * The admin socket beside it (issue 27): the control socket's path with
+ * "-admin" before its ".sock" (or at its end), mode 0660 root:[control]
+ * group (0600 without a group); the one that takes changes.
+ */
+#define VPACK_DEFAULT_ADMIN_SOCKET "/run/vpack/vpackd-admin.sock"
 #define VPACK_DEFAULT_STATE_DIR "/run/vpack"
 #define VPACK_DEFAULT_METRICS_PORT 9477
 /* The agent's moving average; the host model (vpack/model.h) observes with the same. */

@@ -13,6 +13,10 @@
  *   hold-level {"level": L, "seconds": S}  root: every domain at level L at
  *                                          most for S seconds (0: drop the hold)
  *
+ * The ops that change the agent (a real rebalance, register, forget,
+ * hold-level) are taken on the admin socket only (issue 27: root and the
+ * control group reach it, whatever others do to the read-only socket).
+ *
  * The permission check comes before the arguments are checked: a peer that
  * may not write learns nothing about its arguments.
  */
@@ -63,6 +67,25 @@ struct vpack_ctl_request {
  */
 int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
                             struct vpack_ctl_request *req, char **errmsg);
+
+/* Who sent a request, and on which socket. */
+struct vpack_ctl_peer {
+    bool privileged;          /* root or the control group */
+    unsigned uid;
+    /* NULL: the request came on the admin socket. Else it came on the
+     * read-only socket, and this is the admin socket's path, which a
+     * refusal of a change names. */
+    const char *admin_socket;
+};
+
+/*
+ * vpack_ctl_request_parse() for peer: on the read-only socket every op that
+ * changes the agent is refused (-EPERM, "permission denied: ... the admin
+ * socket PATH ...") before the peer's own permission is looked at.
+ * vpack_ctl_request_parse() is this on the admin socket.
+ */
+int vpack_ctl_request_parse_peer(const char *line, size_t len, const struct vpack_ctl_peer *peer,
+                                 struct vpack_ctl_request *req, char **errmsg);
 void vpack_ctl_request_clear(struct vpack_ctl_request *req);
 
 /*

@@ -114,6 +114,30 @@ static int check_args(struct vpack_ctl_request *req, char **errmsg)
 int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsigned uid,
                             struct vpack_ctl_request *req, char **errmsg)
 {
+    struct vpack_ctl_peer peer = {.privileged = privileged, .uid = uid};
+    return vpack_ctl_request_parse_peer(line, len, &peer, req, errmsg);
+}
+
+/* Whether req changes the agent: only the admin socket takes it. */
+static bool changes_agent(const struct vpack_ctl_request *req)
+{
+    switch (req->op) {
+    case VPACK_CTL_REBALANCE:
+        return !req->dry_run;
+    case VPACK_CTL_REGISTER:
+    case VPACK_CTL_FORGET:
+    case VPACK_CTL_HOLD_LEVEL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+int vpack_ctl_request_parse_peer(const char *line, size_t len, const struct vpack_ctl_peer *peer,
+                                 struct vpack_ctl_request *req, char **errmsg)
+{
+    bool privileged = peer->privileged;
+    unsigned uid = peer->uid;
     struct json_tokener *tok;
     struct json_object *op;
     enum json_tokener_error e;
@@ -159,6 +183,14 @@ int vpack_ctl_request_parse(const char *line, size_t len, bool privileged, unsig
     /* json-c's truthiness: true, non-zero numbers and non-empty strings. */
     req->dry_run = req->op == VPACK_CTL_REBALANCE &&
                    json_object_get_boolean(vpack_json_member(req->obj, "dry_run"));
+    if (peer->admin_socket && changes_agent(req)) {
+        ret = vpack_errmsg_set(-EPERM, errmsg,
+                               "permission denied: '%s' changes the agent: this socket serves "
+                               "read-only requests; root and the vpack control group send it on "
+                               "the admin socket %s",
+                               req->op_name, peer->admin_socket);
+        goto fail;
+    }
     /* A record ties a guest to its requested pins: only the hook, which
      * runs as root, makes or removes one, not the control group. */
     if (req->op == VPACK_CTL_HOLD_LEVEL && uid != 0) {

@@ -52,7 +52,7 @@ VP_GUEST_MODULES=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev
 # Every test domain's name starts with one of these (one per script).
 VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvirt-
                  vpdemo- vpbench- vphkb- vpsoak- vprule- vppkg- vpcg- vptr- vpin- vprec-
-                 vpst- vpbu- vprs- vpms- vpmg-)
+                 vpst- vpbu- vprs- vpms- vpmg- vpadm-)
 
 # Every process a test starts (vpackd, libvirtd, virtlogd, ...) inherits
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is

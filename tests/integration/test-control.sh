@@ -666,13 +666,14 @@ t_hostile=$((SECONDS - t_hostile))
 
 echo "== offline: set-policy without the agent"
 # A wait for what two packages never show (both parked) is cut off by the stop: 3.
+# Root's vpackctl talks to the admin socket beside $sock, which it names.
 ctl wait --for parked=2 --timeout 60 >"$work/wait.out" 2>&1 &
 wait_pid=$!
 sleep 1
 stop_agent
 [ $stop_rc -eq 0 ] && vp_pass "vpackd exited 0 on SIGTERM" || vp_fail "vpackd exited $stop_rc on SIGTERM"
 rc=0; wait "$wait_pid" || rc=$?
-if [ $rc -eq 3 ] && grep -q "^vpackctl: cannot reach vpackd at $sock: the agent closed the connection" "$work/wait.out"; then
+if [ $rc -eq 3 ] && grep -qF "vpackctl: cannot reach vpackd at $work/vpackd-admin.sock: the agent closed the connection" "$work/wait.out"; then
     vp_pass "a wait cut off by the agent's stop: exit 3: $(cat "$work/wait.out")"
 else
     vp_fail "a wait cut off by the agent's stop: exit $rc: $(cat "$work/wait.out")"

@@ -41,8 +41,9 @@
 #              socket (with the URI spelled qemu+unix:///system) and then
 #              on another socket: refused (exit 1), the first keeps its
 #              socket
-#   groups     vpackd with control.group: a member (by a supplementary
-#              group) may rebalance, also when the process that connected
+#   groups     vpackd with control.group: the admin socket is 0660
+#              root:GROUP, nobody cannot connect to it; a member (by a
+#              supplementary group) may rebalance there, also when the process that connected
 #              has exited before vpackd accepted (SO_PEERGROUPS, not
 #              /proc/PID/status); but not register or forget (issue 27,
 #              item 4: only root, as the hook runs): a register of another
@@ -474,10 +475,19 @@ stop_agent
 
 echo "== groups: the control group by SO_PEERGROUPS"
 start_agent --set control.group="$CTLGROUP"
+# Changes go to the admin socket beside $sock (issue 27, item 1): root and
+# the group's, and only theirs, by its file's mode.
+admin=$work/vpackd-admin.sock
+[ "$(stat -c '%a %U:%G' "$admin")" = "660 root:$CTLGROUP" ] &&
+    vp_pass "admin socket: $(stat -c '%a %U:%G' "$admin")" ||
+    vp_fail "admin socket: $(stat -c '%a %U:%G %F' "$admin" 2>&1)"
 req='{"op":"rebalance","dry_run":false}'
-out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
+out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$admin" "$req" || true)
 grep -q '"ok": *true' <<<"$out" && vp_pass "$TESTUSER (in $CTLGROUP as a supplementary group) may rebalance" ||
     vp_fail "$TESTUSER may not rebalance: $out"
+out=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$admin" "$req" 2>&1 || true)
+vp_has PermissionError <<<"$out" && vp_pass "nobody cannot connect to the admin socket: $(tail -n1 <<<"$out")" ||
+    vp_fail "nobody on the admin socket: $(tail -n3 <<<"$out")"
 out=$("${NOBODY[@]}" "$PY" "$work/clients.py" send "$sock" "$req" || true)
 grep -q "permission denied" <<<"$out" && vp_pass "nobody may not: $(head -c 100 <<<"$out")" ||
     vp_fail "nobody's rebalance: $out"
@@ -490,7 +500,7 @@ sum0=$(sha256sum < "$rec")
 dom_json=$("$VPACK_HOOK" --dump < "$work/a.xml" | sed 's/"name": *"vptr-a"/"name":"vptr-forged"/')
 for freq in "{\"op\":\"register\",\"event\":\"started\",\"domain\":$dom_json,\"transient\":null}" \
            "{\"op\":\"forget\",\"name\":\"vptr-a\",\"uuid\":\"$uuid\"}"; do
-    out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$sock" "$freq" || true)
+    out=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$admin" "$freq" || true)
     op=$(sed -n 's/^{"op":"\([a-z]*\)".*/\1/p' <<<"$freq")
     vp_has "needs root, as the hook runs" <<<"$out" &&
         vp_pass "$TESTUSER (control group) may not $op: $(head -c 110 <<<"$out")" ||
@@ -499,7 +509,7 @@ done
 [ "$(sha256sum < "$rec" 2>/dev/null)" = "$sum0" ] && vp_pass "vptr-a's record unchanged" ||
     vp_fail "vptr-a's record changed or gone: $(head -c 200 "$rec" 2>/dev/null)"
 kill -STOP "$agent_pid"
-run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$sock" "$req"
+run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$admin" "$req"
 wait_line "$work/forked.out" 10 || true
 echo "    $(head -n1 "$work/forked.out")"
 kill -CONT "$agent_pid"

@@ -29,6 +29,16 @@ an unprivileged user. Each command prints what it saw as key=value words
                               answered and how many distinct bodies came
   latency SOCK SECONDS        a status request every 0.1 s on a new
                               connection; the answer times
+  storm SOCK HOLD PROCS SECONDS STOP
+                              issue 27, B: HOLD connections held open (the
+                              unprivileged pool's slots), then PROCS
+                              processes connecting and closing at once in a
+                              loop for SECONDS or until the file STOP
+                              exists (each connection past the
+                              pool is accepted only to be refused); prints
+                              "ready held=N" once held, then how many
+                              connects went through and how many found the
+                              listen queue full (EAGAIN)
   hammer SOCK SECONDS         for tests/bench/soak.sh: everything above at
                               once, for SECONDS: 48 connections held open
                               with a byte of a request every 5 s (never a
@@ -490,6 +500,70 @@ class Hammer:
         print(" ".join(f"{k}={v}" for k, v in self.n.items()), flush=True)
 
 
+def churn(path, seconds, stop, out):
+    """connect() and close() as fast as the socket takes them."""
+    import errno
+    addr, done, full, other, n = path, 0, 0, 0, 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        n += 1
+        if n % 1000 == 0 and os.path.exists(stop):
+            break
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(addr)
+            done += 1
+        except BlockingIOError:
+            full += 1
+        except OSError as e:
+            if e.errno == errno.EAGAIN:
+                full += 1
+            else:
+                other += 1
+        s.close()
+    os.write(out, f"{done} {full} {other}\n".encode())
+
+
+def storm(path, hold, procs, seconds, stop):
+    held = []
+    for _ in range(hold):
+        try:
+            held.append(connect(path, 5))
+        except OSError:
+            break
+    print(f"ready held={len(held)}", flush=True)
+    r, w = os.pipe()
+    pids = []
+    for _ in range(procs):
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                churn(path, seconds, stop, w)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    os.close(w)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    with os.fdopen(r) as f:
+        counts = [list(map(int, ln.split())) for ln in f if ln.strip()]
+    done, full, other = (sum(c[i] for c in counts) for i in range(3))
+    # The held ones still open: a slot the agent closed says it was dropped.
+    open_ = 0
+    for s in held:
+        s.setblocking(False)
+        try:
+            open_ += 0 if s.recv(1) == b"" else 1
+        except BlockingIOError:
+            open_ += 1
+        except OSError:
+            pass
+        s.close()
+    print(f"connects={done} eagain={full} other_errors={other} held_open={open_}", flush=True)
+
+
 if __name__ == "__main__":
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "hog":
@@ -510,6 +584,8 @@ if __name__ == "__main__":
         scrape(a[0], int(a[1]), float(a[2]))
     elif cmd == "latency":
         latency(a[0], float(a[1]))
+    elif cmd == "storm":
+        storm(a[0], int(a[1]), int(a[2]), float(a[3]), a[4])
     elif cmd == "hammer":
         Hammer(a[0], float(a[1])).run()
     else:

@@ -157,6 +157,51 @@ static void test_permission(void **state)
     vpack_ctl_request_clear(&req);
 }
 
+/*
+ * On the read-only socket every change is refused, root's too, naming the
+ * admin socket, before the arguments or the peer's own rights are looked
+ * at; reads and a dry run are answered (issue 27, item 1).
+ */
+static void test_read_only_socket(void **state)
+{
+    static const char *const changes[] = {
+        "{\"op\": \"rebalance\"}",
+        "{\"op\": \"rebalance\", \"dry_run\": false}",
+        "{\"op\": \"register\"}",
+        "{\"op\": \"forget\", \"uuid\": \"" UUID "\"}",
+        "{\"op\": \"hold-level\", \"level\": 0, \"seconds\": 60}",
+    };
+    static const char *const reads[] = {
+        "{\"op\": \"status\"}", "{\"op\": \"version\"}", "{\"op\": \"snapshot\"}",
+        "{\"op\": \"explain\", \"domain\": \"w\"}",
+        "{\"op\": \"rebalance\", \"dry_run\": true}",
+    };
+    struct vpack_ctl_request req;
+    char *err = NULL;
+    (void)state;
+    for (unsigned root = 0; root < 2; root++) {
+        struct vpack_ctl_peer peer = {.privileged = root, .uid = root ? 0 : 1000,
+                                      .admin_socket = "/run/vpack/vpackd-admin.sock"};
+        for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+            assert_int_equal(vpack_ctl_request_parse_peer(changes[i], strlen(changes[i]), &peer,
+                                                          &req, &err),
+                             -EPERM);
+            assert_non_null(strstr(err, "permission denied: '"));
+            assert_non_null(strstr(err, "' changes the agent: this socket serves read-only "
+                                        "requests; root and the vpack control group send it on "
+                                        "the admin socket /run/vpack/vpackd-admin.sock"));
+            free(err);
+            err = NULL;
+        }
+        for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+            assert_int_equal(vpack_ctl_request_parse_peer(reads[i], strlen(reads[i]), &peer, &req,
+                                                          &err),
+                             0);
+            vpack_ctl_request_clear(&req);
+        }
+    }
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -254,6 +299,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_permission),
+        cmocka_unit_test(test_read_only_socket),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_uuid),
     };
