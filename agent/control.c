@@ -5,14 +5,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/acl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -859,6 +860,33 @@ static int prepare_path(struct listener *l, char **errmsg)
 }
 
 /*
+ * The admin socket's access ACL, built by entry (a gid in acl_from_text()'s
+ * text would be looked up as a group name first): the owner rw, the group
+ * owner nothing, the control group rw, others nothing. NULL with errno set.
+ */
+static acl_t group_acl(gid_t group)
+{
+    static const struct { acl_tag_t tag; bool rw; } want[] = {
+        {ACL_USER_OBJ, true}, {ACL_GROUP_OBJ, false}, {ACL_GROUP, true},
+        {ACL_MASK, true}, {ACL_OTHER, false}};
+    acl_t acl = acl_init(5);
+    for (size_t i = 0; acl && i < sizeof(want) / sizeof(want[0]); i++) {
+        acl_entry_t e;
+        acl_permset_t ps;
+        if (acl_create_entry(&acl, &e) < 0 || acl_set_tag_type(e, want[i].tag) < 0 ||
+            (want[i].tag == ACL_GROUP && acl_set_qualifier(e, &group) < 0) ||
+            acl_get_permset(e, &ps) < 0 || acl_clear_perms(ps) < 0 ||
+            (want[i].rw && (acl_add_perm(ps, ACL_READ) < 0 || acl_add_perm(ps, ACL_WRITE) < 0))) {
+            int err = errno;
+            acl_free(acl);
+            errno = err;
+            return NULL;
+        }
+    }
+    return acl;
+}
+
+/*
  * Opens the admin socket's file to the control group: 0660 root:group, or,
  * where vpackd may not chown (the unit leaves it no capability, and root
  * may give a file only to a group of its own without CAP_CHOWN), 0600
@@ -872,23 +900,21 @@ static int open_to_group(struct vpack_control *ctl, struct listener *l)
         return fchmodat(l->dirfd, l->name, 0660, 0) < 0 ? -errno : 0;
     if (errno != EPERM)
         return -errno;
-    /* The kernel's system.posix_acl_access: a version, then tag, perm, id. */
-    struct {
-        uint32_t version;
-        struct { uint16_t tag, perm; uint32_t id; } e[5];
-    } acl = {2, {{0x01, 6, (uint32_t)-1},        /* ACL_USER_OBJ rw */
-                 {0x04, 0, (uint32_t)-1},        /* ACL_GROUP_OBJ none */
-                 {0x08, 6, (uint32_t)ctl->group}, /* ACL_GROUP the control group: rw */
-                 {0x10, 6, (uint32_t)-1},        /* ACL_MASK rw */
-                 {0x20, 0, (uint32_t)-1}}};      /* ACL_OTHER none */
+    acl_t acl = group_acl(ctl->group);
+    if (!acl)
+        return -errno;
     char proc[64];
     /* By the path under the trusted directory: sockets cannot be opened. */
     int fd = openat(l->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) {
+        int e = -errno;
+        acl_free(acl);
+        return e;
+    }
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", fd, l->name);
-    int r = lsetxattr(proc, "system.posix_acl_access", &acl, sizeof(acl), 0) < 0 ? -errno : 0;
+    int r = acl_set_file(proc, ACL_TYPE_ACCESS, acl) < 0 ? -errno : 0;
     close(fd);
+    acl_free(acl);
     if (r == -EOPNOTSUPP)
         return -EPERM; /* neither chown (CAP_CHOWN) nor an ACL on this file system */
     return r;

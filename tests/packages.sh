@@ -9,7 +9,7 @@
 # default -Dtests=auto when the next list is missing) and ninja.
 VP_BUILD_PACKAGES=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev libxml2-dev
                    libinih-dev libuv1-dev libvirt-dev libmicrohttpd-dev libsystemd-dev
-                   libyaml-dev libgnutls28-dev libcrypt-dev)
+                   libyaml-dev libgnutls28-dev libcrypt-dev libacl1-dev)
 
 # What building the tests needs as well (-Dtests=enabled): cmocka for the
 # unit tests, libseccomp for the hardening tests' restrict-af.
