@@ -64,6 +64,18 @@
  * iteration, and further connections wait in its listen queue.
  */
 #define ACCEPTS_PER_TURN 16
+/*
+ * Connections the read-only socket accepts per budget window (100 ms),
+ * whatever the iterations (issue 27, item 3): each costs vpackd an accept,
+ * the peer's credentials and a close (some 60 us), so an attacker that
+ * reconnects flat out (a 64 KiB line ends its connection at once) held
+ * a third of a core with the per-iteration cap alone. Past the budget the
+ * socket waits for the window's end, connections queue in the kernel and,
+ * the queue full, are refused there (EAGAIN): at most 1,000 a second, a few
+ * percent of a core. The admin socket has no such budget: root and the
+ * hook never wait behind the world.
+ */
+#define PUBLIC_ACCEPTS_PER_WINDOW 100u
 
 /* The sockets: anyone's read-only one, and the admin one of root and the control group. */
 enum { SOCK_PUBLIC, SOCK_ADMIN, NSOCKS };
@@ -71,9 +83,12 @@ enum { SOCK_PUBLIC, SOCK_ADMIN, NSOCKS };
 struct listener {
     uv_pipe_t pipe;
     uv_idle_t resume;      /* runs while a connection waits for the next iteration */
+    uv_timer_t window;     /* runs while one waits for the next budget window */
     struct vpack_control *ctl;
     bool admin;
     unsigned accepted;     /* in this loop iteration */
+    uint64_t window_start; /* the budget window (uv_now) and what it accepted */
+    unsigned window_accepted;
     char *path;
     int dirfd;             /* the socket's trusted directory */
     const char *name;      /* the socket's name in it (points into path) */
@@ -683,6 +698,7 @@ static bool peer_in_group(int fd, gid_t group)
  * primary or supplementary).
  */
 static void on_resume(uv_idle_t *h);
+static void on_window(uv_timer_t *h);
 
 static void client_identify(struct vpack_control *ctl, struct client *cl)
 {
@@ -709,6 +725,7 @@ static void accept_one(struct listener *l)
     struct vpack_control *ctl = l->ctl;
     struct client *cl = calloc(1, sizeof(*cl));
     l->accepted++;
+    l->window_accepted++;
     if (!cl) {
         /* Left waiting: libuv polls the socket again once it is accepted. */
         uv_idle_start(&l->resume, on_resume);
@@ -753,8 +770,18 @@ static void on_resume(uv_idle_t *h)
     accept_one(l);
 }
 
+/* The next budget window of the read-only socket: the connection left waiting is taken. */
+static void on_window(uv_timer_t *h)
+{
+    struct listener *l = h->data;
+    l->window_start = uv_now(l->ctl->loop);
+    l->window_accepted = 0;
+    accept_one(l);
+}
+
 /*
- * At most ACCEPTS_PER_TURN connections per socket and loop iteration: one
+ * At most ACCEPTS_PER_TURN connections per socket and loop iteration, and
+ * PUBLIC_ACCEPTS_PER_WINDOW per budget window on the read-only one: one
  * not accepted stays with libuv, which stops polling the socket until
  * on_resume() accepts it in the next iteration.
  */
@@ -763,6 +790,17 @@ static void on_connection(uv_stream_t *server, int status)
     struct listener *l = server->data;
     if (status < 0)
         return;
+    if (!l->admin) {
+        uint64_t now = uv_now(l->ctl->loop);
+        if (now - l->window_start >= BUDGET_WINDOW_MS) {
+            l->window_start = now;
+            l->window_accepted = 0;
+        }
+        if (l->window_accepted >= PUBLIC_ACCEPTS_PER_WINDOW) {
+            uv_timer_start(&l->window, on_window, l->window_start + BUDGET_WINDOW_MS - now, 0);
+            return;
+        }
+    }
     if (l->accepted >= ACCEPTS_PER_TURN) {
         uv_idle_start(&l->resume, on_resume);
         return;
@@ -810,6 +848,7 @@ static void control_close(struct vpack_control *ctl)
     for (int i = 0; i < NSOCKS; i++) {
         uv_close((uv_handle_t *)&ctl->socks[i].pipe, listener_closed);
         uv_close((uv_handle_t *)&ctl->socks[i].resume, listener_closed);
+        uv_close((uv_handle_t *)&ctl->socks[i].window, listener_closed);
     }
     uv_close((uv_handle_t *)&ctl->tick, handle_closed);
     uv_close((uv_handle_t *)&ctl->turns, handle_closed);
@@ -1010,13 +1049,14 @@ int vpack_control_start(uv_loop_t *loop, const struct vpack_config *cfg, struct 
         struct listener *l = &ctl->socks[i];
         uv_pipe_init(loop, &l->pipe, 0);
         uv_idle_init(loop, &l->resume);
-        l->pipe.data = l->resume.data = l;
+        uv_timer_init(loop, &l->window);
+        l->pipe.data = l->resume.data = l->window.data = l;
     }
     uv_check_init(loop, &ctl->tick);
     uv_idle_init(loop, &ctl->turns);
     uv_timer_init(loop, &ctl->refill);
     ctl->tick.data = ctl->turns.data = ctl->refill.data = ctl;
-    ctl->open_handles = 2 * NSOCKS + 3;
+    ctl->open_handles = 3 * NSOCKS + 3;
     uv_check_start(&ctl->tick, on_tick);
     /* The admin socket first: a read-only socket is never served without it. */
     for (int i = NSOCKS - 1; i >= 0; i--)

@@ -15,8 +15,9 @@
 #   flood    64 connections pipelining status requests, never reading (A)
 #
 # For each: vpackd's CPU (utime + stime over the phase, % of one core), its
-# peak VmRSS, what the attackers got, and root's status latency (a new
-# connection every 0.1 s). Before/after: run it with VPACKD pointing at each
+# peak VmRSS, what the attackers got, and root's status latency on the
+# admin socket, where root's vpackctl asks (a new connection every 0.1 s).
+# Before/after: run it with VPACKD pointing at each
 # build, e.g.
 #   tests/bench/bench-flood.sh                      # ./build/agent/vpackd
 #   VPACKD=/tmp/old/build/agent/vpackd tests/bench/bench-flood.sh
@@ -56,7 +57,7 @@ phase() {   # NAME CMD...: CMD as the attack (empty: none)
     c0=$(cpu); t0=$(date +%s%N); peak=$(rss)
     [ $# -eq 0 ] || { "$@" >"$work/att.out" 2>&1 & }
     local apid=$!
-    "$PY" "$work/clients.py" latency "$sock" "$SECS" >"$work/lat.out" 2>&1 &
+    "$PY" "$work/clients.py" latency "$work/vpackd-admin.sock" "$SECS" >"$work/lat.out" 2>&1 &
     local lpid=$!
     for _ in $(seq "$SECS"); do sleep 1; r=$(rss); [ "$r" -gt "$peak" ] && peak=$r; done
     wait "$lpid" || true

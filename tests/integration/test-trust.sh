@@ -19,6 +19,10 @@
 #              nobody (issue 27, C): status and /metrics rendered once per
 #              interval (counted), the unprivileged pool's budget holds,
 #              root's status answers; vpackd's CPU printed
+#   reconnect  64 clients send 64 KiB lines as nobody, each ending its
+#              connection, and reconnect flat out (issue 27, C): the
+#              read-only socket accepts at most 1000 a second; root's
+#              status on the admin socket answers
 #   restart    nobody cannot open the lock file (0600); a restart works
 #              while nobody tries; a 0644 lock file left by an older
 #              vpackd, opened and flocked by nobody, is replaced: the
@@ -298,6 +302,34 @@ fi
 [ "$scrapes" -le 300 ] && vp_pass "the endpoint's budget held: $scrapes scrapes in 3 s (at most 10 a second on each of 8 connections)" ||
     vp_fail "the endpoint answered $scrapes scrapes in 3 s (budget 10 a second on each of 8 connections)"
 [ "$(word failed "$lat")" = 0 ] && vp_pass "root's status meanwhile: $lat" || vp_fail "root's status failed meanwhile: $lat"
+
+echo "== reconnect: nobody ends its connections and reconnects flat out (issue 27, C)"
+# 64 unprivileged clients send status requests padded to 64 KiB: past the
+# unprivileged line limit (4096 bytes) each line ends its connection, and
+# the client reconnects at once. Each connection costs vpackd an accept,
+# the peer's credentials and a close whatever the request budget says, so
+# the read-only socket accepts at most 100 connections per 100 ms (the
+# rest wait in the kernel's queue, then are refused there): at most 1000
+# a second are accepted and closed (before: about 6,000 a second at -O2,
+# a third of a core; tests/bench/bench-flood.sh). Root meanwhile asks on
+# the admin socket, which has no such budget. vpackd's CPU is printed.
+c0=$(cpu_ticks); t0=$(now_ms)
+run_bg "$work/lines.out" "${NOBODY[@]}" "$PY" "$work/clients.py" busy "$sock" 64 3 65536
+lat=$(clients latency "${sock%.sock}-admin.sock" 3)
+wait "$bg" || true
+c1=$(cpu_ticks); t1=$(now_ms)
+lines=$(tail -n1 "$work/lines.out")
+closed=$(word closed "$lines")
+cpu=$(awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v k="$(getconf CLK_TCK)" 'BEGIN {printf "%.0f", 100 * c / k / (t / 1000)}')
+echo "    nobody: $lines"
+echo "    vpackd: ${cpu} % of a core during the $((t1 - t0)) ms"
+# 3 s and what is in flight: the first window's 64, one window either side.
+limit=$(( (t1 - t0) + 64 + 200 ))
+[ -n "$closed" ] && [ "$closed" -gt 100 ] && [ "$closed" -le "$limit" ] &&
+    vp_pass "the read-only socket's accept budget held: $closed connections accepted and closed in $((t1 - t0)) ms (at most $limit)" ||
+    vp_fail "nobody's reconnecting clients: $lines (want 100 < closed <= $limit: 1000 a second)"
+[ "$(word failed "$lat")" = 0 ] && vp_pass "root's status on the admin socket meanwhile: $lat" ||
+    vp_fail "root's status on the admin socket failed meanwhile: $lat"
 
 echo "== restart: nobody and the lock file"
 stop_agent
