@@ -1336,14 +1336,15 @@ int vpack_virt_set_request(struct vpack_virt *v, const char *uuid, const char *x
 
     if (errmsg)
         *errmsg = NULL;
+    if (!xml)
+        return vpack_errmsg_set(-EINVAL, errmsg, "no request to write");
     if ((r = lookup_uuid(v, uuid, &dom, errmsg)) < 0)
         return put_domain(dom, r);
     /* Live only: the persistent definition is the user's, and a next start has no vpack pin. */
     if (RPC(v, virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, xml,
-                                    xml ? VPACK_XML_REQUEST_NS_PREFIX : NULL,
-                                    VPACK_XML_REQUEST_NS, VIR_DOMAIN_AFFECT_LIVE)) < 0)
-        r = virt_error(v, errmsg, xml ? "writing the guest's request to its live metadata"
-                                      : "removing vpack's request from its live metadata");
+                                    VPACK_XML_REQUEST_NS_PREFIX, VPACK_XML_REQUEST_NS,
+                                    VIR_DOMAIN_AFFECT_LIVE)) < 0)
+        r = virt_error(v, errmsg, "writing the guest's request to its live metadata");
     return put_domain(dom, r);
 }
 

@@ -179,7 +179,9 @@ int vpack_virt_pin(struct vpack_virt *v, const char *uuid, enum vpack_thread_kin
 /*
  * Writes xml (vpack_domxml_request_format()) as vpack's request element
  * in the running domain's live metadata (VPACK_XML_REQUEST_NS, live only,
- * replacing any earlier one), or removes it when xml is NULL.
+ * replacing any earlier one). vpackd keeps it there when it stops (a
+ * restore or migration reads it: vpackd(8)); the hook strips it from a
+ * migration's XML. -EINVAL when xml is NULL.
  */
 int vpack_virt_set_request(struct vpack_virt *v, const char *uuid, const char *xml,
                            char **errmsg);

@@ -109,6 +109,10 @@ static int client_auth_type(yaml_node_t *v, struct vpack_webconfig *w, char **er
                             line_of(v), t);
 }
 
+/*
+ * Each level of the file checks its mapping and keys, then walks its pairs:
+ * alike in shape with the top level's walk, not in what the keys mean.
+ */
 static int tls_config(yaml_document_t *d, yaml_node_t *m, struct vpack_webconfig *w,
                       char **errmsg)
 {

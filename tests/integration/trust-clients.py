@@ -233,21 +233,38 @@ def latency(path, seconds):
 
 
 def flood(path, n, seconds):
+    """n connections pipelining status requests and never reading; one the
+    agent closes is opened again (at most one try each 0.2 s), so that the
+    pressure lasts the whole run."""
     import select
     req = b'{"op":"status"}\n' * 256
-    socks = []
+
+    def open_one():
+        s = connect(path, 5)
+        s.setblocking(False)
+        return s
+
+    live = {}
     for _ in range(n):
         try:
-            s = connect(path, 5)
-            s.setblocking(False)
-            socks.append(s)
+            s = open_one()
+            live[s.fileno()] = s
         except OSError:
             break
-    print(f"ready connected={len(socks)}", flush=True)
-    sent, closed = 0, 0
-    live = {s.fileno(): s for s in socks}
+    print(f"ready connected={len(live)}", flush=True)
+    sent, closed, reopened, refused = 0, 0, 0, 0
     end = time.monotonic() + seconds
-    while live and time.monotonic() < end:
+    while time.monotonic() < end:
+        if len(live) < n:
+            try:
+                s = open_one()
+                live[s.fileno()] = s
+                reopened += 1
+            except OSError:
+                refused += 1
+        if not live:
+            time.sleep(0.2)
+            continue
         _, w, _ = select.select([], list(live), [], 0.2)
         for fd in w:
             try:
@@ -257,7 +274,8 @@ def flood(path, n, seconds):
             except OSError:
                 live.pop(fd).close()
                 closed += 1
-    print(f"sent_mb={sent / 1e6:.1f} closed={closed} open={len(live)}", flush=True)
+    print(f"sent_mb={sent / 1e6:.1f} closed={closed} reopened={reopened} refused={refused} "
+          f"open={len(live)}", flush=True)
     for s in live.values():
         s.close()
 
