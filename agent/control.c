@@ -80,6 +80,14 @@
 /* The sockets: anyone's read-only one, and the admin one of root and the control group. */
 enum { SOCK_PUBLIC, SOCK_ADMIN, NSOCKS };
 
+/*
+ * The pools of connection slots, max_clients each: other users share one,
+ * the control group's members another, and root (vpackctl as root, the
+ * hook) has its own, so that neither the world nor a group member can hold
+ * every slot root and the hook would need (issue 27, F).
+ */
+enum { POOL_WORLD, POOL_GROUP, POOL_ROOT, NPOOLS };
+
 struct listener {
     uv_pipe_t pipe;
     uv_idle_t resume;      /* runs while a connection waits for the next iteration */
@@ -101,9 +109,10 @@ struct client {
     struct client *next;
     char *buf;
     size_t len, cap;
-    bool privileged;       /* root or the control group: its own pool of slots */
+    bool privileged;       /* root or the control group */
+    int pool;              /* POOL_*: whose slots it takes */
     bool admin;            /* came on the admin socket */
-    bool counted;          /* in ctl->nclients[privileged] */
+    bool counted;          /* in ctl->nclients[pool] */
     bool draining;         /* no more reading; closes once its answers are written */
     bool deferred;         /* complete lines wait for their turn; not reading meanwhile */
     bool blocked;          /* lines wait until its (or its pool's) output is written,
@@ -124,7 +133,7 @@ struct vpack_control {
     uv_loop_t *loop;
     struct vpack_agent *agent;
     struct client *clients;
-    unsigned nclients[2];  /* unprivileged, privileged */
+    unsigned nclients[NPOOLS]; /* by pool */
     unsigned max_clients;  /* per pool */
     unsigned idle_ms;
     size_t max_line;
@@ -156,7 +165,7 @@ static void client_close(struct client *cl)
             break;
         }
     if (cl->counted)
-        ctl->nclients[cl->privileged]--;
+        ctl->nclients[cl->pool]--;
     cl->closing = 2;
     uv_close((uv_handle_t *)&cl->pipe, client_freed);
     uv_close((uv_handle_t *)&cl->idle, client_freed);
@@ -214,7 +223,7 @@ static bool over_budget(struct client *cl)
 {
     struct vpack_control *ctl = cl->ctl;
     uint64_t now = uv_now(ctl->loop);
-    unsigned n = ctl->nclients[0] ? ctl->nclients[0] : 1;
+    unsigned n = ctl->nclients[POOL_WORLD] ? ctl->nclients[POOL_WORLD] : 1;
     unsigned share = POOL_LINES / n ? POOL_LINES / n : 1;
     if (now - cl->window_at >= BUDGET_WINDOW_MS) {
         cl->window_at = now;
@@ -712,13 +721,15 @@ static void client_identify(struct vpack_control *ctl, struct client *cl)
     cl->uid = cred.uid;
     cl->privileged = cred.uid == 0 ||
                      (ctl->has_group && (cred.gid == ctl->group || peer_in_group(fd, ctl->group)));
+    cl->pool = cred.uid == 0 ? POOL_ROOT : cl->privileged ? POOL_GROUP : POOL_WORLD;
 }
 
 /*
- * Takes the connection waiting on l. Privileged and unprivileged clients
- * each have max_clients slots: however many connections others hold, root
- * (and the control group) get in. The admin socket's file lets only them
- * connect; their credentials are checked again here.
+ * Takes the connection waiting on l. Each pool (other users, the control
+ * group, root) has max_clients slots: however many connections the others
+ * hold, root gets in, and the control group does whatever other users hold.
+ * The admin socket's file lets only root and the group connect; their
+ * credentials are checked again here.
  */
 static void accept_one(struct listener *l)
 {
@@ -751,12 +762,12 @@ static void accept_one(struct listener *l)
         client_close(cl);
         return;
     }
-    if (ctl->nclients[cl->privileged] >= ctl->max_clients) {
+    if (ctl->nclients[cl->pool] >= ctl->max_clients) {
         send_error(cl, "too many clients (%u)", ctl->max_clients);
         client_close(cl);
         return;
     }
-    ctl->nclients[cl->privileged]++;
+    ctl->nclients[cl->pool]++;
     cl->counted = true;
     uv_timer_start(&cl->idle, on_idle, ctl->idle_ms, ctl->idle_ms);
     uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);

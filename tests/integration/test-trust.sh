@@ -52,7 +52,10 @@
 #              /proc/PID/status); but not register or forget (issue 27,
 #              item 4: only root, as the hook runs): a register of another
 #              guest's name with vptr-a's uuid and a forget of vptr-a are
-#              refused, and vptr-a's record stays as it was
+#              refused, and vptr-a's record stays as it was; a member
+#              holding all 64 of the group's slots on the admin socket
+#              locks out neither root's vpackctl nor the hook (issue 27,
+#              F: root has its own pool)
 #   stop       SIGTERM: exit 0 (under ASan: no leak)
 #
 # VPACKD, VPACKCTL and VPACK_HOOK pick the binaries.
@@ -540,6 +543,27 @@ for freq in "{\"op\":\"register\",\"event\":\"started\",\"domain\":$dom_json,\"t
 done
 [ "$(sha256sum < "$rec" 2>/dev/null)" = "$sum0" ] && vp_pass "vptr-a's record unchanged" ||
     vp_fail "vptr-a's record changed or gone: $(head -c 200 "$rec" 2>/dev/null)"
+# Root's own slots (issue 27, F): a group member holds every slot of the
+# group's pool on the admin socket; root's vpackctl and the hook still get
+# in (they shared the member's pool before, and were refused).
+run_bg "$work/ghog.out" "${MEMBER[@]}" "$PY" "$work/clients.py" hog "$admin" 64 trickle 6
+ghog=$bg
+wait_line "$work/ghog.out" 20 || vp_die "the member's clients did not connect: $(cat "$work/ghog.out")"
+ready=$(head -n1 "$work/ghog.out")
+echo "    $TESTUSER: $ready"
+[ "$(word connected "$ready")" = 64 ] || vp_fail "$TESTUSER could not open 64 connections: $ready"
+extra=$("${MEMBER[@]}" "$PY" "$work/clients.py" send "$admin" '{"op":"version"}' || true)
+vp_has "too many clients" <<<"$extra" && vp_pass "a 65th client of $TESTUSER is refused: $extra" ||
+    vp_fail "a 65th client of $TESTUSER got: $extra"
+rc=0; out=$(ctl status 2>&1) || rc=$?
+[ $rc -eq 0 ] && vp_pass "root's vpackctl status answers while $TESTUSER holds the group's 64 slots" ||
+    vp_fail "root's vpackctl status while $TESTUSER holds the group's slots: exit $rc: $(head -n2 <<<"$out")"
+rm -f "$rec"
+hook_started "$sock"
+for _ in $(seq 20); do [ -s "$rec" ] && break; sleep 0.1; done
+[ -s "$rec" ] && vp_pass "the hook (root) registered vptr-a meanwhile" ||
+    vp_fail "the hook's registration was lost while $TESTUSER held the group's slots"
+wait "$ghog" || true
 kill -STOP "$agent_pid"
 run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$admin" "$req"
 wait_line "$work/forked.out" 10 || true
