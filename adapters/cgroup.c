@@ -179,6 +179,45 @@ static int repair_children(struct repair_walk *w, const char *dir, const vpack_c
     return ret;
 }
 
+/* True when path is done[i] or below it, for some i < n. */
+static bool walked(const char *path, const char *const *done, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(done[i]);
+        if (!strncmp(path, done[i], l) && (path[l] == '\0' || path[l] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The partitions to walk into out (at most VPACK_CGROUP_MAX_PARTITIONS):
+ * libvirt's defaults, then the callers' (paths in the hierarchy, shortest
+ * first), each once and none below another, so that no group is walked
+ * twice. "/" is no partition: a walk of the whole hierarchy would touch
+ * groups that are not libvirt's.
+ */
+static size_t partition_list(const char *const *extra, const char **out)
+{
+    static const char *defaults[] = {"/machine", "/machine.slice"};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+        out[n++] = defaults[i];
+    for (size_t len = 2; extra && n < VPACK_CGROUP_MAX_PARTITIONS && len < 4096; len++) {
+        bool longer = false;
+        for (size_t i = 0; extra[i] && n < VPACK_CGROUP_MAX_PARTITIONS; i++) {
+            size_t l = strlen(extra[i]);
+            longer |= l > len;
+            if (l == len && extra[i][0] == '/' && !walked(extra[i], out, n))
+                out[n++] = extra[i];
+        }
+        if (!longer)
+            break;
+    }
+    return n;
+}
+
+
 void vpack_cgroup_memo_clear(struct vpack_cgroup_memo *m)
 {
     for (unsigned i = 0; i < m->n; i++)
@@ -188,9 +227,10 @@ void vpack_cgroup_memo_clear(struct vpack_cgroup_memo *m)
 }
 
 int vpack_cgroup_repair(const char *root, struct vpack_cgroup_memo *m, const vpack_cpuset *online,
-                        const vpack_cpuset *gone, unsigned *nfixed)
+                        const vpack_cpuset *gone, const char *const *partitions, unsigned *nfixed)
 {
-    static const char *partitions[] = {"machine", "machine.slice"};
+    const char *parts[VPACK_CGROUP_MAX_PARTITIONS];
+    size_t nparts = partition_list(partitions, parts);
     char rootbuf[4096];
     struct repair_walk w = {.root = rootbuf, .old = m->taken ? m : NULL};
     vpack_cpuset top, away;
@@ -211,13 +251,18 @@ int vpack_cgroup_repair(const char *root, struct vpack_cgroup_memo *m, const vpa
     }
     vpack_cpuset_and(&w.back, &away, online);
     vpack_cpuset_andnot(&w.still, &away, online);
-    for (size_t i = 0; ret == 0 && i < sizeof(partitions) / sizeof(partitions[0]); i++) {
-        char dir[256];
-        vpack_cpuset cur;
-        snprintf(dir, sizeof(dir), CPUSET_ROOT "/%s", partitions[i]);
-        if (read_cpus(rootbuf, dir, &cur, &empty) < 0)
+    for (size_t i = 0; ret == 0 && i < nparts; i++) {
+        char dir[4096], up[4096];
+        vpack_cpuset cur, parent = top;
+        if (snprintf(dir, sizeof(dir), CPUSET_ROOT "%s", parts[i]) >= (int)sizeof(dir) ||
+            read_cpus(rootbuf, dir, &cur, &empty) < 0)
             continue;
-        if ((ret = repair_group(&w, dir, &top, &cur)) == 0)
+        /* A nested partition's parent is its parent group, not the top. */
+        snprintf(up, sizeof(up), "%s", dir);
+        *strrchr(up, '/') = '\0';
+        if (strcmp(up, CPUSET_ROOT) && read_cpus(rootbuf, up, &parent, &empty) < 0)
+            continue;
+        if ((ret = repair_group(&w, dir, &parent, &cur)) == 0)
             ret = repair_children(&w, dir, &cur, 0);
     }
     *nfixed = w.fixed;
@@ -397,6 +442,26 @@ void vpack_cgroup_domain_clear(struct vpack_cgroup_domain *d)
     free(d->memory);
     free(d->threads);
     memset(d, 0, sizeof(*d));
+}
+
+char *vpack_cgroup_partition_of(const struct vpack_cgroup_host *h,
+                                const struct vpack_cgroup_domain *d)
+{
+    const char *mount = ver_mount(h, d->threads_ver, h->mounts.cpuset);
+    size_t l = mount ? strlen(mount) : 0;
+    if (!d->threads || !mount || strncmp(d->threads, mount, l) || d->threads[l] != '/')
+        return NULL;
+    char *p = strdup(d->threads + l);
+    if (!p)
+        return NULL;
+    cut_component(p, "libvirt");
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p) { /* the domain's group sits at the top */
+        free(p);
+        return NULL;
+    }
+    *slash = '\0';
+    return p;
 }
 
 int vpack_cgroup_iothread_ticks(const char *root, const struct vpack_cgroup_domain *d, int pid,
@@ -590,10 +655,11 @@ static int check_group(struct stale_walk *w, const char *rel, const vpack_cpuset
 }
 
 int vpack_cgroup_check_effective(const char *root, const struct vpack_cgroup_host *h,
-                                 const vpack_cpuset *online, struct vpack_cgroup_stale **out,
-                                 unsigned *n)
+                                 const vpack_cpuset *online, const char *const *partitions,
+                                 struct vpack_cgroup_stale **out, unsigned *n)
 {
-    static const char *partitions[] = {"/machine.slice", "/machine"};
+    const char *parts[VPACK_CGROUP_MAX_PARTITIONS];
+    size_t nparts = partition_list(partitions, parts);
     struct stale_walk w = {root, h->mounts.unified, online, NULL, 0, 0};
     vpack_cpuset top;
     bool empty;
@@ -605,8 +671,17 @@ int vpack_cgroup_check_effective(const char *root, const struct vpack_cgroup_hos
         return 0;
     if (read_set(root, w.base, "cpuset.cpus.effective", &top, &empty) < 0)
         top = *online;
-    for (size_t i = 0; ret == 0 && i < sizeof(partitions) / sizeof(partitions[0]); i++)
-        ret = check_group(&w, partitions[i], &top, 0);
+    for (size_t i = 0; ret == 0 && i < nparts; i++) {
+        char up[4096];
+        vpack_cpuset parent = top;
+        /* A nested partition's parent is its parent group, not the top. */
+        if (snprintf(up, sizeof(up), "%s%s", w.base, parts[i]) >= (int)sizeof(up))
+            continue;
+        *strrchr(up, '/') = '\0';
+        if (strcmp(up, w.base) && read_set(root, up, "cpuset.cpus.effective", &parent, &empty) < 0)
+            continue;
+        ret = check_group(&w, parts[i], &parent, 0);
+    }
     if (ret < 0) {
         vpack_cgroup_stale_free(w.arr, w.n);
         return ret;

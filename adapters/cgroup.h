@@ -43,7 +43,10 @@ struct vpack_cgroup_memo {
 };
 
 /*
- * Walks the v1 cpuset groups of libvirt's machines top-down. A group gets
+ * Walks the v1 cpuset groups of libvirt's machines top-down, in libvirt's
+ * partitions (machine, machine.slice, and partitions, NULL-terminated:
+ * the guests' own, from vpack_cgroup_partition_of(); NULL for none;
+ * at most VPACK_CGROUP_MAX_PARTITIONS in all, each once). A group gets
  * back the CPUs it had when m was last taken that went offline since (by
  * m's online set, or in gone: CPUs the caller saw go, may be NULL) and are
  * online again, within its parent's CPUs; nothing else is ever added, and
@@ -55,7 +58,7 @@ struct vpack_cgroup_memo {
  * and returns 0. Returns 0 or -errno (-ENOMEM: m is kept as it was).
  */
 int vpack_cgroup_repair(const char *root, struct vpack_cgroup_memo *m, const vpack_cpuset *online,
-                        const vpack_cpuset *gone, unsigned *nfixed);
+                        const vpack_cpuset *gone, const char *const *partitions, unsigned *nfixed);
 void vpack_cgroup_memo_clear(struct vpack_cgroup_memo *m);
 
 /* Which cgroup hierarchy a controller is on. */
@@ -107,6 +110,17 @@ void vpack_cgroup_domain_find(const char *root, const struct vpack_cgroup_host *
                               struct vpack_cgroup_domain *out);
 void vpack_cgroup_domain_clear(struct vpack_cgroup_domain *d);
 
+/* The most partitions one walk visits, libvirt's two defaults included. */
+#define VPACK_CGROUP_MAX_PARTITIONS 64
+/*
+ * The partition d's group is in, as a path in its cpuset hierarchy: the
+ * domain's group's parent ("/machine", "/machine.slice", or a custom
+ * libvirt <partition> such as "/vpacktest.partition"). NULL when d has no
+ * cpuset group, sits at the top, or out of memory. The caller frees it.
+ */
+char *vpack_cgroup_partition_of(const struct vpack_cgroup_host *h,
+                                const struct vpack_cgroup_domain *d);
+
 /*
  * CPU time in clock ticks of one iothread of a domain from the threads
  * libvirt put in its group: d->threads/iothread<id>/tasks (v1) or
@@ -140,7 +154,9 @@ struct vpack_cgroup_stale {
  * CPU goes offline and only shrinks cpuset.cpus.effective, which the kernel
  * gives back when the CPU returns, unless a partition is invalid or took
  * the CPU. This checks that it did, writing nothing: it walks libvirt's
- * partitions (machine.slice, machine) of the unified hierarchy and lists
+ * partitions of the unified hierarchy (machine.slice, machine, and the
+ * partitions, NULL-terminated, of the guests: vpack_cgroup_partition_of();
+ * NULL for none) and lists
  * each group whose effective set lacks an online CPU that its cpuset.cpus
  * (or, when empty, its parent's effective set) allows and that no child
  * partition of it holds. Only the topmost group that lost a CPU is listed,
@@ -148,8 +164,8 @@ struct vpack_cgroup_stale {
  * and *n, or -ENOMEM; without cpuset on v2, *n is 0.
  */
 int vpack_cgroup_check_effective(const char *root, const struct vpack_cgroup_host *h,
-                                 const vpack_cpuset *online, struct vpack_cgroup_stale **out,
-                                 unsigned *n);
+                                 const vpack_cpuset *online, const char *const *partitions,
+                                 struct vpack_cgroup_stale **out, unsigned *n);
 void vpack_cgroup_stale_free(struct vpack_cgroup_stale *s, unsigned n);
 
 #endif

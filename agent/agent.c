@@ -57,8 +57,39 @@ static int load_topology(struct vpack_agent *a, char **errmsg)
 }
 
 /*
+ * The partitions the guests' groups are in, each once, NULL-terminated (a
+ * custom libvirt <partition> as well as machine or machine.slice); the
+ * caller frees it with free_partitions(). NULL when there are none or
+ * memory is short: the walks then cover libvirt's default partitions.
+ */
+static char **guest_partitions(const struct vpack_agent *a)
+{
+    char **list = calloc((size_t)a->ndoms + 1, sizeof(*list));
+    unsigned n = 0;
+    for (unsigned i = 0; list && i < a->ndoms; i++) {
+        char *p = vpack_cgroup_partition_of(&a->cgroup, &a->doms[i].cg);
+        for (unsigned j = 0; p && j < n; j++)
+            if (!strcmp(list[j], p)) {
+                free(p);
+                p = NULL;
+            }
+        if (p)
+            list[n++] = p;
+    }
+    return list;
+}
+
+static void free_partitions(char **list)
+{
+    for (unsigned i = 0; list && list[i]; i++)
+        free(list[i]);
+    free(list);
+}
+
+/*
  * cgroup v2 after a CPU came or went: the kernel gives a CPU that comes back
  * to every group whose cpuset.cpus allows it, unless a partition is invalid.
+ * Every partition a guest is in is checked, not only libvirt's defaults.
  * vpack writes nothing there (libvirt's groups are systemd's or libvirt's to
  * configure); it says which group did not get a CPU back, and counts it.
  */
@@ -66,7 +97,10 @@ static void check_effective(struct vpack_agent *a)
 {
     struct vpack_cgroup_stale *st = NULL;
     unsigned n = 0;
-    int r = vpack_cgroup_check_effective(a->cfg.sysfs_root, &a->cgroup, &a->online, &st, &n);
+    char **parts = guest_partitions(a);
+    int r = vpack_cgroup_check_effective(a->cfg.sysfs_root, &a->cgroup, &a->online,
+                                         (const char *const *)parts, &st, &n);
+    free_partitions(parts);
     if (r < 0) {
         log_warn("cannot check the cgroup v2 cpusets: %s", strerror(-r));
         return;
@@ -90,7 +124,10 @@ static void check_effective(struct vpack_agent *a)
 static void walk_cpusets(struct vpack_agent *a)
 {
     unsigned fixed = 0;
-    int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->cpusets, &a->online, &a->cpus_gone, &fixed);
+    char **parts = guest_partitions(a);
+    int r = vpack_cgroup_repair(a->cfg.sysfs_root, &a->cpusets, &a->online, &a->cpus_gone,
+                                (const char *const *)parts, &fixed);
+    free_partitions(parts);
     a->cpusets_look = false;
     if (r < 0)
         log_warn("cannot repair the cpuset cgroups: %s", strerror(-r));

@@ -183,7 +183,7 @@ static unsigned repair(struct vpack_cgroup_memo *m, const char *list, const char
     set_list(&online, list);
     if (gone)
         set_list(&g, gone);
-    assert_int_equal(vpack_cgroup_repair(root, m, &online, gone ? &g : NULL, &fixed), 0);
+    assert_int_equal(vpack_cgroup_repair(root, m, &online, gone ? &g : NULL, NULL, &fixed), 0);
     return fixed;
 }
 
@@ -361,7 +361,7 @@ static void test_cgroup_v2_noop(void **state)
     vpack_cpuset_set(&online, 0);
     unsigned fixed = 7;
     struct vpack_cgroup_memo m = {0};
-    assert_int_equal(vpack_cgroup_repair(other, &m, &online, NULL, &fixed), 0);
+    assert_int_equal(vpack_cgroup_repair(other, &m, &online, NULL, NULL, &fixed), 0);
     assert_int_equal(fixed, 0);
     assert_false(m.taken);
 }
@@ -451,7 +451,7 @@ static void test_process_cgroups(void **state)
     vpack_cpuset online;
     vpack_cpuset_zero(&online);
     vpack_cpuset_set_range(&online, 0, 3);
-    assert_int_equal(vpack_cgroup_check_effective(qroot, &h, &online, &st, &n), 0);
+    assert_int_equal(vpack_cgroup_check_effective(qroot, &h, &online, NULL, &st, &n), 0);
     assert_int_equal(n, 0);
     assert_null(st);
     vpack_cgroup_host_clear(&h);
@@ -598,7 +598,7 @@ static void test_v2_systemd(void **state)
     vpack_cpuset online;
     vpack_cpuset_zero(&online);
     vpack_cpuset_set_range(&online, 0, 3);
-    assert_int_equal(vpack_cgroup_check_effective(r, &h, &online, &st, &n), 0);
+    assert_int_equal(vpack_cgroup_check_effective(r, &h, &online, NULL, &st, &n), 0);
     assert_int_equal(n, 0);
     vpack_cgroup_stale_free(st, n);
     vpack_cgroup_domain_clear(&d);
@@ -679,9 +679,12 @@ static void copy_tree(const char *name)
 
 #define SCOPE "sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dweb.scope"
 
-/* Checks the copied tree; n stale groups expected, the first one's fields given. */
-static void expect_stale(const char *online_list, unsigned want, const char *group,
-                         const char *missing, const char *partition)
+/*
+ * Checks the copied tree, walking the guests' partitions parts (NULL: only
+ * libvirt's defaults); n stale groups expected, the first one's fields given.
+ */
+static void expect_stale_in(const char *const *parts, const char *online_list, unsigned want,
+                            const char *group, const char *missing, const char *partition)
 {
     struct vpack_cgroup_host h;
     struct vpack_cgroup_stale *st = NULL;
@@ -690,7 +693,7 @@ static void expect_stale(const char *online_list, unsigned want, const char *gro
     char buf[64];
     assert_int_equal(vpack_cpuset_parse(&online, online_list, NULL), 0);
     assert_int_equal(vpack_cgroup_detect(root, &h), 0);
-    assert_int_equal(vpack_cgroup_check_effective(root, &h, &online, &st, &n), 0);
+    assert_int_equal(vpack_cgroup_check_effective(root, &h, &online, parts, &st, &n), 0);
     assert_int_equal(n, want);
     if (want) {
         assert_string_equal(st[0].group, group);
@@ -703,6 +706,12 @@ static void expect_stale(const char *online_list, unsigned want, const char *gro
     }
     vpack_cgroup_stale_free(st, n);
     vpack_cgroup_host_clear(&h);
+}
+
+static void expect_stale(const char *online_list, unsigned want, const char *group,
+                         const char *missing, const char *partition)
+{
+    expect_stale_in(NULL, online_list, want, group, missing, partition);
 }
 
 /*
@@ -754,6 +763,105 @@ static void test_v2_hotplug_check(void **state)
     put("sys/fs/cgroup/machine.slice/rt.slice/cpuset.cpus.partition",
         "isolated invalid (Cpu list in cpuset.cpus not exclusive)\n");
     expect_stale("0-3", 1, "/machine.slice", "3", "member");
+}
+
+#define LIVE_C "sys/fs/cgroup/vpacktest.partition/qemu-3-v2g-c.libvirt-qemu"
+
+/*
+ * Issue 29: the tree of the live v2 test host (tests/data/hosts/v2-live,
+ * copied from tests/v2host): v2g-c lives in a custom libvirt <partition>,
+ * /vpacktest.partition. Its partition is found from its QEMU's group, and
+ * the hotplug check walks it only when told; before, the check walked
+ * machine and machine.slice alone and a group there that never got its CPU
+ * back went unseen.
+ */
+static void test_v2_live_partition(void **state)
+{
+    struct vpack_cgroup_host h;
+    struct vpack_cgroup_domain d;
+    (void)state;
+    copy_tree("v2-live");
+    assert_int_equal(vpack_cgroup_detect(root, &h), 0);
+    assert_int_equal(h.cpuset, VPACK_CGROUP_V2);
+    vpack_cgroup_domain_find(root, &h, 260, &d);
+    assert_string_equal(d.threads, "/sys/fs/cgroup/vpacktest.partition/qemu-3-v2g-c.libvirt-qemu");
+    char *p = vpack_cgroup_partition_of(&h, &d);
+    assert_string_equal(p, "/vpacktest.partition");
+    free(p);
+    vpack_cgroup_domain_clear(&d);
+    vpack_cgroup_domain_find(root, &h, 245, &d);
+    p = vpack_cgroup_partition_of(&h, &d);
+    assert_string_equal(p, "/machine");
+    free(p);
+    /* A domain's group at the top has no partition; no group, none either. */
+    free(d.threads);
+    assert_non_null(d.threads = strdup("/sys/fs/cgroup/qemu-9-top.libvirt-qemu"));
+    assert_null(vpack_cgroup_partition_of(&h, &d));
+    free(d.threads);
+    d.threads = NULL;
+    assert_null(vpack_cgroup_partition_of(&h, &d));
+    vpack_cgroup_domain_clear(&d);
+    vpack_cgroup_host_clear(&h);
+
+    /* As the live host had it: every CPU everywhere, nothing to say. */
+    static const char *const parts[] = {"/vpacktest.partition", NULL};
+    expect_stale_in(parts, "0-3", 0, NULL, NULL, NULL);
+    /* v2g-c's group did not get CPU 3 back. */
+    put(LIVE_C "/cpuset.cpus.effective", "0-2\n");
+    put(LIVE_C "/vcpu0/cpuset.cpus.effective", "0-2\n");
+    put(LIVE_C "/emulator/cpuset.cpus.effective", "0-2\n");
+    /* Before: unseen. */
+    expect_stale("0-3", 0, NULL, NULL, NULL);
+    /* Now: named, once, however often or however nested the caller names its partition. */
+    expect_stale_in(parts, "0-3", 1, "/vpacktest.partition/qemu-3-v2g-c.libvirt-qemu", "3",
+                    "member");
+    static const char *const twice[] = {"/vpacktest.partition/qemu-3-v2g-c.libvirt-qemu", "/",
+                                        "/machine", "/vpacktest.partition",
+                                        "/vpacktest.partition", NULL};
+    expect_stale_in(twice, "0-3", 1, "/vpacktest.partition/qemu-3-v2g-c.libvirt-qemu", "3",
+                    "member");
+    /* A partition nested in another group is checked against that group, not the top:
+     * /vpacktest.partition lost CPU 3 too, so its child has all it may have. */
+    put("sys/fs/cgroup/vpacktest.partition/cpuset.cpus.effective", "0-2\n");
+    static const char *const nested[] = {"/vpacktest.partition/qemu-3-v2g-c.libvirt-qemu", NULL};
+    expect_stale_in(nested, "0-3", 0, NULL, NULL, NULL);
+    expect_stale_in(parts, "0-3", 1, "/vpacktest.partition", "3", "member");
+}
+
+/*
+ * The v1 repair in a custom partition: before, it walked machine and
+ * machine.slice alone, so a group in /vpacktest.partition kept a CPU that
+ * went offline and came back out for good.
+ */
+static void test_cgroup_repair_partition(void **state)
+{
+    static const char *const parts[] = {"/vpacktest.partition", NULL};
+    struct vpack_cgroup_memo m = {0}, before = {0};
+    vpack_cpuset online, g;
+    unsigned fixed = 99;
+    (void)state;
+    put(CG "/cpuset.cpus", "0-3\n");
+    put(CG "/vpacktest.partition/cpuset.cpus", "0-3\n");
+    put(CG "/vpacktest.partition/qemu-3-c.libvirt-qemu/cpuset.cpus", "0-3\n");
+    put(CG "/vpacktest.partition/qemu-3-c.libvirt-qemu/vcpu0/cpuset.cpus", "2\n");
+    set_list(&online, "0-3");
+    assert_int_equal(vpack_cgroup_repair(root, &m, &online, NULL, parts, &fixed), 0);
+    assert_int_equal(vpack_cgroup_repair(root, &before, &online, NULL, NULL, &fixed), 0);
+    /* CPU 3 goes and comes back; the kernel took it from each group. */
+    put(CG "/vpacktest.partition/cpuset.cpus", "0-2\n");
+    put(CG "/vpacktest.partition/qemu-3-c.libvirt-qemu/cpuset.cpus", "0-2\n");
+    set_list(&g, "3");
+    /* Before: not walked, not repaired. */
+    assert_int_equal(vpack_cgroup_repair(root, &before, &online, &g, NULL, &fixed), 0);
+    assert_int_equal(fixed, 0);
+    expect_cpus(CG "/vpacktest.partition/cpuset.cpus", "0-2");
+    assert_int_equal(vpack_cgroup_repair(root, &m, &online, &g, parts, &fixed), 0);
+    assert_int_equal(fixed, 2);
+    expect_cpus(CG "/vpacktest.partition/cpuset.cpus", "0-3");
+    expect_cpus(CG "/vpacktest.partition/qemu-3-c.libvirt-qemu/cpuset.cpus", "0-3");
+    expect_cpus(CG "/vpacktest.partition/qemu-3-c.libvirt-qemu/vcpu0/cpuset.cpus", "2");
+    vpack_cgroup_memo_clear(&m);
+    vpack_cgroup_memo_clear(&before);
 }
 
 /* Which version a host is, from its mounts and the cgroup2 root's controllers. */
@@ -897,6 +1005,8 @@ int main(void)
         cmocka_unit_test(test_schedstat),
         cmocka_unit_test_setup_teardown(test_schedstat_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_hotplug_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_v2_live_partition, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cgroup_repair_partition, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cgroup_detect, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
