@@ -15,14 +15,19 @@ VP_BUILD_PACKAGES=(meson ninja-build pkg-config gcc libhwloc-dev libjson-c-dev l
 # unit tests, libseccomp for the hardening tests' restrict-af.
 VP_TEST_BUILD_PACKAGES=(libcmocka-dev libseccomp-dev)
 
+# What the v2 test host (tests/v2host) is made with: its root file system
+# (mmdebstrap, mke2fs -d) and its guests' boot sector (as, ld).
+VP_V2HOST_PACKAGES=(mmdebstrap e2fsprogs binutils)
+
 # What tests/run-all.sh needs beyond both: clang and its sanitizer runtime
 # (the clang builds, fuzzing), hwloc and xmllint for the fixtures, groff for
 # the man pages, Prometheus and curl for the metrics tests, ss, dpkg-dev for
 # the buildtypes' flags and the Debian package, Python for one-off helpers,
 # socat to receive vpackd's sd_notify messages in the package test, openssl
-# and whois (mkpasswd) for the metrics-tls test's certificate and bcrypt hash.
+# and whois (mkpasswd) for the metrics-tls test's certificate and bcrypt hash,
+# and what the v2 test host is made with.
 VP_SUITE_PACKAGES=(clang libclang-rt-14-dev hwloc-nox libxml2-utils groff-base prometheus curl
-                   python3 iproute2 dpkg-dev socat openssl whois)
+                   python3 iproute2 dpkg-dev socat openssl whois "${VP_V2HOST_PACKAGES[@]}")
 
 # What the live tests and the demo run on (no libvirt-daemon-system: it pulls
 # in systemd, polkit, iptables and the default network, none of which we use).

@@ -27,6 +27,17 @@ vp_install_packages "${VP_BUILD_PACKAGES[@]}" "${VP_TEST_BUILD_PACKAGES[@]}" \
 passed=0
 failed=0
 
+# The v2 test host's root file system (tests/v2host/build-rootfs.sh, cached
+# under /var/cache/vpack-test after the first build): made now, at a low
+# priority beside the builds, which measure no time, so that the live tests
+# later run on a quiet machine. Its log: build-logs/v2rootfs.log.
+rootfs_pid=""
+if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
+    mkdir -p build-logs
+    nice -n 19 tests/v2host/build-rootfs.sh > build-logs/v2rootfs.log 2>&1 &
+    rootfs_pid=$!
+fi
+
 # Runs one meson test set and adds its counts; the log says what failed.
 run_suite() {
     local dir=$1; shift
@@ -178,8 +189,13 @@ fi
 if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
     # With the sanitizer build's programs: vpackd, vpack-hook and vpackctl
     # run under ASan and LeakSanitizer, and a leak or a crash fails the test.
+    [ -z "$rootfs_pid" ] || wait "$rootfs_pid" ||
+        { echo "the v2 test host's root file system was not made:"; tail -n 20 build-logs/v2rootfs.log; }
     echo "== integration tests (real libvirtd, real QEMU guests, sanitized programs)"
     run_suite build-asan --suite integration
+    # cgroup v2 alone and two real sockets, in a test host of our own (a VM).
+    echo "== v2 test host (cgroup v2, two sockets, nested guests)"
+    run_suite build-asan --suite v2host
     # A test that meson's timeout killed could not clean up after itself;
     # the next one does, and after the last one this does.
     bash -c '. tests/integration/lib.sh && vp_reap_all' || true

@@ -243,6 +243,15 @@ vp_reap_leftovers() {
     for d in /run/vpack-test-bin.*; do
         [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d"
     done
+    # The v2 test host (tests/v2host/v2host.sh): its VM and its work directory.
+    for pid in $(vp__marked_pids qemu-system-x86); do
+        vp_log "stopping the v2 test host $pid left by an earlier test"
+        vp__stop_pid "$pid" qemu-system-x86; n=$((n + 1))
+    done
+    for d in /tmp/vpack-v2host.*; do
+        pid=${d#/tmp/vpack-v2host.}
+        [ -d "$d" ] && ! kill -0 "${pid%%.*}" 2>/dev/null && rm -rf "$d"
+    done
     # Test domains go through a libvirtd: an earlier test's own one if it
     # still runs, else one started for the purpose (it reconnects to QEMU
     # processes that outlived their libvirtd).
