@@ -88,6 +88,22 @@ enum { SOCK_PUBLIC, SOCK_ADMIN, NSOCKS };
  */
 enum { POOL_WORLD, POOL_GROUP, POOL_ROOT, NPOOLS };
 
+/* A budget window (BUDGET_WINDOW_MS, from uv_now) and what was taken in it. */
+struct budget_window {
+    uint64_t start;
+    unsigned used;
+};
+
+/* What w has used of the window that holds now: a new one, unused, once BUDGET_WINDOW_MS passed. */
+static unsigned window_used(struct budget_window *w, uint64_t now)
+{
+    if (now - w->start >= BUDGET_WINDOW_MS) {
+        w->start = now;
+        w->used = 0;
+    }
+    return w->used;
+}
+
 struct listener {
     uv_pipe_t pipe;
     uv_idle_t resume;      /* runs while a connection waits for the next iteration */
@@ -95,8 +111,7 @@ struct listener {
     struct vpack_control *ctl;
     bool admin;
     unsigned accepted;     /* in this loop iteration */
-    uint64_t window_start; /* the budget window (uv_now) and what it accepted */
-    unsigned window_accepted;
+    struct budget_window budget; /* the read-only socket's accepts */
     char *path;
     int dirfd;             /* the socket's trusted directory */
     const char *name;      /* the socket's name in it (points into path) */
@@ -109,7 +124,6 @@ struct client {
     struct client *next;
     char *buf;
     size_t len, cap;
-    bool privileged;       /* root or the control group */
     int pool;              /* POOL_*: whose slots it takes */
     bool admin;            /* came on the admin socket */
     bool counted;          /* in ctl->nclients[pool] */
@@ -117,12 +131,17 @@ struct client {
     bool deferred;         /* complete lines wait for their turn; not reading meanwhile */
     bool blocked;          /* lines wait until its (or its pool's) output is written,
                               or its budget's next window */
-    uint64_t window_at;    /* unprivileged: when its budget's window began */
-    unsigned window_lines; /* and the lines answered in it */
+    struct budget_window budget; /* unprivileged: the lines answered */
     uid_t uid;
     int closing;           /* handles still to close */
     uv_shutdown_t shutdown;
 };
+
+/* Root or the control group: whatever is not the other users' pool. */
+static bool privileged(const struct client *cl)
+{
+    return cl->pool != POOL_WORLD;
+}
 
 struct vpack_control {
     struct listener socks[NSOCKS];
@@ -225,11 +244,7 @@ static bool over_budget(struct client *cl)
     uint64_t now = uv_now(ctl->loop);
     unsigned n = ctl->nclients[POOL_WORLD] ? ctl->nclients[POOL_WORLD] : 1;
     unsigned share = POOL_LINES / n ? POOL_LINES / n : 1;
-    if (now - cl->window_at >= BUDGET_WINDOW_MS) {
-        cl->window_at = now;
-        cl->window_lines = 0;
-    }
-    if (cl->window_lines < share)
+    if (window_used(&cl->budget, now) < share)
         return false;
     if (!uv_is_active((uv_handle_t *)&ctl->refill))
         uv_timer_start(&ctl->refill, on_refill, BUDGET_WINDOW_MS, 0);
@@ -244,13 +259,13 @@ static bool must_wait(struct client *cl)
 {
     if (pending(cl) > OUTPUT_HIGH)
         return true;
-    if (cl->privileged)
+    if (privileged(cl))
         return false;
     if (over_budget(cl))
         return true;
     size_t pool = 0;
     for (const struct client *c = cl->ctl->clients; c; c = c->next)
-        if (!c->privileged)
+        if (!privileged(c))
             pool += pending(c);
     return pool > POOL_OUTPUT;
 }
@@ -306,7 +321,7 @@ static void on_written(uv_write_t *req, int status)
 static size_t max_line(const struct client *cl)
 {
     size_t m = cl->ctl->max_line;
-    return cl->privileged || m < UNPRIV_MAX_LINE ? m : UNPRIV_MAX_LINE;
+    return privileged(cl) || m < UNPRIV_MAX_LINE ? m : UNPRIV_MAX_LINE;
 }
 
 /*
@@ -483,7 +498,7 @@ static void handle_line(struct client *cl, const char *line, size_t len)
     bool known;
     int r;
     struct vpack_ctl_peer peer = {
-        .privileged = cl->privileged,
+        .privileged = privileged(cl),
         .uid = (unsigned)cl->uid,
         .admin_socket = cl->admin ? NULL : cl->ctl->socks[SOCK_ADMIN].path,
     };
@@ -581,7 +596,7 @@ static enum drain client_drain(struct client *cl)
         if (ll > 0) {
             handle_line(cl, cl->buf + pos, ll);
             handled++;
-            cl->window_lines++;
+            cl->budget.used++;
             if (cl->closing)
                 return DRAIN_DONE;
             /* The deadline runs per request line: bytes that end none do not move it. */
@@ -719,9 +734,10 @@ static void client_identify(struct vpack_control *ctl, struct client *cl)
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
         return;
     cl->uid = cred.uid;
-    cl->privileged = cred.uid == 0 ||
-                     (ctl->has_group && (cred.gid == ctl->group || peer_in_group(fd, ctl->group)));
-    cl->pool = cred.uid == 0 ? POOL_ROOT : cl->privileged ? POOL_GROUP : POOL_WORLD;
+    cl->pool = cred.uid == 0 ? POOL_ROOT
+               : ctl->has_group && (cred.gid == ctl->group || peer_in_group(fd, ctl->group))
+                   ? POOL_GROUP
+                   : POOL_WORLD;
 }
 
 /*
@@ -736,7 +752,7 @@ static void accept_one(struct listener *l)
     struct vpack_control *ctl = l->ctl;
     struct client *cl = calloc(1, sizeof(*cl));
     l->accepted++;
-    l->window_accepted++;
+    l->budget.used++;
     if (!cl) {
         /* Left waiting: libuv polls the socket again once it is accepted. */
         uv_idle_start(&l->resume, on_resume);
@@ -754,7 +770,7 @@ static void accept_one(struct listener *l)
         return;
     }
     client_identify(ctl, cl);
-    if (cl->admin && !cl->privileged) {
+    if (cl->admin && !privileged(cl)) {
         log_warn("control: uid %u connected to the admin socket %s, which is for root and the "
                  "control group: refused", (unsigned)cl->uid, l->path);
         send_error(cl, "permission denied: the admin socket serves root and the vpack control "
@@ -773,20 +789,24 @@ static void accept_one(struct listener *l)
     uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 }
 
-/* The next iteration: the connection left waiting is taken (libuv then polls the socket again). */
+static void try_accept(struct listener *l);
+
+/*
+ * The next iteration: the connection left waiting is taken, within the
+ * read-only socket's budget (libuv then polls the socket again).
+ */
 static void on_resume(uv_idle_t *h)
 {
     struct listener *l = h->data;
     uv_idle_stop(h);
-    accept_one(l);
+    try_accept(l);
 }
 
 /* The next budget window of the read-only socket: the connection left waiting is taken. */
 static void on_window(uv_timer_t *h)
 {
     struct listener *l = h->data;
-    l->window_start = uv_now(l->ctl->loop);
-    l->window_accepted = 0;
+    l->budget = (struct budget_window){uv_now(l->ctl->loop), 0};
     accept_one(l);
 }
 
@@ -796,19 +816,12 @@ static void on_window(uv_timer_t *h)
  * not accepted stays with libuv, which stops polling the socket until
  * on_resume() accepts it in the next iteration.
  */
-static void on_connection(uv_stream_t *server, int status)
+static void try_accept(struct listener *l)
 {
-    struct listener *l = server->data;
-    if (status < 0)
-        return;
     if (!l->admin) {
         uint64_t now = uv_now(l->ctl->loop);
-        if (now - l->window_start >= BUDGET_WINDOW_MS) {
-            l->window_start = now;
-            l->window_accepted = 0;
-        }
-        if (l->window_accepted >= PUBLIC_ACCEPTS_PER_WINDOW) {
-            uv_timer_start(&l->window, on_window, l->window_start + BUDGET_WINDOW_MS - now, 0);
+        if (window_used(&l->budget, now) >= PUBLIC_ACCEPTS_PER_WINDOW) {
+            uv_timer_start(&l->window, on_window, l->budget.start + BUDGET_WINDOW_MS - now, 0);
             return;
         }
     }
@@ -817,6 +830,12 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     accept_one(l);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    if (status == 0)
+        try_accept(server->data);
 }
 
 /* After each iteration's poll. */
