@@ -170,6 +170,15 @@ vp_virsh dumpxml vptr-a > "$work/a.xml"
 hook_started() {   # SOCKET: the hook as libvirt runs it at "started", as root
     VPACK_SOCKET=$1 "$VPACK_HOOK" vptr-a started begin - < "$work/a.xml"
 }
+# hook_gets_in RECORD WHILE: the hook registers vptr-a (its record RECORD
+# written within 2 s) while WHILE holds slots.
+hook_gets_in() {
+    rm -f "$1"
+    hook_started "$sock"
+    for _ in $(seq 20); do [ -s "$1" ] && break; sleep 0.1; done
+    [ -s "$1" ] && vp_pass "the hook (root) registered vptr-a while $2" ||
+        vp_fail "the hook's registration was lost while $2: no $1"
+}
 t_guest=$SECONDS
 
 echo "== lockout: nobody holds every unprivileged slot"
@@ -189,11 +198,7 @@ t0=$(now_ms); rc=0; out=$(ctl status 2>&1) || rc=$?; dt=$(( $(now_ms) - t0 ))
 rc=0; out=$(ctl rebalance 2>&1) || rc=$?
 [ $rc -eq 0 ] && vp_pass "root's vpackctl rebalance works: $(head -n1 <<<"$out")" ||
     vp_fail "root's vpackctl rebalance: exit $rc: $out"
-rm -f "$state/domains/$uuid.json"
-hook_started "$sock"
-for _ in $(seq 20); do [ -s "$state/domains/$uuid.json" ] && break; sleep 0.1; done
-[ -s "$state/domains/$uuid.json" ] && vp_pass "the hook (root) registered vptr-a meanwhile" ||
-    vp_fail "the hook's registration was lost: no $state/domains/$uuid.json"
+hook_gets_in "$state/domains/$uuid.json" "nobody held 64 connections"
 wait "$bg" || true
 done_line=$(tail -n1 "$work/hog.out")
 echo "    nobody: $done_line"
@@ -558,11 +563,7 @@ vp_has "too many clients" <<<"$extra" && vp_pass "a 65th client of $TESTUSER is 
 rc=0; out=$(ctl status 2>&1) || rc=$?
 [ $rc -eq 0 ] && vp_pass "root's vpackctl status answers while $TESTUSER holds the group's 64 slots" ||
     vp_fail "root's vpackctl status while $TESTUSER holds the group's slots: exit $rc: $(head -n2 <<<"$out")"
-rm -f "$rec"
-hook_started "$sock"
-for _ in $(seq 20); do [ -s "$rec" ] && break; sleep 0.1; done
-[ -s "$rec" ] && vp_pass "the hook (root) registered vptr-a meanwhile" ||
-    vp_fail "the hook's registration was lost while $TESTUSER held the group's slots"
+hook_gets_in "$rec" "$TESTUSER held the group's 64 slots"
 wait "$ghog" || true
 kill -STOP "$agent_pid"
 run_bg "$work/forked.out" "${MEMBER[@]}" "$PY" "$work/clients.py" forked "$admin" "$req"
