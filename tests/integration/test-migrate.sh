@@ -59,6 +59,21 @@ cpuset_cgroup() {
     sed -n 's/^[0-9]*:cpuset:\(.*\)/\1/p' "/proc/$pid/cgroup"
 }
 b_own() { [ "$(vp_pins vpmg-b)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ]; }
+# On B before its vpackd runs: vpmg-a on every CPU, vpmg-b on its own pin.
+B_WANT="vpmg-a vcpu0=0-1 vcpu1=0-1 emulator=0-1; vpmg-b vcpu0=0-1 vcpu1=1 emulator=0-1"
+b_state() { echo "vpmg-a $(vp_pins vpmg-a); vpmg-b $(vp_pins vpmg-b)"; }
+b_agrees() { [ "$(b_state)" = "$B_WANT" ]; }
+# thread_view NAME: each thread of the domain's QEMU: name, cpuset cgroup, CPUs allowed.
+thread_view() {
+    local pid t comm cg allowed
+    pid=$(vp_qemu_pid "$1") || { echo "note: $1: no pid file"; return 0; }
+    for t in /proc/"$pid"/task/*; do
+        read -r comm < "$t/comm" 2>/dev/null || continue
+        cg=$(sed -n 's/^[0-9]*:cpuset://p' "$t/cgroup" 2>/dev/null)
+        vp__allowed_list allowed "$t" 2>/dev/null || allowed="?"
+        echo "note: $1 thread ${t##*/} ($comm): cgroup $cg, allowed $allowed"
+    done
+}
 wait_packed() {   # WHERE
     if vp_wait_for 60 vp_all_packed vpmg-a >/dev/null; then
         vp_pass "vpmg-a packed $1: $(vp_pins vpmg-a)"
@@ -148,10 +163,23 @@ if [ "$pins_b" = "vcpupin 1 1" ] && [ -z "$(vp_request_meta vpmg-b vp2_virsh)" ]
 else
     vp_fail "vpmg-b's live XML on B: pins '$(echo "$pins_b" | tr '\n' ';')' (want vcpupin 1 1 only)"
 fi
-if vp_all_on 0-1 vpmg-a && b_own; then
-    vp_pass "on B the kernel agrees: vpmg-a $(vp_pins vpmg-a); vpmg-b $(vp_pins vpmg-b)"
+# One CI run read other masks once, right after `virsh migrate` returned, and
+# the wanted ones a moment later (cause not found: B runs no vpackd yet, and
+# libvirt 9.0 sets a guest's threads up before the migration stream starts).
+# A disagreement is therefore given 10 s to end, and what was first read is
+# printed with each thread's cpuset cgroup, so that the next one says why.
+first=$(b_state)
+if [ "$first" = "$B_WANT" ]; then
+    vp_pass "on B the kernel agrees: $first"
 else
-    vp_fail "on B: vpmg-a $(vp_pins vpmg-a) (want 0-1); vpmg-b $(vp_pins vpmg-b) (want vcpu1=1, the rest 0-1)"
+    echo "note: on B, first read: $first"
+    thread_view vpmg-a; thread_view vpmg-b
+    if took=$(vp_wait_for 10 b_agrees); then
+        vp_pass "on B the kernel agrees ${took} s after the first read: $(b_state)"
+    else
+        vp_fail "on B: $(b_state) (want $B_WANT)"
+        thread_view vpmg-a; thread_view vpmg-b
+    fi
 fi
 
 echo "== pack on B"
