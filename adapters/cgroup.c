@@ -190,33 +190,57 @@ static bool walked(const char *path, const char *const *done, size_t n)
     return false;
 }
 
+/* qsort: shorter paths first. */
+static int shorter_first(const void *a, const void *b)
+{
+    size_t la = strlen(*(const char *const *)a), lb = strlen(*(const char *const *)b);
+    return (la > lb) - (la < lb);
+}
+
 /*
  * The partitions to walk into out (at most VPACK_CGROUP_MAX_PARTITIONS):
  * libvirt's defaults, then the callers' (paths in the hierarchy, shortest
  * first), each once and none below another, so that no group is walked
  * twice. "/" is no partition: a walk of the whole hierarchy would touch
- * groups that are not libvirt's.
+ * groups that are not libvirt's. Without memory for the sort, the defaults
+ * alone.
  */
 static size_t partition_list(const char *const *extra, const char **out)
 {
     static const char *defaults[] = {"/machine", "/machine.slice"};
-    size_t n = 0;
+    size_t n = 0, nx = 0;
     for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
         out[n++] = defaults[i];
-    for (size_t len = 2; extra && n < VPACK_CGROUP_MAX_PARTITIONS && len < 4096; len++) {
-        bool longer = false;
-        for (size_t i = 0; extra[i] && n < VPACK_CGROUP_MAX_PARTITIONS; i++) {
-            size_t l = strlen(extra[i]);
-            longer |= l > len;
-            if (l == len && extra[i][0] == '/' && !walked(extra[i], out, n))
-                out[n++] = extra[i];
-        }
-        if (!longer)
-            break;
-    }
+    while (extra && extra[nx])
+        nx++;
+    const char **sorted = nx ? malloc(nx * sizeof(*sorted)) : NULL;
+    if (!sorted)
+        return n;
+    memcpy(sorted, extra, nx * sizeof(*sorted));
+    qsort(sorted, nx, sizeof(*sorted), shorter_first);
+    for (size_t i = 0; i < nx && n < VPACK_CGROUP_MAX_PARTITIONS; i++)
+        if (sorted[i][0] == '/' && sorted[i][1] && !walked(sorted[i], out, n))
+            out[n++] = sorted[i];
+    free(sorted);
     return n;
 }
 
+/*
+ * The set file of the group that holds partition part (a path below base,
+ * a hierarchy's top directory, whose set is top): top itself for a
+ * partition right below it. Returns 0, or <0 when that group cannot be read.
+ */
+static int parent_set(const char *root, const char *base, const char *part, const char *file,
+                      const vpack_cpuset *top, vpack_cpuset *out)
+{
+    char up[4096];
+    bool empty;
+    *out = *top;
+    if (snprintf(up, sizeof(up), "%s%s", base, part) >= (int)sizeof(up))
+        return -ENAMETOOLONG;
+    *strrchr(up, '/') = '\0';
+    return strcmp(up, base) ? read_set(root, up, file, out, &empty) : 0;
+}
 
 void vpack_cgroup_memo_clear(struct vpack_cgroup_memo *m)
 {
@@ -252,15 +276,11 @@ int vpack_cgroup_repair(const char *root, struct vpack_cgroup_memo *m, const vpa
     vpack_cpuset_and(&w.back, &away, online);
     vpack_cpuset_andnot(&w.still, &away, online);
     for (size_t i = 0; ret == 0 && i < nparts; i++) {
-        char dir[4096], up[4096];
-        vpack_cpuset cur, parent = top;
+        char dir[4096];
+        vpack_cpuset cur, parent;
         if (snprintf(dir, sizeof(dir), CPUSET_ROOT "%s", parts[i]) >= (int)sizeof(dir) ||
-            read_cpus(rootbuf, dir, &cur, &empty) < 0)
-            continue;
-        /* A nested partition's parent is its parent group, not the top. */
-        snprintf(up, sizeof(up), "%s", dir);
-        *strrchr(up, '/') = '\0';
-        if (strcmp(up, CPUSET_ROOT) && read_cpus(rootbuf, up, &parent, &empty) < 0)
+            read_cpus(rootbuf, dir, &cur, &empty) < 0 ||
+            parent_set(rootbuf, CPUSET_ROOT, parts[i], "cpuset.cpus", &top, &parent) < 0)
             continue;
         if ((ret = repair_group(&w, dir, &parent, &cur)) == 0)
             ret = repair_children(&w, dir, &cur, 0);
@@ -672,15 +692,10 @@ int vpack_cgroup_check_effective(const char *root, const struct vpack_cgroup_hos
     if (read_set(root, w.base, "cpuset.cpus.effective", &top, &empty) < 0)
         top = *online;
     for (size_t i = 0; ret == 0 && i < nparts; i++) {
-        char up[4096];
-        vpack_cpuset parent = top;
+        vpack_cpuset parent;
         /* A nested partition's parent is its parent group, not the top. */
-        if (snprintf(up, sizeof(up), "%s%s", w.base, parts[i]) >= (int)sizeof(up))
-            continue;
-        *strrchr(up, '/') = '\0';
-        if (strcmp(up, w.base) && read_set(root, up, "cpuset.cpus.effective", &parent, &empty) < 0)
-            continue;
-        ret = check_group(&w, parts[i], &parent, 0);
+        if (parent_set(root, w.base, parts[i], "cpuset.cpus.effective", &top, &parent) == 0)
+            ret = check_group(&w, parts[i], &parent, 0);
     }
     if (ret < 0) {
         vpack_cgroup_stale_free(w.arr, w.n);
