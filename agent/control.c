@@ -31,7 +31,8 @@
 /*
  * Backpressure (issue 27, A): a client with more unread output than this
  * gets no further request answered (nor read) until its output is written;
- * one that never reads is closed by its idle timer.
+ * one that never reads is closed by its idle timer, one that left at its
+ * first failed write (on_written).
  */
 #define OUTPUT_HIGH (64u << 10)
 /* The unread output of all unprivileged clients together, likewise. */
@@ -307,14 +308,28 @@ static void unblock(struct vpack_control *ctl)
         }
 }
 
+/*
+ * A write that failed (EPIPE: the peer left) ends the client at once. One
+ * that vpackd stopped reading (its output or its pool's over the limit)
+ * tells of its end no other way, and libuv writes nothing more of its queue
+ * after an error: it would keep its slot, and its queued output would hold
+ * its pool's other clients, until its idle timer.
+ */
 static void on_written(uv_write_t *req, int status)
 {
     struct write_req *w = (struct write_req *)req;
     struct client *cl = req->handle->data;
     free(w->data);
     free(w);
-    if (status == 0 && !cl->closing)
-        unblock(cl->ctl);
+    if (cl->closing)
+        return;
+    if (status < 0) {
+        log_debug("control: a client left with its answers unread (uid %u: %s)",
+                  (unsigned)cl->uid, uv_strerror(status));
+        client_close(cl);
+        return;
+    }
+    unblock(cl->ctl);
 }
 
 /* The longest request line cl may send. */

@@ -23,6 +23,10 @@
 #              connection, and reconnect flat out (issue 27, C): the
 #              read-only socket accepts at most 1000 a second; root's
 #              status on the admin socket answers
+#   leave      64 clients (every unprivileged slot) pipeline status
+#              requests as nobody until vpackd stops reading them, then
+#              all close: a new client is answered within 2 s, not at
+#              idle_timeout_ms (20 s here)
 #   restart    nobody cannot open the lock file (0600); a restart works
 #              while nobody tries; a 0644 lock file left by an older
 #              vpackd, opened and flocked by nobody, is replaced: the
@@ -338,6 +342,25 @@ limit=$(( (t1 - t0) + 64 + 200 ))
     vp_fail "nobody's reconnecting clients: $lines (want 100 < closed <= $limit: 1000 a second)"
 [ "$(word failed "$lat")" = 0 ] && vp_pass "root's status on the admin socket meanwhile: $lat" ||
     vp_fail "root's status on the admin socket failed meanwhile: $lat"
+
+echo "== leave: nobody's stalled clients go away, and their slots with them"
+# 64 unprivileged clients (every slot of their pool) pipeline status requests
+# and read nothing until vpackd has stopped reading them for 1 s (their
+# unread answers, or their pool's, hold them), then all close at once.
+# vpackd reads nothing more from such a client, so only the failed write of
+# its queued answers (EPIPE) tells that it left: that must end it, not the
+# idle timer (20 s here). Before, the 64 slots stayed taken, and their
+# queued output held the pool's other clients, until the timer.
+stop_agent
+start_agent --set control.idle_timeout_ms=20000
+out=$("${NOBODY[@]}" "$PY" "$work/clients.py" leave "$sock" 64 1 || true)
+echo "    nobody: $out"
+free=$(word free_ms "$out")
+if [ "$(word stalled "$out")" = 64 ] && [ -n "$free" ] && [ "$free" -lt 2000 ]; then
+    vp_pass "64 stalled clients that left freed their slots: a new one answered after ${free} ms (idle_timeout_ms 20000)"
+else
+    vp_fail "stalled clients that left kept their slots: $out (want stalled=64, free_ms < 2000; idle_timeout_ms 20000)"
+fi
 
 echo "== restart: nobody and the lock file"
 stop_agent

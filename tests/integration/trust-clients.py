@@ -280,6 +280,55 @@ def flood(path, n, seconds):
         s.close()
 
 
+def leave(path, n, quiet):
+    """n connections pipeline status requests and read nothing until each
+    socket has taken no byte for quiet seconds (the agent stopped reading
+    them: their unread answers or their pool's hold them), then all close at
+    once; then a new connection asks for the version every 50 ms until one
+    is answered (not "too many clients"), for 10 s at most."""
+    import select
+    req = b'{"op":"status"}\n' * 256
+    socks, last = [], {}
+    for _ in range(n):
+        s = connect(path, 5)
+        s.setblocking(False)
+        socks.append(s)
+        last[s.fileno()] = time.monotonic()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        now = time.monotonic()
+        if all(now - last[s.fileno()] >= quiet for s in socks):
+            break
+        _, w, _ = select.select([], socks, [], 0.1)
+        for s in w:
+            try:
+                if s.send(req) > 0:
+                    last[s.fileno()] = time.monotonic()
+            except OSError:
+                pass   # full (EAGAIN), or closed by the agent
+    now = time.monotonic()
+    stalled = sum(1 for s in socks if now - last[s.fileno()] >= quiet)
+    for s in socks:
+        s.close()
+    t0 = time.monotonic()
+    answer, tries = "none", 0
+    while time.monotonic() - t0 < 10:
+        tries += 1
+        try:
+            c = connect(path, 2)
+            c.sendall(b'{"op":"version"}\n')
+            answer = read_line(c, 2)
+            c.close()
+        except OSError as e:
+            answer = f"error {e}"
+        if answer.startswith('{"ok":true') or '"ok": true' in answer[:12]:
+            break
+        time.sleep(0.05)
+    free_ms = (time.monotonic() - t0) * 1000
+    print(f"stalled={stalled} of={n} free_ms={free_ms:.0f} tries={tries} last={answer[:60]}",
+          flush=True)
+
+
 def busy(path, n, seconds, size):
     import selectors
     pad = max(0, size - len(b'{"op":"status"}') - 1)
@@ -596,6 +645,8 @@ if __name__ == "__main__":
         burst(a[0], int(a[1]))
     elif cmd == "flood":
         flood(a[0], int(a[1]), float(a[2]))
+    elif cmd == "leave":
+        leave(a[0], int(a[1]), float(a[2]))
     elif cmd == "busy":
         busy(a[0], int(a[1]), float(a[2]), int(a[3]))
     elif cmd == "scrape":
