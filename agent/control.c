@@ -817,12 +817,13 @@ static void on_resume(uv_idle_t *h)
     try_accept(l);
 }
 
-/* The next budget window of the read-only socket: the connection left waiting is taken. */
+/*
+ * The read-only socket's next budget window (window_used() starts it): the
+ * connection left waiting is taken.
+ */
 static void on_window(uv_timer_t *h)
 {
-    struct listener *l = h->data;
-    l->budget = (struct budget_window){uv_now(l->ctl->loop), 0};
-    accept_one(l);
+    try_accept(h->data);
 }
 
 /*

@@ -65,6 +65,11 @@ def connect(path, timeout=5):
     return s
 
 
+def is_ok(line):
+    """True for an answer {"ok": true, ...}, with or without the blank."""
+    return line.startswith('{"ok":true') or '"ok": true' in line[:12]
+
+
 def read_line(s, timeout):
     """The first line the agent sends, or a word for what happened instead."""
     s.settimeout(timeout)
@@ -321,7 +326,7 @@ def leave(path, n, quiet):
             c.close()
         except OSError as e:
             answer = f"error {e}"
-        if answer.startswith('{"ok":true') or '"ok": true' in answer[:12]:
+        if is_ok(answer):
             break
         time.sleep(0.05)
     free_ms = (time.monotonic() - t0) * 1000
@@ -373,8 +378,7 @@ def busy(path, n, seconds, size):
                     c["buf"] += d
                     while b"\n" in c["buf"]:
                         ln, c["buf"] = c["buf"].split(b"\n", 1)
-                        st["answers" if ln.startswith(b'{"ok":true') or b'"ok": true' in ln[:12]
-                           else "errors"] += 1
+                        st["answers" if is_ok(ln.decode(errors="replace")) else "errors"] += 1
                         c["out"] = req
                         sel.modify(c["s"], selectors.EVENT_READ | selectors.EVENT_WRITE, c)
             except BlockingIOError:
