@@ -57,6 +57,8 @@ static void usage(FILE *f)
             "  --vcpu-split HOW    ... a VM's demand over its vCPUs: even (default),\n"
             "                      simplex (random shares) or hot (one vCPU first)\n"
             "  --hold              ... hold readings instead of interpolating\n"
+            "  --memory-homes HOW  ... where each VM's memory is: none (default) or\n"
+            "                      spread (VM i's on NUMA node i mod the host's nodes)\n"
             "  --interval-ms MS    ... the trace's interval (default 1000)\n"
             "  --hours H           stop after H hours of trace\n"
             "  --write-trace FILE  also write the trace replayed, as JSON lines\n"
@@ -109,6 +111,7 @@ enum {
     OPT_HOST_BURST,
     OPT_PLATFORM,
     OPT_DELAY_BOUND,
+    OPT_MEMORY_HOMES,
 };
 
 struct sim_args {
@@ -122,6 +125,7 @@ struct sim_args {
     double burst, burst_tau, hours;
     enum vpack_vcpu_split split;
     bool hold, json;
+    bool memory_spread;      /* --memory-homes spread */
     bool have_pin_cost;
     double pin_cost;         /* --pin-cost, ms */
     double host_burst;       /* --host-burst CPUS, or 0 */
@@ -141,6 +145,16 @@ static int parse_number(const char *opt, const char *text, double min, double ma
     }
     *out = v;
     return 0;
+}
+
+/* --memory-homes HOW. Returns 0 or -EINVAL (reported). */
+static int parse_memory_homes(const char *text, struct sim_args *a)
+{
+    a->memory_spread = !strcmp(text, "spread");
+    if (a->memory_spread || !strcmp(text, "none"))
+        return 0;
+    vpackctl_err("simulate: --memory-homes '%s': expected none or spread", text);
+    return -EINVAL;
 }
 
 /* --vcpu-split HOW. Returns 0 or -EINVAL (reported). */
@@ -205,6 +219,7 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         {"host-burst", required_argument, NULL, OPT_HOST_BURST},
         {"platform", required_argument, NULL, OPT_PLATFORM},
         {"delay-bound", required_argument, NULL, OPT_DELAY_BOUND},
+        {"memory-homes", required_argument, NULL, OPT_MEMORY_HOMES},
         VPACKCTL_OPTIONS_END,
     };
     struct vpackctl_getopt g = {.cmd = "simulate", .usage = usage, .options = options};
@@ -265,6 +280,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             err = parse_host_burst(optarg, a);
         else if (c == OPT_PLATFORM)
             a->platform = optarg;
+        else if (c == OPT_MEMORY_HOMES)
+            err = parse_memory_homes(optarg, a);
         else if (c == OPT_DELAY_BOUND && !(err = parse_number(g.option, optarg, 0.01, 100, &v)))
             a->delay_bound = v / 100;
         if (err < 0)
@@ -284,6 +301,10 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     }
     if (a->planetlab && !a->vms) {
         vpackctl_err("simulate: --planetlab needs --vms N");
+        return VPACKCTL_EXIT_USAGE;
+    }
+    if (a->trace && a->memory_spread) {
+        vpackctl_err("simulate: --memory-homes is for --planetlab (a trace names its own)");
         return VPACKCTL_EXIT_USAGE;
     }
     return VPACKCTL_PROCEED;
@@ -442,6 +463,30 @@ static int load_power(const char *path, const char *platform, struct vpack_power
     return 0;
 }
 
+/* --memory-homes spread: the host's NUMA nodes, package by package, into src's builder. */
+static int memory_nodes(const struct vpack_topology *topo, struct source *src, int **nodes)
+{
+    unsigned n = 0;
+
+    for (unsigned p = 0; p < topo->npackages; p++)
+        n += topo->packages[p].nnuma;
+    if (n == 0) {
+        vpackctl_err("simulate: --memory-homes spread: the topology names no NUMA node");
+        return -1;
+    }
+    if (!(*nodes = malloc(n * sizeof(**nodes)))) {
+        vpackctl_err("simulate: out of memory");
+        return -1;
+    }
+    n = 0;
+    for (unsigned p = 0; p < topo->npackages; p++)
+        for (unsigned k = 0; k < topo->packages[p].nnuma; k++)
+            (*nodes)[n++] = topo->packages[p].numa_nodes[k];
+    src->pl.mem_nodes = *nodes;
+    src->pl.nmem_nodes = n;
+    return 0;
+}
+
 int simulate_main(int argc, char **argv)
 {
     struct sim_args a;
@@ -453,6 +498,7 @@ int simulate_main(int argc, char **argv)
     struct vpack_config conf = {0};
     struct figures f[NLEVELS];
     char *reserved = NULL;
+    int *nodes = NULL;
     int ret;
 
     if ((ret = parse_args(argc, argv, &a)) != VPACKCTL_PROCEED ||
@@ -474,6 +520,9 @@ int simulate_main(int argc, char **argv)
     sim.power = pw;
     sim.platform = a.platform ? a.platform : a.power ? "the file's default" : VPACK_POWER_DEFAULT_PLATFORM;
     sim.pc6_scope = pw.pc6_scope;
+    /* The policy plans for the platform's PC6 scope unless the configuration names one. */
+    if (!conf.pc6_scope_set)
+        conf.policy.pc6_system = pw.pc6_scope == VPACK_PC6_SYSTEM;
     sim.idle_w = pw.idle_w;
     sim.deep_w = pw.deep_w;
     sim.bound.cap = calloc(topo->npackages ? topo->npackages : 1, sizeof(double));
@@ -514,7 +563,7 @@ int simulate_main(int argc, char **argv)
         }
     } else {
         src.name = a.planetlab;
-        if (planetlab_load(&a, &src) < 0)
+        if (planetlab_load(&a, &src) < 0 || (a.memory_spread && memory_nodes(topo, &src, &nodes) < 0))
             goto cleanup;
     }
     if (a.write && !(sim.write = fopen(a.write, "w"))) {
@@ -556,6 +605,7 @@ cleanup:
     vpack_topology_free(topo);
     vpack_config_clear(&conf);
     free(reserved);
+    free(nodes);
     free(a.sets);
     return ret;
 }

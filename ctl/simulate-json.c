@@ -103,6 +103,7 @@ static struct json_object *costs_json(const struct figures *x, bool *ok)
     vpack_json_set_double(o, "exit_delay_vcpu_s", x->t.wake_delay_s, ok);
     vpack_json_set_double(o, "deep_exits", x->t.deep_wakes, ok);
     vpack_json_set_double(o, "memory_held_package_s", x->t.held_pkg_s, ok);
+    vpack_json_set_double(o, "remote_memory_delay_vcpu_s", x->t.remote_delay_s, ok);
     vpack_json_set_double(o, "served_ratio_refill_0", x->served_refill0, ok);
     vpack_json_set_double(o, "served_ratio_refill_x2", x->served_refill2, ok);
     for (unsigned v = 0; v < VPACK_COST_VARIANTS; v++)

@@ -33,6 +33,7 @@ enum row {
     ROW_WAKE,
     ROW_EXITS,
     ROW_HELD,
+    ROW_REMOTE,
 };
 
 static void print_row(const char *label, const struct figures *f, enum row what)
@@ -94,6 +95,9 @@ static void print_row(const char *label, const struct figures *f, enum row what)
             break;
         case ROW_HELD:
             snprintf(cell, sizeof(cell), "%.0f", x->t.held_pkg_s);
+            break;
+        case ROW_REMOTE:
+            snprintf(cell, sizeof(cell), "%.1f", x->t.remote_delay_s);
             break;
         default:
             snprintf(cell, sizeof(cell), "%+.1f%%", x->vs_target * 100);
@@ -262,6 +266,7 @@ int simulate_print_text(const struct sim *sim, const struct figures *f)
     print_row("exit delay vCPU-seconds", f, ROW_WAKE);
     print_row("deep-state exits", f, ROW_EXITS);
     print_row("memory-held package-s", f, ROW_HELD);
+    print_row("remote-memory vCPU-s", f, ROW_REMOTE);
     printf("%-26s", "intervals under the bound");
     for (int l = 0; l < NLEVELS; l++)
         printf(" %12lu", sim->under_bound[l]);

@@ -57,7 +57,7 @@ void vpack_config_clear(struct vpack_config *c)
     memset(c, 0, sizeof(*c));
 }
 
-enum kind { K_UINT, K_DOUBLE01, K_DOUBLE, K_BOOL, K_STR, K_CPUS, K_LEVEL, K_LOG };
+enum kind { K_UINT, K_DOUBLE01, K_DOUBLE, K_BOOL, K_STR, K_CPUS, K_LEVEL, K_LOG, K_SCOPE };
 
 struct key {
     const char *section, *name;
@@ -88,6 +88,7 @@ static const struct key keys[] = {
     {"policy", "pack_delay_ms", K_UINT, OFF(policy.pack_delay_ms), 0, 86400000},
     {"policy", "min_residency_ms", K_UINT, OFF(policy.min_residency_ms), 0, 86400000},
     {"policy", "smt_gain", K_DOUBLE01, OFF(policy.smt_gain), 0, 0},
+    {"policy", "pc6_scope", K_SCOPE, OFF(policy.pc6_system), 0, 0},
     {"control", "socket", K_STR, OFF(socket_path), 0, 0},
     {"control", "group", K_STR, OFF(control_group), 0, 0},
     {"control", "max_clients", K_UINT, OFF(max_clients), 1, 100000},
@@ -189,6 +190,13 @@ static int apply(struct parse_ctx *ctx, int line, const char *section, const cha
             *(bool *)field = false;
         else
             return set_err(ctx, line, section, name, "'%s' is not true or false", value);
+        break;
+    case K_SCOPE: /* bool: true for system-wide */
+        if (strcmp(value, "package") && strcmp(value, "system"))
+            return set_err(ctx, line, section, name, "'%s' is not a PC6 scope (package or system)",
+                           value);
+        *(bool *)field = !strcmp(value, "system");
+        ctx->c->pc6_scope_set = true;
         break;
     case K_LEVEL:
         if (strlen(value) != 1 || value[0] < '0' || value[0] > '2')

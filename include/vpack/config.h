@@ -43,6 +43,7 @@ struct vpack_config {
     char *libvirt_uri;          /* qemu:///system */
     char *topology;             /* topology spec; "host" */
     bool has_reserved;
+    bool pc6_scope_set;     /* [policy] pc6_scope was given (simulate: else the platform's) */
     vpack_cpuset reserved_cpus; /* CPUs vpack never uses; none */
     char *state_dir;            /* /run/vpack */
     bool keep_placement;        /* keep pins on stop; false */

@@ -100,8 +100,14 @@
  *       its NUMA nodes) memory of a domain with demand in the interval is
  *       not in the deep state (its memory controller serves the domain
  *       wherever it runs); system-wide, no package is. Only traces with
- *       memory homes (a recording's "memory") have them; PlanetLab ones do
- *       not. Its bandwidth and latency cost to the guest is not modelled.
+ *       memory homes (a recording's "memory", or simulate's --memory-homes)
+ *       have them. Its latency costs the guest: a thread's work served on
+ *       CPUs of packages holding none of its domain's memory (by the share
+ *       of the memory each package holds, its work spread over its mask's
+ *       CPUs as step 4 filled them) waits remote_penalty seconds per second
+ *       served there, charged as delay like a deep-state exit. Bandwidth
+ *       saturation (many guests streaming across one link) is not
+ *       modelled.
  *     Totals keep the energy with each assumption varied (VPACK_VAR_*).
  *  9. Saturation (vpack_model_totals' saturated_pkg_s). A package is
  *     saturated in an interval when it serves all it can: each of its cores
@@ -112,7 +118,7 @@
  *     not saturated here.
  *
  * What the model cannot see: transition energy of C-states, turbo and
- * frequency, remote memory's bandwidth and latency, interrupts and host
+ * frequency, remote memory's bandwidth, interrupts and host
  * processes outside the trace other than the foreign load it is given and its own pin operations' charge
  * (vpackd's own sampling is not charged), scheduler imperfection inside a
  * mask, bursts shorter than an interval, second-scale guest bursts the trace
@@ -166,6 +172,10 @@ struct vpack_power_params {
     /* The costs ([costs] of the file; the same for every platform). */
     double busy_period_ms;  /* mean length of a working package's busy period */
     double refill_ms;       /* CPU time a moved thread loses refilling its caches */
+    /* Seconds a thread's work stalls per second it runs away from its
+     * domain's memory (a package whose NUMA nodes hold none of it): charged
+     * as delay, step 8. 0 in a zeroed struct (the model before issue 26). */
+    double remote_penalty;
     enum vpack_remote_memory remote;
     /* SMT siblings slow each other (step 8); true in every built-in profile and
      * a parsed file, false (the model before issue 26) in a zeroed struct. */
@@ -357,6 +367,7 @@ struct vpack_model_totals {
     double refill_s;              /* CPU-seconds of work moved threads lost refilling caches */
     double smt_slow_s;            /* CPU-seconds run beyond the work done, SMT siblings co-running */
     double wake_delay_s;          /* vCPU-seconds waited for a package's deep-state exit */
+    double remote_delay_s;        /* vCPU-seconds stalled on remote memory (remote_penalty) */
     double deep_wakes;            /* exits from the deep state (expected count) */
     double held_pkg_s;            /* package-seconds a domain's memory kept out of the deep state */
     /* The energy under the power model's scope with one assumption varied. */

@@ -101,7 +101,13 @@
  *     When no active package has room, a parked package of its bound that
  *     has is woken. A domain that fits no single package goes across the
  *     fewest packages, those with the most room first, waking parked ones
- *     when the active ones lack room.
+ *     when the active ones lack room. With pc6_scope system (pc6_system),
+ *     a domain whose memory home is known and whose placed load (movable
+ *     and light) fits that package under the spread watermark may be placed
+ *     there only, its light vCPUs too: the home acts as its bound in rules
+ *     7 to 9 and, once the domain is busy (util >= 0.05), keeps the package
+ *     awake as a bound does (rule 4). Free masks, lifted plans and rule 10
+ *     still use the domain's own bound.
  *  8. Long-running vCPUs: util >= busy_vcpu at first sight; afterwards a
  *     long-running vCPU stays one down to 85% of busy_vcpu and a light one
  *     becomes one at 115% (hysteresis). Level 1 packs the domain's
@@ -172,6 +178,16 @@ struct vpack_policy_params {
      * counts busy time as it is. Default 0.25, the host model's figure (an
      * ASSUMPTION: data/power-model.ini gives its source). */
     double smt_gain;
+    /* Where the platform's package C6 can be held ([policy] pc6_scope):
+     * false per package (the default), true system-wide (Intel Xeon,
+     * Skylake-SP and later: only while every CPU of every socket is in core
+     * C6; data/power-model.ini gives the source). System-wide, a socket that
+     * parks while another works saves nothing by a deep state, so a managed
+     * domain whose memory home is known (its NUMA nodes hold at least half
+     * its memory) is placed on that home's package while the plan restricts:
+     * moving it elsewhere would buy nothing and cost it remote memory
+     * (rule 7). */
+    bool pc6_system;
 };
 
 void vpack_policy_params_default(struct vpack_policy_params *p);

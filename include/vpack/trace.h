@@ -77,7 +77,7 @@ void vpack_trace_from_observed(struct vpack_snapshot *s);
  * ever carried.
  *
  * Emulators demand nothing; there are no iothreads, pins or bounds. Every
- * domain gets level.
+ * domain gets level, and its memory home when mem_nodes are given.
  */
 enum vpack_vcpu_split {
     VPACK_SPLIT_EVEN,    /* W / nvcpus each: the vCPUs move in lock-step */
@@ -108,6 +108,12 @@ struct vpack_planetlab {
     enum vpack_vcpu_split split;
     int interpolate;       /* 1: linear between readings, 0: hold */
     int level;             /* every domain's level */
+    /* Memory homes (simulate --memory-homes spread): VM v's memory is all on
+     * NUMA node mem_nodes[v % nmem_nodes], as first touch leaves a VM that
+     * started where the host's scheduler put it; none when nmem_nodes is 0.
+     * Borrowed. */
+    const int *mem_nodes;
+    unsigned nmem_nodes;
     uint64_t seed;
     unsigned long next;    /* the builder's: intervals the vms' state has run */
 };

@@ -129,7 +129,7 @@ static int build_domain(struct planner *pl, struct dom_info *di, struct vpack_pl
         }
     } else if (!di->managed || pl->lifted) {
         for (unsigned p = 0; p < pl->P; p++)
-            if (in_bound(pl, di, (int)p))
+            if (in_cpuset(pl, di, (int)p))
                 ids[nids++] = pkg_id(pl, (int)p);
     }
 

@@ -132,6 +132,7 @@ static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuse
 
     di->level = effective_level(pl, d->level);
     di->mem_home = -1;
+    di->stay_pkg = -1;
     di->home = -1;
     di->light_pk = -1;
     if (d->cpuset) {
@@ -213,6 +214,11 @@ static void describe_domain(struct planner *pl, struct dom_info *di, vpack_cpuse
             break;
         }
     }
+    /* System-wide PC6: the memory home keeps a domain that fits it (rule 7). */
+    int h = di->mem_home;
+    if (pl->par->pc6_system && di->managed && h >= 0 && in_cpuset(pl, di, h) &&
+        di->movable + di->light <= pl->cap[h] * pl->par->spread_watermark + EPS)
+        di->stay_pkg = h;
 }
 
 /* Whether vpack places this thread (rather than leaving it its free mask). */
@@ -259,7 +265,7 @@ static void attribute_domain(struct planner *pl, struct dom_info *di)
                 pl->cand[nc++] = di->prev_pk[k];
     if (rest > EPS && nc == 0)
         for (unsigned p = 0; p < pl->P; p++)
-            if (in_bound(pl, di, (int)p))
+            if (in_cpuset(pl, di, (int)p))
                 pl->cand[nc++] = (int)p;
     while (rest > EPS) {
         int best = -1;
@@ -341,6 +347,9 @@ static void mark_forced(struct planner *pl, const struct dom_info *di)
     if (!di->bound_is_all && bound_util >= PINNED_AWAKE_UTIL / 2 &&
         !vpack_cpuset_empty(di->bound))
         force_awake(pl, single_package(pl, di->bound), bound_util);
+    /* A memory home that keeps its domain keeps its package awake as a bound does. */
+    if (di->stay_pkg >= 0 && di->movable + di->light >= PINNED_AWAKE_UTIL / 2)
+        force_awake(pl, di->stay_pkg, di->movable + di->light);
 }
 
 static int describe_domains(struct planner *pl)

@@ -108,6 +108,7 @@ struct dom_info {
     int home;              /* package index where most of its placed load runs now, or -1 */
     int light_pk;          /* level 2: package index of its light vCPUs, -1: with the rest */
     int one_pkg;           /* package index of the one package its bound allows, or -1 */
+    int stay_pkg;          /* pc6_system: its memory home, the only package it is placed on; -1 */
     uint64_t l3;           /* L3 caches of its one package it is kept in (bit k: l3[k]), or 0 */
     const vpack_cpuset *l3mask; /* their CPUs within its bound, or NULL: the whole package */
     const struct dom_state *prev;
@@ -192,9 +193,16 @@ static inline int pkg_id(const struct planner *pl, int p)
     return pl->topo->packages[p].id;
 }
 
-static inline bool in_bound(const struct planner *pl, const struct dom_info *di, int p)
+/* Whether package p is in the domain's own bound (its cpuset). */
+static inline bool in_cpuset(const struct planner *pl, const struct dom_info *di, int p)
 {
     return di->bound_is_all || vpack_cpuset_intersects(&pl->pkg_mask[p], di->bound);
+}
+
+/* Whether the domain may be placed on package p: in its bound, and its memory home if it stays there. */
+static inline bool in_bound(const struct planner *pl, const struct dom_info *di, int p)
+{
+    return (di->stay_pkg < 0 || p == di->stay_pkg) && in_cpuset(pl, di, p);
 }
 
 /* Thread j of a domain: its vCPUs, then the emulator, then its iothreads. */

@@ -88,20 +88,21 @@ static void wake_parked(struct planner *pl, struct dom_info *di)
         int p = pl->order[i];
         if (!in_bound(pl, di, p))
             continue;
+        const char *what = di->stay_pkg >= 0 ? "its memory home (pc6_scope system)" : "its cpuset";
         /* Only load wakes a package; an idle domain may sit on a parked one. */
         if (di->movable + di->light < PINNED_AWAKE_UTIL) {
             snprintf(di->reason, sizeof(di->reason),
-                     "idle, and its cpuset allows only parked package %d: left within "
+                     "idle, and %s allows only parked package %d: left within "
                      "its cpuset, the package stays parked",
-                     pkg_id(pl, p));
+                     what, pkg_id(pl, p));
             return;
         }
         pl->active[p] = true;
         di->pk[di->npk++] = p;
         pl->room[p] -= di->movable + di->light;
         fmt_pkgs(pl, di->pk, di->npk, pk, sizeof(pk));
-        snprintf(di->reason, sizeof(di->reason),
-                 "on package %s: its cpuset allows no active package", pk);
+        snprintf(di->reason, sizeof(di->reason), "on package %s: %s allows no active package", pk,
+                 what);
         return;
     }
     /* not reached: the bound is non-empty */
@@ -315,8 +316,9 @@ static void place_all_light(struct planner *pl, struct dom_info *di)
     }
     di->pk[di->npk++] = p;
     pl->room[p] -= di->light;
-    snprintf(di->reason, sizeof(di->reason), "on wake-up package %d: light load (%.2f CPUs)",
-             pkg_id(pl, p), di->light);
+    snprintf(di->reason, sizeof(di->reason), "on %s %d%s: light load (%.2f CPUs)",
+             di->stay_pkg >= 0 ? "package" : "wake-up package", pkg_id(pl, p),
+             di->stay_pkg >= 0 ? ", where its memory is (pc6_scope system)" : "", di->light);
 }
 
 /* Places one managed domain that does not stay where it is (rule 7). */

@@ -28,6 +28,7 @@ void vpack_policy_params_default(struct vpack_policy_params *p)
     p->min_residency_ms = 60000;
     p->default_level = 0;
     p->smt_gain = 0.25;
+    p->pc6_system = false;
 }
 
 int vpack_policy_params_check(const struct vpack_policy_params *p, char *msg, size_t len)

@@ -32,7 +32,8 @@ const char *vpack_pc6_scope_name(enum vpack_pc6_scope s)
  * can be held and the deep state's latency and residency.
  */
 #define COSTS                                                                                  \
-    .busy_period_ms = 2.0, .refill_ms = 1.0, .remote = VPACK_REMOTE_HOLDS, .smt_corun = true
+    .busy_period_ms = 2.0, .refill_ms = 1.0, .remote_penalty = 0.1, .remote = VPACK_REMOTE_HOLDS, \
+    .smt_corun = true
 #define XEON_W .awake_w = 30.0, .core_w = 5.0, .deep_w = 8.0, .idle_w = 30.0, .smt_gain = 0.25
 static const struct {
     const char *name;
@@ -85,6 +86,7 @@ static const struct power_key_def profile_keys[] = {
     PKEY("target_residency_us", residency_us, 0, 1e6),
     PKEY("busy_period_ms", busy_period_ms, 0.001, 1e6),
     PKEY("refill_ms", refill_ms, 0, 1000),
+    PKEY("remote_penalty", remote_penalty, 0, 10),
 };
 /* Keys 0..6 belong to a platform, 7.. to [costs]. */
 #define NPLATFORM_KEYS 7
@@ -404,6 +406,7 @@ struct vpack_model {
     double *speed;          /* per CPU: its speed beside its SMT siblings, this interval */
     double *pkg_lat;        /* per package: delay per unit of work from deep-state exits */
     bool *pkg_held;         /* per package: memory of a domain with demand on it */
+    double *pkg_mem;        /* per package: the share of one domain's memory there (scratch) */
     double *mlat;           /* per mask: its work's delay per unit from deep-state exits */
     unsigned capmlat;
     unsigned *thr_prev;     /* per thread of the interval: its mask before the plan */
@@ -544,7 +547,8 @@ int vpack_model_new(const struct vpack_topology *topo, const struct vpack_policy
     m->speed = calloc(m->ncpu, sizeof(double));
     m->pkg_lat = calloc(np, sizeof(double));
     m->pkg_held = calloc(np, sizeof(bool));
-    if (!m->speed || !m->pkg_lat || !m->pkg_held) {
+    m->pkg_mem = calloc(np, sizeof(double));
+    if (!m->speed || !m->pkg_lat || !m->pkg_held || !m->pkg_mem) {
         vpack_model_free(m);
         return -ENOMEM;
     }
@@ -611,6 +615,7 @@ void vpack_model_free(struct vpack_model *m)
     free(m->speed);
     free(m->pkg_lat);
     free(m->pkg_held);
+    free(m->pkg_mem);
     free(m->mlat);
     free(m->thr_prev);
     free(m);
@@ -1324,6 +1329,52 @@ const char *vpack_cost_variant_name(enum vpack_cost_variant v)
     return (unsigned)v < VPACK_COST_VARIANTS ? names[v] : "?";
 }
 
+/* pkg_mem: the share of d's memory on each package; returns false when d names none. */
+static bool memory_shares(struct vpack_model *m, const struct vpack_domain_sample *d)
+{
+    const struct vpack_topology *t = m->topo;
+    bool any = false;
+
+    for (unsigned p = 0; p < t->npackages; p++) {
+        m->pkg_mem[p] = 0;
+        for (unsigned j = 0; j < d->nmemory; j++)
+            for (unsigned n = 0; n < t->packages[p].nnuma; n++)
+                if (d->memory[j].share > 0 && t->packages[p].numa_nodes[n] == d->memory[j].node) {
+                    m->pkg_mem[p] += d->memory[j].share;
+                    any = true;
+                }
+        if (m->pkg_mem[p] > 1)
+            m->pkg_mem[p] = 1;
+    }
+    return any;
+}
+
+/*
+ * The remote-memory stall of s CPUs of work served through mask mk
+ * (model.h, step 8): the share of the mask's work share() put on packages
+ * without the domain's memory (pkg_mem), times remote_penalty.
+ */
+static double remote_costs(struct vpack_model *m, unsigned mk, double s, double dt)
+{
+    const struct mask *k = &m->masks[mk];
+    double all = 0, away = 0, stall;
+
+    if (s <= 0 || m->power.remote_penalty <= 0)
+        return 0;
+    for (unsigned i = 0; i < k->ncpus; i++) {
+        int core = m->cpu_core[k->cpus[i]];
+        double f = m->fill[m->moff[mk] + i];
+
+        if (core < 0 || f <= 0)
+            continue;
+        all += f;
+        away += f * (1 - m->pkg_mem[m->core_pkg[core]]);
+    }
+    stall = all > 0 ? s * away / all * m->power.remote_penalty : 0;
+    m->tot.remote_delay_s += stall * dt;
+    return stall;
+}
+
 /* Each thread's served work and delay; the domains' sums; the next observation. */
 static void account_threads(struct vpack_model *m, const struct vpack_snapshot *snap,
                             struct vpack_model_interval *iv, double dt)
@@ -1334,11 +1385,13 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
         const struct vpack_domain_sample *d = &snap->domains[i];
         struct mdom *md = &m->doms[m->map[i]];
 
+        bool mem = memory_shares(m, d);
+
         m->dom_demand[i] = m->dom_served[i] = 0;
         for (unsigned k = 0; k < nthreads_of(d); k++, off++) {
             unsigned mk = m->thr_mask[off];
             const struct mask *msk = &m->masks[mk];
-            double dmd = m->thr_demand[off], s = 0, delay = 0;
+            double dmd = m->thr_demand[off], s = 0, delay = 0, remote = 0;
 
             if (dmd > 0 && m->mdemand[mk] > 0)
                 s = dmd * m->mserved[mk] / m->mdemand[mk];
@@ -1346,16 +1399,18 @@ static void account_threads(struct vpack_model *m, const struct vpack_snapshot *
                 /* Occupancy beyond its work: the others', and its own SMT stretch (step 8). */
                 double rho = msk->ncpus ? (m->mocc[mk] - s) / msk->ncpus : 0;
                 double wake = thread_costs(m, off, &s, dt);
+                remote = mem ? remote_costs(m, mk, s, dt) : 0;
 
                 delay = (dmd - s) + s * vpack_model_wait_factor(rho < 0 ? 0 : rho, msk->ncpus) +
-                        wake;
+                        wake + remote;
                 if (delay > 1 - s)
                     delay = 1 - s;
             }
             md->thr[k].util = s;
-            md->thr[k].delay = delay;
+            /* A stall on remote memory is run time on a real host: its schedstat shows no wait. */
+            md->thr[k].delay = delay - remote > 0 ? delay - remote : 0;
             smooth(m, &md->thr[k].util_avg, s);
-            smooth(m, &md->thr[k].delay_avg, delay);
+            smooth(m, &md->thr[k].delay_avg, md->thr[k].delay);
             m->dom_demand[i] += dmd;
             m->dom_served[i] += s;
             if (k < d->nvcpus) {

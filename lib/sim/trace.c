@@ -454,6 +454,17 @@ int vpack_planetlab_snapshot(struct vpack_planetlab *pl, unsigned long k,
         fill_vcpus(pl, v, k, pl->burst > 0 ? vm->wanted : vm_demand(pl, vm, k), vm->nvcpus, u);
         for (unsigned c = 0; c < vm->nvcpus; c++)
             d->vcpus[c].util = u[c];
+        if (pl->nmem_nodes) {
+            d->memory = malloc(sizeof(*d->memory));
+            if (!d->memory) {
+                vpack_snapshot_free(s);
+                free(u);
+                return -ENOMEM;
+            }
+            d->memory[0] = (struct vpack_mem_share){.node = pl->mem_nodes[v % pl->nmem_nodes],
+                                                    .share = 1};
+            d->nmemory = 1;
+        }
     }
     free(u);
     *out = s;

@@ -33,16 +33,9 @@ case $part in
 all | edges | [0-3]) ;;
 *) echo "simulate-bound: unknown part '$part' (0 to 3, edges or all)" >&2; exit 2 ;;
 esac
-here=$(cd "$(dirname "$0")" && pwd)
-data=$here/../data/planetlab/20110303
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0 runs=0
-
-fail() {
-    echo "simulate-bound: FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+sim_test=simulate-bound
+source "$(dirname "$0")/sim-lib.sh"
+runs=0
 
 # row LABEL: the three level cells of the text output's row LABEL.
 row() {

@@ -14,17 +14,9 @@
 set -euo pipefail
 
 ctl=${1:?usage: simulate-options.sh VPACKCTL}
-here=$(cd "$(dirname "$0")" && pwd)
-data=$here/../data/planetlab/20110303
+sim_test=simulate-options
+source "$(dirname "$0")/sim-lib.sh"
 topo='synthetic:"package:2 core:2 pu:1"'
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() {
-    echo "simulate-options: FAIL: $*" >&2
-    failures=$((failures + 1))
-}
 
 # sim ARGS...: a short simulation (4 VMs, 10 minutes); sets rc, out, err.
 sim() {
@@ -157,6 +149,10 @@ sim --topology "$topo" --vcpu-split lumpy
 refused "bad --vcpu-split" 2 "--vcpu-split" "'lumpy'" "even, simplex or hot"
 sim --topology "$topo" --burst-tau -1
 refused "negative --burst-tau" 2 "--burst-tau" "'-1'"
+sim --topology "$topo" --memory-homes everywhere
+refused "bad --memory-homes" 2 "--memory-homes" "'everywhere'" "none or spread"
+sim --topology "$topo" --set policy.pc6_scope=socket
+refused "bad policy.pc6_scope" 2 "policy.pc6_scope" "'socket'" "package or system"
 sim --topology "$topo" --json --burst 1 --burst-tau 30 --vcpu-split hot
 [ "$rc" -eq 0 ] || fail "--burst 1 --burst-tau 30 --vcpu-split hot: exit $rc ($err)"
 [ "$(field "$out" 'o["levels"][0]["demand_cpu_s"] != '"$(field "$default" 'o["levels"][0]["demand_cpu_s"]')")" = True ] ||

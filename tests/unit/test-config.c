@@ -43,6 +43,7 @@ static void test_parse_all_kinds(void **state)
                        "default_level = 2\n"
                        "pack_watermark = 0.5\n"
                        "min_residency_ms = 10000\n"
+                       "pc6_scope = system\n"
                        "[control]\n"
                        "group = vpack\n"
                        "[metrics]\n"
@@ -62,6 +63,8 @@ static void test_parse_all_kinds(void **state)
     assert_int_equal(c.policy.default_level, 2);
     assert_true(c.policy.pack_watermark == 0.5);
     assert_int_equal(c.policy.min_residency_ms, 10000);
+    assert_true(c.policy.pc6_system);
+    assert_true(c.pc6_scope_set);
     assert_string_equal(c.control_group, "vpack");
     assert_int_equal(c.metrics_port, 9999);
     assert_false(c.metrics_enabled);
@@ -96,6 +99,8 @@ static void test_errors(void **state)
     expect_error("[agent]\nthis line is garbage\n", "line 2");
     expect_error("[metrics]\nport = 70000\n", "from 0 to 65535");
     expect_error("[agent]\nlog_level = loud\n", "not a log level");
+    expect_error("[policy]\npc6_scope = socket\n",
+                 "line 2: policy.pc6_scope: 'socket' is not a PC6 scope (package or system)");
 }
 
 #define NOVA_NS "http://openstack.org/xmlns/libvirt/nova/1.1"

@@ -584,6 +584,52 @@ static void test_refill_served_below_demand(void **state)
 }
 
 /*
+ * Remote memory stalls the guest (model.h, step 8): a vCPU of 0.5 pinned to
+ * package 0 with its memory on node 1 waits remote_penalty (0.2 here) per
+ * second served there: 0.1, as delay, not as what the policy observes; with
+ * its memory on node 0 nothing; unpinned, water-filled 0.25 on each package,
+ * half of it away: 0.05. remote_penalty 0 charges nothing.
+ */
+static void test_remote_memory_stall(void **state)
+{
+    struct vpack_topology *t = topo("\"package:2 [numa] core:1 pu:1\"");
+    struct vpack_power_params pw = power;
+    struct vpack_model *m;
+    struct vpack_model_interval iv;
+    struct vpack_model_totals tot;
+    const struct {
+        const char *pin, *node;
+        double penalty, want;
+    } cases[] = {
+        {",\"pin\":\"0\"", "1", 0.2, 0.1},
+        {",\"pin\":\"0\"", "0", 0.2, 0.0},
+        {"", "1", 0.2, 0.05},
+        {",\"pin\":\"0\"", "1", 0.0, 0.0},
+    };
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[512];
+
+        snprintf(text, sizeof(text),
+                 "{\"interval_ms\":1000,\"cpus\":{},\"domains\":[{\"name\":\"a\",\"level\":0,"
+                 "\"vcpus\":[{\"id\":0,\"util\":0.5%s}],\"memory\":{\"%s\":1}}]}",
+                 cases[i].pin, cases[i].node);
+        pw.remote_penalty = cases[i].penalty;
+        m = model_with(t, 0, &pw);
+        step(m, text, &iv);
+        assert_float_equal(iv.served, 0.5, EPS);
+        assert_float_equal(iv.max_delay, cases[i].want, EPS);
+        vpack_model_totals(m, &tot);
+        assert_float_equal(tot.remote_delay_s, cases[i].want, EPS);
+        /* The policy sees no wait: on a real host a stall is run time. */
+        assert_float_equal(vpack_model_observed(m)->domains[0].vcpus[0].delay, 0, EPS);
+        vpack_model_free(m);
+    }
+    vpack_topology_free(t);
+}
+
+/*
  * SMT siblings slow each other: two threads of 0.5 on the two CPUs of one
  * core run at 1 - o (1 - g) / 2 of a CPU's speed beside a sibling occupied
  * o; the fixed point o = 0.5 / (1 - 0.375 o) is 2/3, each is served all its
@@ -763,6 +809,7 @@ static void assert_power_equal(const struct vpack_power_params *a, const struct 
     assert_float_equal(a->residency_us, b->residency_us, EPS);
     assert_float_equal(a->busy_period_ms, b->busy_period_ms, EPS);
     assert_float_equal(a->refill_ms, b->refill_ms, EPS);
+    assert_float_equal(a->remote_penalty, b->remote_penalty, EPS);
     assert_int_equal(a->remote, b->remote);
 }
 
@@ -771,7 +818,7 @@ static void test_power_profiles(void **state)
 {
     const char *two = "default = b\n[a]\nawake_w = 40\nexit_latency_us = 100\n"
                       "[b]\npc6_scope = package\ntarget_residency_us = 50\n[costs]\nrefill_ms = 3\n"
-                      "remote_memory = free\n";
+                      "remote_memory = free\nremote_penalty = 0.3\n";
     struct vpack_power_params p;
     char *err = NULL;
     const char *t;
@@ -782,6 +829,7 @@ static void test_power_profiles(void **state)
     assert_float_equal(p.idle_w, 40, EPS);
     assert_float_equal(p.exit_us, 100, EPS);
     assert_float_equal(p.refill_ms, 3, EPS);
+    assert_float_equal(p.remote_penalty, 0.3, EPS);
     assert_int_equal(p.remote, VPACK_REMOTE_FREE);
     assert_int_equal(file_platform(two, strlen(two), NULL, &p, &err), 0);
     assert_int_equal(p.pc6_scope, VPACK_PC6_PACKAGE);
@@ -1078,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_power_file_is_default),
         cmocka_unit_test(test_power_profiles),
         cmocka_unit_test(test_refill_served_below_demand),
+        cmocka_unit_test(test_remote_memory_stall),
         cmocka_unit_test(test_smt_slowdown),
         cmocka_unit_test(test_residency_and_exit),
         cmocka_unit_test(test_remote_memory),

@@ -2205,6 +2205,73 @@ static void test_memory_preference(void **unused)
     }
 }
 
+/*
+ * pc6_scope system (issue 26, item 6): two light level 2 domains whose
+ * memory lies on different packages. Per package, the planner packs both
+ * onto one package, the other domain's memory a socket away. System-wide,
+ * a parked socket saves no deep state while the other works, so each stays
+ * on its memory home; an idle one there wakes nothing, and a lifted plan
+ * still hands back the whole cpuset.
+ */
+static void test_memory_home_system(void **unused)
+{
+    (void)unused;
+    for (int system = 0; system <= 1; system++) {
+        struct runner r;
+        runner_init(&r, "package:2 numa:1 core:4 pu:1");
+        r.params.pc6_system = system;
+        struct vpack_snapshot *s = snap_new(r.topo, 3);
+        const int nodes[2] = {0, 1};
+        const double all = 1.0;
+        memory_on(dom_init(s, 0, "a", 2, 2, 0, 0.15), 1, &nodes[0], &all);
+        memory_on(dom_init(s, 1, "b", 2, 2, 0, 0.15), 1, &nodes[1], &all);
+        memory_on(dom_init(s, 2, "idle", 2, 1, 0, 0.005), 1, &nodes[1], &all);
+        busy_everywhere(r.topo, s, 0.7);
+        struct vpack_plan *p = plan_step(&r, s);
+        char ctx[64];
+        snprintf(ctx, sizeof(ctx), "pc6_scope %s", system ? "system" : "package");
+        check_all(r.topo, &r.params, s, p, ctx);
+        const struct vpack_plan_domain *pa = &p->domains[0], *pb = &p->domains[1];
+        if (pa->npackages != 1 || pb->npackages != 1)
+            fail_msg("%s: a on %u packages, b on %u, want 1 each", ctx, pa->npackages,
+                     pb->npackages);
+        if (!system) {
+            /* Packed: one package, b's memory elsewhere for one of them. */
+            if (p->nactive != 1 || pa->packages[0] != pb->packages[0])
+                fail_msg("%s: active %s, a on %d, b on %d: want both on one package", ctx,
+                         active_str(p), pa->packages[0], pb->packages[0]);
+        } else {
+            if (p->nactive != 2 || pa->packages[0] != 0 || pb->packages[0] != 1)
+                fail_msg("%s: active %s, a on %d, b on %d: want each on its memory's package",
+                         ctx, active_str(p), pa->packages[0], pb->packages[0]);
+            if (!strstr(pb->reason, "memory"))
+                fail_msg("%s: b's reason '%s' does not name its memory", ctx, pb->reason);
+        }
+        vpack_plan_free(p);
+
+        /* Heavy load: every package active, restrictions lifted, the whole cpuset back. */
+        busy_everywhere(r.topo, s, 7.5);
+        for (unsigned v = 0; v < s->domains[0].nvcpus; v++)
+            s->domains[0].vcpus[v].util = s->domains[1].vcpus[v].util = 0.9;
+        for (int k = 0; k < 3; k++) {
+            p = plan_step(&r, s);
+            check_all(r.topo, &r.params, s, p, ctx);
+            if (k < 2)
+                vpack_plan_free(p);
+        }
+        if (!p->lifted)
+            fail_msg("%s: 7.5 CPUs on 8 cores not lifted (%s)", ctx, p->reason);
+        for (unsigned i = 0; i < 3; i++)
+            for (unsigned v = 0; v < p->domains[i].nvcpus; v++)
+                if (!vpack_cpuset_equal(p->domains[i].vcpus[v].cpus, &r.topo->cpus))
+                    fail_msg("%s: lifted, %s vCPU %u not on every CPU", ctx,
+                             p->domains[i].name, v);
+        vpack_plan_free(p);
+        vpack_snapshot_free(s);
+        runner_fini(&r);
+    }
+}
+
 /* ---- Rule 10: reasons ---- */
 
 static void test_reasons(void **unused)
@@ -2593,6 +2660,7 @@ int main(void)
         cmocka_unit_test(test_wakeup_tie_and_sticky),
         cmocka_unit_test(test_domains_whole_and_fewest_packages),
         cmocka_unit_test(test_memory_preference),
+        cmocka_unit_test(test_memory_home_system),
         cmocka_unit_test(test_reasons),
         cmocka_unit_test(test_bad_input_empty_bound),
         cmocka_unit_test(test_empty_snapshot),
