@@ -15,6 +15,7 @@
 #include "host.h"
 #include "hostpower-priv.h"
 #include "hostpower.h"
+#include "vpack/config.h"
 #include "vpack/grow.h"
 
 #define CPU_DIR "sys/devices/system/cpu"
@@ -275,6 +276,36 @@ static void read_hook(int rootfd, struct vpack_doctor_facts *f)
         f->hook = st.st_mode & 0111 ? VPACK_HOOK_OK : VPACK_HOOK_NOT_EXECUTABLE;
 }
 
+/* The CPU model, and vpackd.conf's pc6_scope (the default without the file or the key). */
+static void read_pc6(const char *root, struct vpack_doctor_facts *f)
+{
+    char *buf = NULL, *err = NULL;
+    size_t len;
+    struct vpack_config c;
+    if (vpack_host_read_file(root, "proc/cpuinfo", 1 << 22, &buf, &len) == 0)
+        f->cpu_known = vpack_cpuinfo_model(buf, len, &f->cpu) == 0;
+    free(buf);
+    buf = NULL;
+    /* The default path under root (vpack_host_read_file() takes it without its leading '/'). */
+    int r = vpack_host_read_file(root, &VPACK_DEFAULT_CONFIG[1], 1 << 20, &buf, &len);
+    if (r < 0) {
+        snprintf(f->conf_note, sizeof(f->conf_note), "%s: %s, so the default", VPACK_DEFAULT_CONFIG,
+                 strerror(-r));
+        return;
+    }
+    if (vpack_config_init(&c) < 0 || vpack_config_parse(&c, buf, &err) < 0) {
+        snprintf(f->conf_note, sizeof(f->conf_note), "%s does not parse: %s", VPACK_DEFAULT_CONFIG,
+                 err ? err : "out of memory");
+    } else {
+        f->pc6_system_conf = c.policy.pc6_system;
+        snprintf(f->conf_note, sizeof(f->conf_note), "%s%s", VPACK_DEFAULT_CONFIG,
+                 c.pc6_scope_set ? "" : ", the default");
+    }
+    vpack_config_clear(&c);
+    free(err);
+    free(buf);
+}
+
 int vpack_doctor_read(const char *root, struct vpack_doctor_facts *f)
 {
     char buf[64];
@@ -292,6 +323,7 @@ int vpack_doctor_read(const char *root, struct vpack_doctor_facts *f)
     if (vpack__attr_read(rootfd, "etc/tuned/active_profile", buf, sizeof(buf)) == 0)
         snprintf(f->tuned_profile, sizeof(f->tuned_profile), "%s", buf);
     read_hook(rootfd, f);
+    read_pc6(root, f);
     if ((r = read_cpus(rootfd, root, f)) < 0 || (r = read_procs(rootfd, f)) < 0 ||
         (r = read_irqs(rootfd, f)) < 0 || (r = read_power(root, f)) < 0 ||
         (r = read_cgroup(rootfd, root, f)) < 0) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vpack/config.h"
 #include "vpack/grow.h"
 
 void vpack_doctor_facts_clear(struct vpack_doctor_facts *f)
@@ -530,6 +531,44 @@ static void check_power(const struct vpack_doctor_facts *f, struct out *o)
     }
 }
 
+/*
+ * Package C6's scope on this CPU against vpackd.conf's pc6_scope (issue 26,
+ * item 6): where it is system-wide (vpack_pc6_system_wide()), a parked
+ * socket reaches no deep state while another works.
+ */
+static void check_pc6(const struct vpack_doctor_facts *f, struct out *o)
+{
+    struct vpack_doctor_finding *x;
+    char cpu[64];
+    if (!f->cpu_known)
+        return;
+    snprintf(cpu, sizeof(cpu), "%s family %d model %d", f->cpu.vendor[0] ? f->cpu.vendor : "CPU",
+             f->cpu.family, f->cpu.model);
+    bool wide = vpack_pc6_system_wide(&f->cpu);
+    if (wide == f->pc6_system_conf) {
+        add(o, "pc6-scope", VPACK_DOCTOR_OK, "%s: package C6 %s; pc6_scope = %s (%s)", cpu,
+            wide ? "is system-wide" : "not known to be system-wide", wide ? "system" : "package",
+            f->conf_note);
+    } else if (wide) {
+        x = add(o, "pc6-scope", VPACK_DOCTOR_WARNING,
+                "%s: package C6 is system-wide, but pc6_scope = package (%s)", cpu, f->conf_note);
+        say(x->why, "a socket vpack parks reaches package C6 only while every other socket idles "
+               "too: packing saves only what a parked socket's uncore draws less, and a domain "
+               "packed off its memory's socket pays for it with remote memory");
+        say(x->fix, "set pc6_scope = system under [policy] in %s (each domain then stays on its "
+               "memory's socket: vpackd.conf(5)), or measure what parking saves here "
+               "(vpackctl measure)", VPACK_DEFAULT_CONFIG);
+    } else {
+        x = add(o, "pc6-scope", VPACK_DOCTOR_INFO,
+                "%s: pc6_scope = system (%s), but this CPU is not one Intel documents with "
+                "system-wide package C6", cpu, f->conf_note);
+        say(x->why, "domains stay on their memory's socket even where a parked socket could reach "
+               "package C6 on its own");
+        say(x->fix, "pc6_scope = package, unless a measurement (vpackctl measure) shows parking "
+               "saves nothing here");
+    }
+}
+
 static void check_cgroup(const struct vpack_doctor_facts *f, struct out *o)
 {
     struct vpack_doctor_finding *x;
@@ -612,6 +651,7 @@ int vpack_doctor_check(const struct vpack_doctor_facts *f, struct vpack_doctor_f
     check_tuned(f, &o);
     check_irqs(f, &o);
     check_power(f, &o);
+    check_pc6(f, &o);
     check_cgroup(f, &o);
     check_libvirt(f, &o);
     check_hook(f, &o);

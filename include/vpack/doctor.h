@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "vpack/cpuset.h"
+#include "vpack/measure.h"
 
 /* One cpuidle state of one CPU (cpuN/cpuidle/stateM/{name,latency,disable}). */
 struct vpack_doctor_cstate {
@@ -99,6 +100,14 @@ struct vpack_doctor_facts {
     char libvirt_why[128];
     enum vpack_doctor_hook hook;
     char hook_path[128];
+    /* The CPU (/proc/cpuinfo; cpu_known false: not read) and vpackd.conf's
+     * [policy] pc6_scope (false: package, also the default when the file or
+     * the key is not there); conf_note says which ("/etc/vpack/vpackd.conf",
+     * "no /etc/vpack/vpackd.conf: the default", or why it did not parse). */
+    bool cpu_known;
+    struct vpack_cpu_model cpu;
+    bool pc6_system_conf;
+    char conf_note[160];
 };
 
 void vpack_doctor_facts_clear(struct vpack_doctor_facts *f);

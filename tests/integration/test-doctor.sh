@@ -68,9 +68,17 @@ if [ "$got" = "ok"$'\t'"libvirt $want" ]; then
 else
     vp_fail "libvirt: got '$got', want 'ok	libvirt $want'"
 fi
-for c in cgroup hook tuned irq-affinity measure-rapl; do
+for c in cgroup hook tuned irq-affinity measure-rapl pc6-scope; do
     [ -n "$(finding "$c")" ] || vp_fail "no $c finding in: $out"
 done
+# The CPU as /proc/cpuinfo names it, against vpackd.conf's pc6_scope.
+vendor=$(awk -F': ' '/^vendor_id/ {print $2; exit}' /proc/cpuinfo)
+got=$(finding pc6-scope)
+if [ -n "$vendor" ] && printf '%s\n' "$got" | vp_has -F "$vendor family"; then
+    vp_pass "pc6-scope names this CPU: $got"
+else
+    vp_fail "pc6-scope: got '$got', want this CPU's vendor '$vendor'"
+fi
 vp_log "this host: $(finding cgroup | tr '\t' ' '); $(finding hook | tr '\t' ' ')"
 
 # ---------------------------------------------------------------- qos hold

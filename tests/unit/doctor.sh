@@ -48,6 +48,8 @@ run qos-hold 1 pm-qos-resume cancels
 run tuned-latency 1 tuned cancels
 run irq-pkg1 0 irq-affinity warning
 run irq-pkg1 0 irqbalance warning
+run clean 0 pc6-scope ok
+run pc6-wide 0 pc6-scope warning
 
 # Usage errors and a root that is not there.
 "$vpackctl" doctor --bogus >/dev/null 2>&1

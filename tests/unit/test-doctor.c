@@ -141,6 +141,50 @@ static void test_clean_facts(void **state)
     vpack_doctor_facts_clear(&f);
 }
 
+/*
+ * Package C6's scope against pc6_scope: each of the four cases, over facts.
+ * No CPU read: no finding.
+ */
+static void test_pc6_scope(void **state)
+{
+    static const struct {
+        const char *vendor;
+        int model;
+        bool conf_system;
+        enum vpack_doctor_severity sev;
+        const char *what;
+    } cases[] = {
+        {"GenuineIntel", 143, true, VPACK_DOCTOR_OK, "model 143: package C6 is system-wide"},
+        {"GenuineIntel", 143, false, VPACK_DOCTOR_WARNING, "but pc6_scope = package"},
+        {"AuthenticAMD", 1, true, VPACK_DOCTOR_INFO, "not one Intel documents"},
+        {"AuthenticAMD", 1, false, VPACK_DOCTOR_OK, "not known to be system-wide"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct vpack_doctor_facts f;
+        facts_2pkg(&f);
+        struct run r = check(&f);
+        for (size_t k = 0; k < r.n; k++)
+            assert_string_not_equal(r.v[k].check, "pc6-scope");
+        free(r.v);
+        f.cpu_known = true;
+        snprintf(f.cpu.vendor, sizeof(f.cpu.vendor), "%s", cases[i].vendor);
+        f.cpu.family = cases[i].vendor[0] == 'G' ? 6 : 25;
+        f.cpu.model = cases[i].model;
+        f.pc6_system_conf = cases[i].conf_system;
+        snprintf(f.conf_note, sizeof(f.conf_note), "a note");
+        r = check(&f);
+        const struct vpack_doctor_finding *x = want(&r, "pc6-scope", cases[i].sev);
+        contains(x->what, cases[i].what);
+        contains(x->what, "(a note)");
+        if (cases[i].sev == VPACK_DOCTOR_WARNING)
+            contains(x->fix, "pc6_scope = system");
+        explained(&r);
+        free(r.v);
+        vpack_doctor_facts_clear(&f);
+    }
+}
+
 /* "n/a" on one CPU: no C-state at all there; a limit above C6's latency changes nothing. */
 static void test_resume_qos(void **state)
 {
@@ -256,6 +300,9 @@ static void test_tree_clean(void **state)
     contains(want(&r, "cgroup", VPACK_DOCTOR_OK)->what, "v1, libvirt's partition /machine");
     contains(want(&r, "c-states", VPACK_DOCTOR_OK)->what, "C6 (170 us)");
     want(&r, "hook", VPACK_DOCTOR_OK);
+    contains(want(&r, "pc6-scope", VPACK_DOCTOR_OK)->what,
+             "GenuineIntel family 6 model 106: package C6 is system-wide; pc6_scope = system "
+             "(/etc/vpack/vpackd.conf)");
     /* IRQ 30 has no handler: not read. */
     contains(want(&r, "irq-affinity", VPACK_DOCTOR_OK)->what, "(2 read)");
     free(r.v);
@@ -319,6 +366,19 @@ static void test_tree_irq_pkg1(void **state)
     free(r.v);
 }
 
+static void test_tree_pc6_wide(void **state)
+{
+    (void)state;
+    struct run r = check_tree("pc6-wide");
+    const struct vpack_doctor_finding *x = want(&r, "pc6-scope", VPACK_DOCTOR_WARNING);
+    contains(x->what, "model 106: package C6 is system-wide, but pc6_scope = package");
+    contains(x->what, "/etc/vpack/vpackd.conf: No such file or directory, so the default");
+    contains(x->fix, "pc6_scope = system under [policy] in /etc/vpack/vpackd.conf");
+    assert_int_equal(count(&r, VPACK_DOCTOR_CANCELS), 0);
+    explained(&r);
+    free(r.v);
+}
+
 static void test_tree_missing(void **state)
 {
     struct vpack_doctor_facts f;
@@ -332,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_parse_qos),
         cmocka_unit_test(test_clean_facts),
         cmocka_unit_test(test_resume_qos),
+        cmocka_unit_test(test_pc6_scope),
         cmocka_unit_test(test_dma_latency),
         cmocka_unit_test(test_tuned_words),
         cmocka_unit_test(test_libvirt),
@@ -341,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_tree_qos_hold),
         cmocka_unit_test(test_tree_tuned_latency),
         cmocka_unit_test(test_tree_irq_pkg1),
+        cmocka_unit_test(test_tree_pc6_wide),
         cmocka_unit_test(test_tree_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,8 +11,9 @@ w() { mkdir -p "$(dirname "$1")"; printf '%s\n' "$2" >"$1"; }
 
 # A 2-package host, CPUs 0-1 on package 0 and 2-3 on package 1, intel_idle
 # with POLL, C1, C1E and C6, nothing held, an NVMe and a NIC IRQ on CPU 0,
-# RAPL on both packages, cgroup v1 with libvirt's machine partition and the
-# hook installed.
+# RAPL on both packages, cgroup v1 with libvirt's machine partition, the
+# hook installed, an Ice Lake-SP CPU (family 6 model 106: package C6
+# system-wide) and vpackd.conf saying pc6_scope = system.
 base()
 {
     local t=$1 cpu s
@@ -49,6 +50,11 @@ base()
     w "$t/sys/fs/cgroup/cpuset/machine/cpuset.cpus" 0-3
     w "$t/etc/libvirt/hooks/qemu.d/vpack" '#!/bin/sh'
     chmod 0755 "$t/etc/libvirt/hooks/qemu.d/vpack"
+    # /proc/cpuinfo's first processor, the keys vpack reads (x86's
+    # show_cpuinfo() prints them so, tab-aligned).
+    printf 'processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 106\n' \
+        >"$t/proc/cpuinfo"
+    w "$t/etc/vpack/vpackd.conf" "$(printf '[policy]\npc6_scope = system')"
 }
 
 # irq TREE N NAME EFFECTIVE ALLOWED: an IRQ with a handler named NAME.
@@ -92,6 +98,11 @@ w tuned-latency/etc/tuned/active_profile latency-performance
 proc tuned-latency 812 tuned
 hold tuned-latency 812
 limit tuned-latency 2
+
+# Package C6 system-wide (the Ice Lake-SP of base) and no vpackd.conf: the
+# default pc6_scope, package.
+base pc6-wide
+rm -r pc6-wide/etc/vpack
 
 # IRQs steered to package 1 by a running irqbalance; the hook not executable.
 base irq-pkg1
