@@ -263,29 +263,6 @@ done < /tmp/before.groups
     fail "after stop:$bad"
 echo "-- vpackd's log"; tail -n 25 /tmp/vpackd.log
 
-sec "pc6_scope = system: a guest whose memory is on socket 1 is kept there"
-# numatune strict puts QEMU's memory on node 1 (socket 1, CPUs 2-3); with
-# pc6_scope = system vpackd places the guest on its memory's socket only,
-# and gives it its whole cpuset back when it stops (issue 26, item 6).
-guest v2g-m g-idle.img 1 "<numatune><memory mode='strict' nodeset='1'/></numatune>"
-"$V/vpackd" --set agent.state_dir=/tmp/vpstate3 --set metrics.enabled=false \
-    --set policy.pack_delay_ms=2000 --set policy.min_residency_ms=3000 \
-    --set policy.pc6_scope=system >/tmp/vpackd3.log 2>&1 &
-vp=$!
-socket_up
-for _ in $(seq 60); do ctl explain v2g-m 2>/dev/null | grep -q 'where its memory is' && break; sleep 1; done
-ctl explain v2g-m > /tmp/explain-m 2>&1
-grep -q '^memory .*node 1 100%' /tmp/explain-m && ok "v2g-m's memory on node 1: $(grep '^memory' /tmp/explain-m)" ||
-    fail "v2g-m's memory: $(grep '^memory' /tmp/explain-m)"
-grep -q 'where its memory is (pc6_scope system)' /tmp/explain-m &&
-    ok "v2g-m: $(grep '^reason' /tmp/explain-m)" || { fail "v2g-m not placed by its memory"; cat /tmp/explain-m; }
-sleep 2
-placed_within v2g-m 2-3 - "pc6_scope system, memory on node 1"
-kill -TERM "$vp"; wait "$vp"; st=$?
-[ "$st" = 0 ] && ok "vpackd (pc6_scope system) stopped cleanly" || { fail "vpackd exit $st"; tail -n 20 /tmp/vpackd3.log; }
-placed_within v2g-m 0-3 - "after stop, pc6_scope system"
-virsh -q destroy v2g-m >/dev/null 2>&1
-
 sec "vpackd under strace through a hotplug, a stale group made: the cgroup files it opens"
 # LeakSanitizer stops the world with ptrace, which strace already holds.
 ASAN_OPTIONS=detect_leaks=0 strace --seccomp-bpf -f -qq -o /tmp/vpackd.strace -e trace=openat \
