@@ -157,6 +157,7 @@ struct vpack_agent {
     unsigned nprev_times;
     double *cpu_busy;      /* smoothed, by CPU id */
     double *cpu_busy_now;  /* the last interval alone, by CPU id (ncpu_busy entries) */
+    double *cpu_busy_last; /* the interval before it alone, by CPU id */
     double *cpu_noise;     /* mean |change of cpu_busy_now| between intervals, by CPU id */
     double *cpu_band;      /* the band a light interval allows it (vpack_cpu_band_update()) */
     unsigned ncpu_busy;
@@ -166,6 +167,9 @@ struct vpack_agent {
      * intervals and something moved (the gap's steady part is taken out, the rest is the
      * last interval's); 0: the average over the gap. */
     double read_last_ns;
+    /* The last interval's length (ns) when it was READ_WAIT (a move that may not last),
+     * else 0: a move that lasts is read in the next, and both intervals hold it. */
+    double wait_ns;
     struct agent_dom *doms;
     unsigned ndoms;
     int records_fd;        /* state_dir/domains/, the hook's records (trusted: adapters/safefs.h) */
@@ -322,12 +326,17 @@ bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapsh
  * the domains), every CPU's load is within the band of the last plan's, and
  * the domains were read less than VPACK__LIGHT_MAX intervals ago; such an
  * interval is steady, the domains' readings being those of a steady or
- * planned interval. READ_DUE: yes, only because VPACK__LIGHT_MAX intervals
- * went by. READ_MOVED: yes, a CPU's load left the band or a plan is asked
- * for.
+ * planned interval. READ_WAIT: no, though a CPU's load left the band: a
+ * move of this interval alone, smaller than half the gap between the
+ * watermarks (vpack_snapshot_cpus_moved()), is read only when it lasts into
+ * the next interval; light otherwise (issue 24 item 6: on a shared machine,
+ * most reads of 30 idle guests were such moves, each reading every thread
+ * and planning to change nothing). READ_DUE: yes, only because
+ * VPACK__LIGHT_MAX intervals went by. READ_MOVED: yes, a CPU's load left the
+ * band and the move is large or lasted, or a plan is asked for.
  */
 #define VPACK__LIGHT_MAX 10
-enum vpack__read { READ_LIGHT, READ_DUE, READ_MOVED };
+enum vpack__read { READ_LIGHT, READ_WAIT, READ_DUE, READ_MOVED };
 enum vpack__read vpack__sample_read(const struct vpack_agent *a);
 /*
  * The policy's input: one snapshot of every domain that is read. (*map)[i]

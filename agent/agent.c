@@ -454,17 +454,20 @@ static void on_tick(uv_timer_t *timer)
         vpack__doms_list_running(a);
     /* A light interval reads /proc/stat alone and is steady (vpack__sample_read()). */
     enum vpack__read rd = vpack__sample_read(a);
-    bool light = rd == READ_LIGHT, skip = light;
+    bool light = rd == READ_LIGHT || rd == READ_WAIT, skip = light;
+    double waited = a->wait_ns;
+    a->wait_ns = rd == READ_WAIT ? last : 0;
     if (light) {
         a->light_streak++;
         a->ctr.reads_skipped++;
         a->ctr.plans_skipped++;
         vpack_policy_state_advance(a->pstate, a->cfg.interval_ms);
     } else {
-        /* After light intervals, a read that something moved: the move is in the last one. */
+        /* After light intervals, a read that something moved: the move is in the last one,
+         * or in the last two where the one before waited to see it last. */
         bool step = a->light_streak > 0 && rd == READ_MOVED;
         a->light_streak = 0;
-        vpack__sample_domains(a, step ? last : 0);
+        vpack__sample_domains(a, step ? last + waited : 0);
     }
     t = phase_end(a, PHASE_DOMAINS, t);
     if (!light)
@@ -586,6 +589,7 @@ static void agent_free(struct vpack_agent *a)
     free(a->prev_times);
     free(a->cpu_busy);
     free(a->cpu_busy_now);
+    free(a->cpu_busy_last);
     free(a->cpu_noise);
     free(a->cpu_band);
     if (a->own_task_fd >= 0)

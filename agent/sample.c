@@ -44,6 +44,7 @@ static int grow_cpu_busy(struct vpack_agent *a, unsigned n)
         return 0;
     if (grow_per_cpu(&a->cpu_busy, a->ncpu_busy, n, -1) < 0 ||
         grow_per_cpu(&a->cpu_busy_now, a->ncpu_busy, n, -1) < 0 ||
+        grow_per_cpu(&a->cpu_busy_last, a->ncpu_busy, n, -1) < 0 ||
         grow_per_cpu(&a->cpu_noise, a->ncpu_busy, n, 0) < 0 ||
         grow_per_cpu(&a->cpu_band, a->ncpu_busy, n, a->cfg.steady_band) < 0)
         return -ENOMEM;
@@ -95,9 +96,10 @@ void vpack__sample_cpus(struct vpack_agent *a)
     for (unsigned i = 0; i < n; i++) {
         int c = t[i].cpu;
         for (; next < c; next++)
-            a->cpu_busy[next] = a->cpu_busy_now[next] = -1;
+            a->cpu_busy[next] = a->cpu_busy_now[next] = a->cpu_busy_last[next] = -1;
         next = c + 1;
         double prev_now = a->cpu_busy_now[c];
+        a->cpu_busy_last[c] = prev_now;
         a->cpu_busy_now[c] = -1;
         while (k < a->nprev_times && a->prev_times[k].cpu < c)
             k++;
@@ -115,7 +117,7 @@ void vpack__sample_cpus(struct vpack_agent *a)
             smooth(a, s, busy);
     }
     for (; next < (int)a->ncpu_busy; next++)
-        a->cpu_busy[next] = a->cpu_busy_now[next] = -1;
+        a->cpu_busy[next] = a->cpu_busy_now[next] = a->cpu_busy_last[next] = -1;
     free(a->prev_times);
     a->prev_times = t;
     a->nprev_times = n;
@@ -492,10 +494,17 @@ bool vpack__sample_steady(const struct vpack_agent *a, const struct vpack_snapsh
  */
 enum vpack__read vpack__sample_read(const struct vpack_agent *a)
 {
-    if (plan_pending(a) ||
-        !vpack_snapshot_cpus_within_each(a->snap, a->cpu_busy, a->ncpu_busy, a->cpu_band))
+    if (plan_pending(a))
         return READ_MOVED;
-    return a->light_streak + 1 < VPACK__LIGHT_MAX ? READ_LIGHT : READ_DUE;
+    bool light = a->light_streak + 1 < VPACK__LIGHT_MAX;
+    if (vpack_snapshot_cpus_within_each(a->snap, a->cpu_busy, a->ncpu_busy, a->cpu_band))
+        return light ? READ_LIGHT : READ_DUE;
+    /* Half the gap between the watermarks: the cap of every band (update_band()). */
+    double gap = a->cfg.policy.spread_watermark - a->cfg.policy.pack_watermark;
+    if (vpack_snapshot_cpus_moved(a->snap, a->cpu_busy_now, a->cpu_busy_last, a->ncpu_busy,
+                                  a->cpu_band, gap / 2))
+        return READ_MOVED;
+    return light ? READ_WAIT : READ_DUE;
 }
 
 static int thread_to_sample(const struct agent_thread *t, struct vpack_thread_sample *s)

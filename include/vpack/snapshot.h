@@ -159,5 +159,19 @@ double vpack_cpu_band_update(double *noise, double prev_now, double now, double 
 /* The same with a band per CPU (bands[0..ncpus)); false where bands is NULL. */
 bool vpack_snapshot_cpus_within_each(const struct vpack_snapshot *a, const double *busy,
                                      unsigned ncpus, const double *bands);
+/*
+ * Whether a CPU's move out of its band is one to read the domains for at
+ * once (vpackd, issue 24 item 6): a CPU read now and not in a (or the
+ * other way round); or a CPU whose busy share of this interval alone
+ * (now[c]) is more than at_once from a's (at_once below bands[c] counts as
+ * bands[c]); or one whose share was beyond its band on the same side in
+ * this interval and the one before (last[c]). A move of one interval that
+ * is smaller than at_once waits for the next. A share below 0 is not read.
+ * True where a, now, last or bands is NULL or the CPU counts differ: what
+ * cannot be compared is read.
+ */
+bool vpack_snapshot_cpus_moved(const struct vpack_snapshot *a, const double *now,
+                               const double *last, unsigned ncpus, const double *bands,
+                               double at_once);
 
 #endif

@@ -1136,6 +1136,35 @@ bool vpack_snapshot_cpus_within_each(const struct vpack_snapshot *a, const doubl
     return bands && cpus_within(a, busy, ncpus, bands, 0);
 }
 
+/* -1, 0 or +1: v below, within or above band of s. */
+static int side(double s, double v, double band)
+{
+    return v > s + band ? 1 : v < s - band ? -1 : 0;
+}
+
+bool vpack_snapshot_cpus_moved(const struct vpack_snapshot *a, const double *now,
+                               const double *last, unsigned ncpus, const double *bands,
+                               double at_once)
+{
+    if (!a || !now || !last || !bands || a->ncpus != ncpus)
+        return true;
+    for (unsigned c = 0; c < ncpus; c++) {
+        double s = a->cpu_busy[c], band = bands[c];
+        if ((s >= 0) != (now[c] >= 0))
+            return true;
+        if (s < 0)
+            continue;
+        int n = side(s, now[c], band);
+        if (n == 0)
+            continue;
+        if (side(s, now[c], at_once > band ? at_once : band) != 0)
+            return true;
+        if (last[c] >= 0 && side(s, last[c], band) == n)
+            return true;
+    }
+    return false;
+}
+
 bool vpack_snapshot_within(const struct vpack_snapshot *a, const struct vpack_snapshot *b,
                            double band)
 {

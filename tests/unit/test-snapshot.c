@@ -1265,20 +1265,81 @@ static void test_cpu_band(void **state)
     assert_float_equal(vpack_cpu_band_update(&noise, -1, -1, 0.05, 0.01), 0.05, 1e-12);
 }
 
+/* A snapshot of CPU 0 at 0.50 and CPU 1 at 0.10, no domain. */
+static struct vpack_snapshot *two_cpus(void)
+{
+    static const char text[] = "{\"interval_ms\": 1000, \"cpus\": {\"0\": 0.50, \"1\": 0.10}, "
+                               "\"domains\": []}";
+    return parse_ok(text, strlen(text));
+}
+
 /* Per-CPU bands: each CPU against its own. */
 static void test_cpus_within_each(void **state)
 {
     (void)state;
-    const char text[] = "{\"interval_ms\": 1000, \"cpus\": {\"0\": 0.50, \"1\": 0.10}, "
-                        "\"domains\": []}";
-    struct vpack_snapshot *a = NULL;
-    char *err = NULL;
-    assert_int_equal(vpack_snapshot_parse(text, strlen(text), &a, &err), 0);
+    struct vpack_snapshot *a = two_cpus();
     const double busy[] = {0.56, 0.13}, wide[] = {0.08, 0.04}, narrow[] = {0.02, 0.08};
     assert_true(vpack_snapshot_cpus_within_each(a, busy, 2, wide));
     assert_false(vpack_snapshot_cpus_within_each(a, busy, 2, narrow)); /* CPU 0 moved 0.06 */
     assert_false(vpack_snapshot_cpus_within_each(a, busy, 2, NULL));
     assert_false(vpack_snapshot_cpus_within_each(NULL, busy, 2, wide));
+    vpack_snapshot_free(a);
+}
+
+/*
+ * A move to read the domains for at once: a big one, one that lasted two
+ * intervals on the same side, or a CPU coming or going; a small move of one
+ * interval waits.
+ */
+static void test_cpus_moved(void **state)
+{
+    (void)state;
+    struct vpack_snapshot *a = two_cpus();
+    const double bands[] = {0.04, 0.04}, wide[] = {0.2, 0.2};
+    const double calm[] = {0.50, 0.10};
+    double now[2] = {0.56, 0.10}, last[2] = {0.50, 0.10};
+
+    /* +0.06 for one interval: beyond the band, below at_once: waits. */
+    assert_false(vpack_snapshot_cpus_moved(a, now, last, 2, bands, 0.1));
+    /* The same in the interval before: it lasted. */
+    last[0] = 0.55;
+    assert_true(vpack_snapshot_cpus_moved(a, now, last, 2, bands, 0.1));
+    /* Below the band before, above it now: two sides, no move that lasted. */
+    last[0] = 0.44;
+    assert_false(vpack_snapshot_cpus_moved(a, now, last, 2, bands, 0.1));
+    /* Not read the interval before: waits. */
+    last[0] = -1;
+    assert_false(vpack_snapshot_cpus_moved(a, now, last, 2, bands, 0.1));
+    /* Beyond at_once, up or down: at once. */
+    now[0] = 0.65;
+    assert_true(vpack_snapshot_cpus_moved(a, now, calm, 2, bands, 0.1));
+    now[0] = 0.38;
+    assert_true(vpack_snapshot_cpus_moved(a, now, calm, 2, bands, 0.1));
+    /* Down for two intervals, on CPU 1. */
+    now[0] = 0.50;
+    now[1] = 0.05;
+    last[0] = 0.50;
+    last[1] = 0.04;
+    assert_true(vpack_snapshot_cpus_moved(a, now, last, 2, bands, 0.1));
+    /* A band wider than at_once: the band rules, also for a move of one interval. */
+    now[1] = 0.10;
+    now[0] = 0.65;
+    assert_false(vpack_snapshot_cpus_moved(a, now, calm, 2, wide, 0.1));
+    now[0] = 0.75;
+    assert_true(vpack_snapshot_cpus_moved(a, now, calm, 2, wide, 0.1));
+    /* Within the band: no move, whatever came before. */
+    assert_false(vpack_snapshot_cpus_moved(a, calm, now, 2, bands, 0.1));
+    /* A CPU that went offline (not read now) or came back. */
+    now[0] = -1;
+    assert_true(vpack_snapshot_cpus_moved(a, now, calm, 2, bands, 0.1));
+    a->cpu_busy[0] = -1;
+    assert_true(vpack_snapshot_cpus_moved(a, calm, calm, 2, bands, 0.1));
+    assert_false(vpack_snapshot_cpus_moved(a, now, calm, 2, bands, 0.1)); /* both not read */
+    /* Nothing to compare with: read. */
+    assert_true(vpack_snapshot_cpus_moved(NULL, calm, calm, 2, bands, 0.1));
+    assert_true(vpack_snapshot_cpus_moved(a, calm, NULL, 2, bands, 0.1));
+    assert_true(vpack_snapshot_cpus_moved(a, calm, calm, 2, NULL, 0.1));
+    assert_true(vpack_snapshot_cpus_moved(a, calm, calm, 1, bands, 0.1));
     vpack_snapshot_free(a);
 }
 
@@ -1314,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_new_and_init),
         cmocka_unit_test(test_cpu_band),
         cmocka_unit_test(test_cpus_within_each),
+        cmocka_unit_test(test_cpus_moved),
         cmocka_unit_test(test_parse_spec_example),
         cmocka_unit_test(test_parse_example_file),
         cmocka_unit_test(test_parse_series_file),
