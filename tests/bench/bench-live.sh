@@ -442,6 +442,45 @@ cost_profile() {
     rm -f "$work/perf.data"
 }
 
+# events N KIND: what vpackd and libvirtd make the kernel do per interval
+# under one vpackd (KIND none: libvirtd alone), counted by perf's software
+# events over VPB_COST_PROFILE_S s: system calls (raw_syscalls:sys_enter),
+# page faults and context switches. Counts, not times: they carry from one
+# machine to another, where the time each costs differs (a system call or a
+# wake-up costs several times more on some hypervisors than on others).
+# Apart from the timed windows: counting a tracepoint costs time itself.
+cost_events() {
+    local n=$1 kind=$2 bin lv pids s0 s1 c0 c1 p0 p1
+    lv=$(pgrep -xo libvirtd)
+    pids=$lv
+    if [ "$kind" != none ]; then
+        bin=$VPACKD
+        [ "$kind" = new ] || bin=$VPB_BASELINE_VPACKD
+        start_cost_agent "$bin"; sleep 3
+        if [ "$kind" = new ]; then cost_settle; else settle; fi
+        pids="$agent_pid,$lv"
+        s0=$(counter samples); c0=$(counter libvirt_calls); p0=$(counter pins_ok)
+    else
+        sleep 3
+    fi
+    # One perf per process, side by side: each sums its process's threads.
+    local ev=raw_syscalls:sys_enter,page-faults,context-switches p q=()
+    for p in ${pids//,/ }; do
+        perf stat -x, -e "$ev" -p "$p" -- sleep "$VPB_COST_PROFILE_S" \
+            2>"$dir/events-g$n-$kind-$p.csv" >/dev/null &
+        q+=($!)
+    done
+    for p in "${q[@]}"; do wait "$p" || vp_log "WARNING: perf stat failed"; done
+    if [ "$kind" != none ]; then
+        s1=$(counter samples); c1=$(counter libvirt_calls); p1=$(counter pins_ok)
+        echo "samples=$((s1 - s0)) seconds=$VPB_COST_PROFILE_S agent=$agent_pid libvirtd=$lv" \
+             "libvirt_calls=$((c1 - c0)) pins=$((p1 - p0))" >"$dir/events-g$n-$kind.info"
+        stop_agent
+    else
+        echo "samples=0 seconds=$VPB_COST_PROFILE_S agent=0 libvirtd=$lv" >"$dir/events-g$n-$kind.info"
+    fi
+}
+
 cost() {
     local dir=$VPB_OUT/cost n have=0 i r k kind t0 order
     : "${VPB_BASELINE_VPACKD:?set VPB_BASELINE_VPACKD (run-bench.sh builds it)}"
@@ -474,6 +513,8 @@ cost() {
                 cost_window "$dir/g$n-r$r-$kind" "$kind"
             done
         done
+        # Before the profiles: perf report's own work would move the load.
+        for kind in none new; do vp_log "cost: events, $n guests, $kind"; cost_events "$n" "$kind"; done
         case " $VPB_COST_PROFILE " in
         *" $n "*) for kind in old new; do vp_log "cost: profile, $n guests, $kind"; cost_profile "$n" "$kind"; done ;;
         esac

@@ -417,6 +417,42 @@ def slope(points):
     return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
 
+def perf_counts(path):
+    """{event: count} of one `perf stat -x,` file; a counter never scheduled in counts 0."""
+    c = {}
+    if not os.path.exists(path):
+        return None
+    for line in open(path):
+        f = line.strip().split(",")
+        if len(f) < 3 or not f[2]:
+            continue
+        c[f[2]] = int(f[0]) if f[0].isdigit() else 0
+    return c
+
+
+def events_rows(d, ns):
+    """Per N: vpackd's and libvirtd's kernel events per interval (cost_events in bench-live.sh)."""
+    evs = ("raw_syscalls:sys_enter", "page-faults", "context-switches")
+    rows = []
+    for n in ns:
+        new = read_kv(os.path.join(d, "events-g%d-new.info" % n))
+        none = read_kv(os.path.join(d, "events-g%d-none.info" % n))
+        if not new.get("samples") or not none.get("libvirtd"):
+            continue
+        k = int(new["samples"])
+        a = perf_counts(os.path.join(d, "events-g%d-new-%s.csv" % (n, new["agent"])))
+        lv = perf_counts(os.path.join(d, "events-g%d-new-%s.csv" % (n, new["libvirtd"])))
+        lv0 = perf_counts(os.path.join(d, "events-g%d-none-%s.csv" % (n, none["libvirtd"])))
+        if not k or a is None or lv is None or lv0 is None:
+            continue
+        calls, pins = int(new.get("libvirt_calls", 0)), int(new.get("pins", 0))
+        rows.append((n, {"samples": k,
+                         "agent": [a.get(e, 0) / k for e in evs],
+                         "libvirtd": [(lv.get(e, 0) - lv0.get(e, 0)) / k for e in evs],
+                         "steady": calls == 0 and pins == 0, "calls": calls, "pins": pins}))
+    return rows
+
+
 def profile_block(d, n, kind):
     p = os.path.join(d, "profile-g%d-%s.txt" % (n, kind))
     if not os.path.exists(p):
@@ -451,9 +487,14 @@ def cost(res, out):
                    host.get("cpuidle", "not recorded"), host.get("governor", "not recorded"),
                    host.get("halt_poll_ns", "not recorded"), host.get("commit", "?"),
                    host.get("date", "?")))
+    if host.get("background"):
+        out.append("Background: a nice -n 19 load of %s of one CPU ran through the whole run "
+                   "(`run-bench.sh --background`, tests/perturb/duty.c), as on a host that runs "
+                   "other work.\n" % host["background"])
     verdict = None
     if windows:
         verdict = cost_tables(d, info, windows, out)
+        verdict["driver"] = host.get("cpuidle", "not recorded")
     if os.path.exists(hook):
         txt = open(hook).read().strip()
         out.append("The hook's added latency to `virsh start` (`tests/bench/bench-hook.sh` with "
@@ -649,6 +690,27 @@ def cost_tables(d, info, windows, out):
                 mstat(vals["none_wakes"], "%.0f"), mstat(vals["old_wakes"], "%.0f"),
                 mstat(vals["new_wakes"], "%.0f"), verdict))
         out.append("")
+    ev_rows = events_rows(d, ns)
+    if ev_rows:
+        out.append("What vpackd makes the kernel do (`perf stat -e raw_syscalls:sys_enter,"
+                   "page-faults,context-switches -p PID`, one perf per process, over %s s after "
+                   "the timed windows, with this build's vpackd settled): per interval, its own "
+                   "system calls, page faults and context switches, and libvirtd's with it "
+                   "running minus libvirtd's alone (\"none\", just before). Counts, not times: "
+                   "they carry over to a machine where each costs more (a system call or a "
+                   "wake-up under another hypervisor), where the times above do not. A window in "
+                   "which vpackd called libvirt or pinned is marked: it was not steady.\n"
+                   % info.get("profile_s", "20"))
+        out.append("| guests | intervals | vpackd: system calls | page faults | context switches "
+                   "| libvirtd on its behalf: system calls | page faults | context switches | |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for n, e in ev_rows:
+            out.append("| %d | %d | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f | %s |" % (
+                n, e["samples"], e["agent"][0], e["agent"][1], e["agent"][2],
+                e["libvirtd"][0], e["libvirtd"][1], e["libvirtd"][2],
+                "steady" if e["steady"] else "**not steady** (%d libvirt calls, %d pins)"
+                % (e["calls"], e["pins"])))
+        out.append("")
     floor = read_kv(os.path.join(d, "floor"))
     if floor.get("wake_ns"):
         out.append("The floor on this machine (`tests/bench/bench-wake`, no guest, no vpackd): a "
@@ -704,7 +766,8 @@ def cost_verdict(v, out, spreads):
     """The issue's targets against this run's figures, met or not."""
     if not v:
         return
-    out.append("### Against the targets (issue 15)\n")
+    out.append("### Against the targets (issue 15), on this run's machine (cpuidle driver %s)\n"
+               % v.get("driver", "not recorded"))
     out.append("| target | measured | |")
     out.append("|---|---|---|")
     if v["whole30"] is None:
@@ -1119,6 +1182,42 @@ def sections(text):
     return parts
 
 
+OTHER_MACHINE = "### Measured on another machine"
+
+
+def idle_driver(txt):
+    """The cpuidle driver a cost section's "Measured on:" line names, or None."""
+    m = re.search(r"^Measured on: .*?cpuidle driver (\S+)", txt, re.M)
+    return m.group(1) if m else None
+
+
+def other_machines(old4, new4, old_date):
+    """The cost figures of the old section 4 from machines with another cpuidle
+    driver than the new one's, one block per driver, the newest first: a
+    partial run on one kind of machine keeps what another kind measured
+    (issue 24: the figures do not carry from one to the other)."""
+    new_drv = idle_driver(new4)
+    blocks = []
+    start = old4.find("Measured on: ")
+    if start >= 0:
+        stops = [i for i in (old4.find("The parked package's", start), old4.find("\n### ", start))
+                 if i >= 0]
+        main = old4[start:min(stops) if stops else len(old4)].strip()
+        blocks.append(("%s: cpuidle driver %s (from the run of %s)" % (
+            OTHER_MACHINE, idle_driver(main), old_date), main))
+    for m in re.finditer(r"^%s[^\n]*\n" % re.escape(OTHER_MACHINE), old4, re.M):
+        end = old4.find("\n### ", m.end())
+        blocks.append((m.group(0).strip(), old4[m.end():end if end >= 0 else len(old4)].strip()))
+    kept, seen = [], {new_drv}
+    for head, body in blocks:
+        drv = idle_driver(body)
+        if drv is None or drv in seen:
+            continue
+        seen.add(drv)
+        kept.append("\n%s\n\n%s\n" % (head, body))
+    return "".join(kept)
+
+
 def update(old, body, info, res):
     """old with its numbered sections replaced by the ones in body, and a header row."""
     new = {t.split(".")[0]: txt for t, txt in sections(body) if re.match(r"## \d+\.", t)}
@@ -1135,6 +1234,8 @@ def update(old, body, info, res):
                 end = txt.find("```", txt.find("```", hook) + 3)
                 repl += ("\n(Not measured in this partial run: from the run of %s.) " % old_date +
                          txt[hook:end + 3].strip() + "\n")
+            if key == "## 4":
+                repl += other_machines(txt, repl, old_date)
             out.append(repl)
             done.add(key)
         else:

@@ -47,6 +47,10 @@
 #                    (git archive, in BUILDDIR/baseline/); default: see
 #                    baseline= below, the last commit reading the guests through one
 #                    libvirt bulk stats call every interval
+#   --background SHARE  a nice -n 19 load of SHARE of one CPU (0..1,
+#                    tests/perturb/duty.c) for the whole run, as on a host
+#                    that runs other work: its CPUs' load moves from second
+#                    to second; the report says so
 # VPACK_LIVE_LOCK=FILE: run each live part under `flock FILE` (a shared
 # machine); the raw data stays in build-bench/bench-results/.
 set -euo pipefail
@@ -64,6 +68,7 @@ baseline=9cb828e
 build=1
 full=1
 bdir=$top/build-bench
+background=""
 while [ $# -gt 0 ]; do
     case $1 in
     --parts) parts=$2; full=""; shift 2 ;;
@@ -76,7 +81,8 @@ while [ $# -gt 0 ]; do
     --no-build) build=""; shift ;;
     --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    -h|--help) sed -n '3,50p' "$0"; exit 0 ;;
+    --background) background=$2; shift 2 ;;
+    -h|--help) sed -n '3,54p' "$0"; exit 0 ;;
     *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -140,7 +146,17 @@ export VPB_OUT=$results VPB_ROUNDS=$rounds VPB_MEASURE_S=$measure
          "governor=$(cat $cpuidle/current_governor 2>/dev/null || cat $cpuidle/current_governor_ro 2>/dev/null || echo none)" \
          "halt_poll_ns=$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo -)"
     echo "full=${full:-0} rounds=$rounds measure_s=$measure"
+    [ -z "$background" ] || echo "background=$background"
 } >"$results/info"
+if [ -n "$background" ]; then
+    awk -v s="$background" 'BEGIN {exit !(s ~ /^[0-9.]+$/ && s + 0 > 0 && s + 0 <= 1)}' ||
+        { echo "run-bench.sh: --background takes a share of one CPU, above 0 and at most 1, not '$background'" >&2; exit 2; }
+    cc -O2 -o "$results/duty" tests/perturb/duty.c
+    nice -n 19 "$results/duty" "$background" &
+    duty_pid=$!
+    trap 'kill "$duty_pid" 2>/dev/null || true' EXIT
+    log "background: a nice -n 19 load of $background CPU (pid $duty_pid)"
+fi
 
 live() { # runs one live part, under the shared lock if VPACK_LIVE_LOCK is set
     log "live: $*"
