@@ -1203,8 +1203,9 @@ def other_machines(old4, new4, old_date):
         stops = [i for i in (old4.find("The parked package's", start), old4.find("\n### ", start))
                  if i >= 0]
         main = old4[start:min(stops) if stops else len(old4)].strip()
+        m = re.search(r"^Measured on: .*, (\d{4}-\d\d-\d\d \d\d:\d\d UTC)\.", main, re.M)
         blocks.append(("%s: cpuidle driver %s (from the run of %s)" % (
-            OTHER_MACHINE, idle_driver(main), old_date), main))
+            OTHER_MACHINE, idle_driver(main), m.group(1) if m else old_date), main))
     for m in re.finditer(r"^%s[^\n]*\n" % re.escape(OTHER_MACHINE), old4, re.M):
         end = old4.find("\n### ", m.end())
         blocks.append((m.group(0).strip(), old4[m.end():end if end >= 0 else len(old4)].strip()))
