@@ -62,11 +62,15 @@ static int grow_cpu_busy(struct vpack_agent *a, unsigned n)
  * read still comes every VPACK__LIGHT_MAX intervals and plans on the steady
  * band.
  */
+static double band_cap(const struct vpack_agent *a)
+{
+    return (a->cfg.policy.spread_watermark - a->cfg.policy.pack_watermark) / 2;
+}
+
 static void update_band(struct vpack_agent *a, unsigned c, double prev_now, double now)
 {
-    double gap = a->cfg.policy.spread_watermark - a->cfg.policy.pack_watermark;
     a->cpu_band[c] = vpack_cpu_band_update(&a->cpu_noise[c], prev_now, now, a->cfg.steady_band,
-                                           gap / 2);
+                                           band_cap(a));
 }
 
 /* Reads /proc/stat and updates each CPU's smoothed busy fraction. */
@@ -499,10 +503,9 @@ enum vpack__read vpack__sample_read(const struct vpack_agent *a)
     bool light = a->light_streak + 1 < VPACK__LIGHT_MAX;
     if (vpack_snapshot_cpus_within_each(a->snap, a->cpu_busy, a->ncpu_busy, a->cpu_band))
         return light ? READ_LIGHT : READ_DUE;
-    /* Half the gap between the watermarks: the cap of every band (update_band()). */
-    double gap = a->cfg.policy.spread_watermark - a->cfg.policy.pack_watermark;
+    /* A move beyond the cap of every band is read at once. */
     if (vpack_snapshot_cpus_moved(a->snap, a->cpu_busy_now, a->cpu_busy_last, a->ncpu_busy,
-                                  a->cpu_band, gap / 2))
+                                  a->cpu_band, band_cap(a)))
         return READ_MOVED;
     return light ? READ_WAIT : READ_DUE;
 }

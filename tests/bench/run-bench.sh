@@ -81,7 +81,10 @@ while [ $# -gt 0 ]; do
     --no-build) build=""; shift ;;
     --builddir) bdir=$(cd "$2" && pwd); build=""; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    --background) background=$2; shift 2 ;;
+    --background)
+        awk -v s="$2" 'BEGIN {exit !(s ~ /^[0-9.]+$/ && s + 0 > 0 && s + 0 <= 1)}' ||
+            { echo "run-bench.sh: --background takes a share of one CPU, above 0 and at most 1, not '$2'" >&2; exit 2; }
+        background=$2; shift 2 ;;
     -h|--help) sed -n '3,54p' "$0"; exit 0 ;;
     *) echo "run-bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -149,8 +152,6 @@ export VPB_OUT=$results VPB_ROUNDS=$rounds VPB_MEASURE_S=$measure
     [ -z "$background" ] || echo "background=$background"
 } >"$results/info"
 if [ -n "$background" ]; then
-    awk -v s="$background" 'BEGIN {exit !(s ~ /^[0-9.]+$/ && s + 0 > 0 && s + 0 <= 1)}' ||
-        { echo "run-bench.sh: --background takes a share of one CPU, above 0 and at most 1, not '$background'" >&2; exit 2; }
     cc -O2 -o "$results/duty" tests/perturb/duty.c
     nice -n 19 "$results/duty" "$background" &
     duty_pid=$!

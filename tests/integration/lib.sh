@@ -1291,6 +1291,16 @@ vp_packed_keeping_pin() {
     return 1
 }
 
+# vp_counters NAME...: the values of the agent's counters ($sock's status),
+# one line, in that order. For polling loops: shell built-ins
+# (vp_json_field), no interpreter.
+vp_counters() {
+    local json k out=()
+    json=$("$VPACKCTL" status --json --socket "$sock") || return 1
+    for k in "$@"; do out+=("$(vp_json_field "$json" "$k")") || return 1; done
+    echo "${out[*]}"
+}
+
 # vp_json_field JSON KEY: the value of the first member KEY in JSON as
 # vpackctl prints it when its output is not a terminal (one line, no blanks):
 # a number, true, false, null, or a string with no quote in it (printed

@@ -55,15 +55,7 @@ vp_start_agent --ready=libvirt -- --topology 'synthetic:"package:2 core:1 pu:1"'
     --set agent.sysfs_root="$root" --set agent.interval_ms=$INTERVAL_MS \
     --set metrics.enabled=false
 
-# counters NAME...: vpackd's counters on one line (no interpreter: this runs
-# in a loop).
-counters() {
-    local json k out=()
-    json=$("$VPACKCTL" status --json --socket "$sock") || return 1
-    for k in "$@"; do out+=("$(vp_json_field "$json" "$k")") || return 1; done
-    echo "${out[*]}"
-}
-read -r last_n last_r <<<"$(counters samples reads_skipped)"
+read -r last_n last_r <<<"$(vp_counters samples reads_skipped)"
 # tick PCT0 PCT1: waits for vpackd's interval to end, sets $was to "light"
 # or "read" (did that interval read the guests?), then writes what the next
 # interval reads. An interval missed (the test too slow to write in time)
@@ -71,7 +63,7 @@ read -r last_n last_r <<<"$(counters samples reads_skipped)"
 tick() {
     local n r t
     for t in $(seq 200); do
-        read -r n r <<<"$(counters samples reads_skipped)"
+        read -r n r <<<"$(vp_counters samples reads_skipped)"
         [ "$n" != "$last_n" ] && break
         sleep 0.02
     done

@@ -37,14 +37,6 @@ vp_need_cpus 2
 STEADY_S=${STEADY_S:-20} # two due reads at least (one every 10 intervals)
 
 status_json() { "$VPACKCTL" status --json --socket "$sock"; }
-# counters NAME...: the values of vpackd's counters, one line, in that order.
-# Polled: read with shell built-ins (vp_json_field), no interpreter.
-counters() {
-    local json k out=()
-    json=$(status_json) || return 1
-    for k in "$@"; do out+=("$(vp_json_field "$json" "$k")") || return 1; done
-    echo "${out[*]}"
-}
 # The CPUs every thread of vpackd may run on, when they all agree; else "mixed".
 agent_cpus() {
     local t l out=""
@@ -118,20 +110,20 @@ echo "== steady"
 # Settled: residency (4 s) and the pack delay (2 s) behind us, nothing planned for 2 s.
 settled() {
     local s0 s1
-    s0=$(counters plans_skipped)
+    s0=$(vp_counters plans_skipped)
     sleep 2
-    s1=$(counters plans_skipped)
+    s1=$(vp_counters plans_skipped)
     [ $((s1 - s0)) -ge 2 ]
 }
 vp_wait_for 30 settled >/dev/null || vp_log "vpackd did not skip two intervals in a row within 30 s"
 # The host's busy CPUs over the window (/proc/stat), for the failure
 # messages: other work that starts after the headroom check moves the load
 # vpackd sees, and then planning and pins are right, not a fault.
-read -r c0 p0 f0 s0 n0 r0 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
+read -r c0 p0 f0 s0 n0 r0 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
 h0=$(vp_cpu_line)
 sleep "$STEADY_S"
 h1=$(vp_cpu_line)
-read -r c1 p1 f1 s1 n1 r1 <<<"$(counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
+read -r c1 p1 f1 s1 n1 r1 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
 n=$((n1 - n0))
 busy=$(vp_busy_cpus "$h0" "$h1")
 echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0)); host busy $busy CPUs"
@@ -175,7 +167,7 @@ own=$(status_json | "$VP_PYTHON" -c 'import json, sys; o = json.load(sys.stdin)[
 
 echo "== step"
 # The step comes while vpackd skips planning: the band must not hide it.
-read -r s0 n0 <<<"$(counters plans_skipped samples)"
+read -r s0 n0 <<<"$(vp_counters plans_skipped samples)"
 [ $((s0)) -gt 0 ] || vp_fail "no interval skipped before the step"
 vp_virsh resume vpst-c >/dev/null
 if t=$(vp_wait_for 4 vp_all_on 0-1 vpst-a vpst-b vpst-c); then
