@@ -443,23 +443,20 @@ cost_profile() {
 }
 
 # events N KIND: what vpackd and libvirtd make the kernel do per interval
-# under one vpackd (KIND none: libvirtd alone), counted by perf's software
+# under this build's vpackd (KIND new) or libvirtd alone (none), counted by perf's software
 # events over VPB_COST_PROFILE_S s: system calls (raw_syscalls:sys_enter),
 # page faults and context switches. Counts, not times: they carry from one
 # machine to another, where the time each costs differs (a system call or a
 # wake-up costs several times more on some hypervisors than on others).
 # Apart from the timed windows: counting a tracepoint costs time itself.
 cost_events() {
-    local n=$1 kind=$2 bin lv pids s0 s1 c0 c1 p0 p1
+    local n=$1 kind=$2 lv pids s0 s1 c0 c1 p0 p1
     lv=$(pgrep -xo libvirtd)
     pids=$lv
-    if [ "$kind" != none ]; then
-        bin=$VPACKD
-        [ "$kind" = new ] || bin=$VPB_BASELINE_VPACKD
-        start_cost_agent "$bin"; sleep 3
-        if [ "$kind" = new ]; then cost_settle; else settle; fi
+    if [ "$kind" = new ]; then
+        start_cost_agent "$VPACKD"; sleep 3; cost_settle
         pids="$agent_pid,$lv"
-        s0=$(counter samples); c0=$(counter libvirt_calls); p0=$(counter pins_ok)
+        read -r s0 c0 p0 <<<"$(vp_counters samples libvirt_calls pins_ok)"
     else
         sleep 3
     fi
@@ -471,8 +468,8 @@ cost_events() {
         q+=($!)
     done
     for p in "${q[@]}"; do wait "$p" || vp_log "WARNING: perf stat failed"; done
-    if [ "$kind" != none ]; then
-        s1=$(counter samples); c1=$(counter libvirt_calls); p1=$(counter pins_ok)
+    if [ "$kind" = new ]; then
+        read -r s1 c1 p1 <<<"$(vp_counters samples libvirt_calls pins_ok)"
         echo "samples=$((s1 - s0)) seconds=$VPB_COST_PROFILE_S agent=$agent_pid libvirtd=$lv" \
              "libvirt_calls=$((c1 - c0)) pins=$((p1 - p0))" >"$dir/events-g$n-$kind.info"
         stop_agent
