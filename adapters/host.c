@@ -353,19 +353,43 @@ int vpack_host_schedstat_open(const char *root, int pid, int tid)
     return -ENOTSUP;
 }
 
-int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out)
+/*
+ * A held /proc file's text from its start into buf: its length, -EINVAL when
+ * it fills buf (sized for the longest text the file can hold: a full buffer
+ * is no such text), or -errno (-ESRCH: the task ended since it was opened).
+ */
+static ssize_t pread_whole(int fd, char *buf, size_t size)
 {
-    char buf[128];
     ssize_t n;
     do
-        n = pread(fd, buf, sizeof(buf), 0);
+        n = pread(fd, buf, size, 0);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
-    /* Three 64-bit numbers fit: a full buffer is not a schedstat text. */
-    if ((size_t)n == sizeof(buf))
-        return -EINVAL;
-    return vpack_schedstat_parse(buf, (size_t)n, out);
+    return (size_t)n == size ? -EINVAL : n;
+}
+
+int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out)
+{
+    char buf[128]; /* three 64-bit numbers */
+    ssize_t n = pread_whole(fd, buf, sizeof(buf));
+    return n < 0 ? (int)n : vpack_schedstat_parse(buf, (size_t)n, out);
+}
+
+int vpack_host_proc_stat_open(const char *root, int pid)
+{
+    char rel[64];
+    if (pid <= 0)
+        return -ENOENT;
+    snprintf(rel, sizeof(rel), "proc/%d/stat", pid);
+    return open_under(root ? root : "", rel, O_RDONLY);
+}
+
+int vpack_host_proc_stat_read(int fd, struct vpack_proc_usage *out)
+{
+    char buf[2048]; /* 52 fields of at most 20 digits, a name of at most 64 bytes */
+    ssize_t n = pread_whole(fd, buf, sizeof(buf));
+    return n < 0 ? (int)n : vpack_proc_usage_parse(buf, (size_t)n, out);
 }
 
 int vpack_host_task_dir_open(const char *root, int pid)

@@ -124,6 +124,17 @@ int vpack_host_schedstat_open(const char *root, int pid, int tid);
 int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out);
 
 /*
+ * A process's /proc/PID/stat held open (vpack_proc_usage_parse): its CPU
+ * time and thread count in one pread() and no path lookup, the cheap look
+ * at a domain vpackd need not read thread by thread (vpack_usage_watch).
+ * vpack_host_proc_stat_open() returns the descriptor (the caller closes it)
+ * or -errno; vpack_host_proc_stat_read() returns 0, -ESRCH when the process
+ * has ended since, -EINVAL for a text it cannot read, or -errno.
+ */
+int vpack_host_proc_stat_open(const char *root, int pid);
+int vpack_host_proc_stat_read(int fd, struct vpack_proc_usage *out);
+
+/*
  * root/proc/PID/task held open (O_DIRECTORY; the caller closes it), and the
  * number of threads the process has now, from that descriptor alone: procfs
  * gives the directory one link per thread plus two. -ENOTSUP where the

@@ -117,6 +117,9 @@ struct agent_dom {
     struct vpack_cgroup_domain cg; /* its groups: memory.numa_stat, the iothreads' fallback */
     int pid;               /* QEMU's pid */
     int task_fd;           /* QEMU's /proc/PID/task, held: its thread count; -1: not open */
+    int stat_fd;           /* QEMU's /proc/PID/stat, held: its CPU time and thread count; -1 */
+    struct vpack_usage_watch usage; /* that CPU time, for a due read (sample.c) */
+    uint64_t read_ns;      /* when its threads were last read; 0: not since (re)connecting */
     int nthreads;          /* QEMU's threads when they were last sorted */
     bool rescan_threads;   /* a thread is gone or new: sort QEMU's threads again */
     bool stats_libvirt;    /* a vCPU has no thread of its own by name: libvirt's stats read it */
@@ -305,8 +308,15 @@ bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d)
 
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);
-/* last_ns: see read_last_ns. */
-void vpack__sample_domains(struct vpack_agent *a, double last_ns);
+/*
+ * last_ns: see read_last_ns. due: the read is READ_DUE (vpack__sample_read()),
+ * so a domain whose process's CPU time (/proc/PID/stat) ran at the rate of
+ * its last full read, within agent.steady_band, and whose thread count is
+ * the same, keeps its threads' readings, for at most VPACK__FULL_READ_MAX_NS
+ * (a load moved between its threads on one CPU shows by then).
+ */
+#define VPACK__FULL_READ_MAX_NS 60000000000ull
+void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due);
 /*
  * Brings the metrics' thread counters up to now (a scrape, views.c): one
  * read of each schedstat file held for a thread read by name; the other

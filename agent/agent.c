@@ -467,7 +467,7 @@ static void on_tick(uv_timer_t *timer)
          * or in the last two where the one before waited to see it last. */
         bool step = a->light_streak > 0 && rd == READ_MOVED;
         a->light_streak = 0;
-        vpack__sample_domains(a, step ? last + waited : 0);
+        vpack__sample_domains(a, step ? last + waited : 0, rd == READ_DUE);
     }
     t = phase_end(a, PHASE_DOMAINS, t);
     if (!light)
@@ -506,6 +506,8 @@ static void on_connected(void *opaque)
     for (unsigned i = 0; i < a->ndoms; i++) {
         a->doms[i].refresh = true;
         a->doms[i].have_prev_cpu = false;
+        a->doms[i].read_ns = 0;
+        a->doms[i].usage = (struct vpack_usage_watch){0};
         for (unsigned v = 0; v < a->doms[i].nvcpus; v++)
             a->doms[i].vcpus[v].have_prev = false;
     }

@@ -62,6 +62,7 @@ struct agent_dom *vpack__dom_add(struct vpack_agent *a, const char *uuid)
     d->refresh = true;
     d->emulator.id = -1;
     d->task_fd = -1;
+    d->stat_fd = -1;
     return d;
 }
 
@@ -146,6 +147,9 @@ void vpack__dom_threads_close(struct agent_dom *d)
     if (d->task_fd >= 0)
         close(d->task_fd);
     d->task_fd = -1;
+    if (d->stat_fd >= 0)
+        close(d->stat_fd);
+    d->stat_fd = -1;
 }
 
 /* The counters of every thread of d, for a new run. */
@@ -259,6 +263,10 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
     if (d->task_fd >= 0)
         close(d->task_fd);
     d->task_fd = -1;
+    if (d->stat_fd >= 0)
+        close(d->stat_fd);
+    d->stat_fd = -1;
+    d->usage = (struct vpack_usage_watch){0}; /* perhaps another process: a full read first */
     if (vpack_host_threads(a->cfg.sysfs_root, d->pid, &t, &nt) < 0) {
         vpack__dom_threads_close(d);
         d->stats_libvirt = true;
@@ -308,6 +316,8 @@ void vpack__dom_find_threads(struct vpack_agent *a, struct agent_dom *d)
     d->stats_libvirt = missing > 0;
     int dfd = vpack_host_task_dir_open(a->cfg.sysfs_root, d->pid);
     d->task_fd = dfd < 0 ? -1 : dfd;
+    int sfd = vpack_host_proc_stat_open(a->cfg.sysfs_root, d->pid);
+    d->stat_fd = sfd < 0 ? -1 : sfd;
     d->nthreads = (int)nt;
     if (missing)
         log_debug("domain %s: %u vCPUs or emulator threads cannot be read by name (single-"

@@ -415,16 +415,33 @@ static bool vcpus_changed(const struct agent_dom *d)
 }
 
 /*
+ * QEMU's thread count, and its CPU time in *usage where /proc/PID/stat is
+ * held (one pread for both); else the count from the task directory's link
+ * count. -1 when neither tells (-ENOTSUP: a process gone, or a tree that
+ * counts no links): that asks for nothing, a thread gone shows as ESRCH on
+ * its file.
+ */
+static int thread_count(const struct agent_dom *d, struct vpack_proc_usage *usage, bool *have)
+{
+    *have = d->stat_fd >= 0 && vpack_host_proc_stat_read(d->stat_fd, usage) == 0;
+    if (*have)
+        return usage->nthreads > INT32_MAX ? INT32_MAX : (int)usage->nthreads;
+    return d->task_fd >= 0 ? vpack_host_task_count(d->task_fd) : -1;
+}
+
+/*
  * Each domain's threads from their schedstat files, sorted again where one
  * ended or QEMU started one; libvirt's bulk stats only for domains with a
- * vCPU that has no thread of its own.
+ * vCPU that has no thread of its own. A due read leaves a domain's threads
+ * unread while its process's CPU time says nothing changed (vpack_usage_watch).
  */
-void vpack__sample_domains(struct vpack_agent *a, double last_ns)
+void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
 {
     a->read_last_ns = last_ns;
     uint64_t now = uv_hrtime();
     /* Since the domains were last read: one interval, or a few light ones more. */
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
+    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
     bool libvirt = false, mem_due = a->ctr.samples - a->mem_sample >= MEMORY_EVERY;
     if (mem_due)
         a->mem_sample = a->ctr.samples;
@@ -433,20 +450,34 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns)
         struct agent_dom *d = &a->doms[i];
         if (!d->name)
             continue; /* never read from libvirt yet: its threads are not known */
-        /* A count it cannot give (-ENOTSUP: a process gone, or a tree that counts no
-         * links) asks for nothing: a thread gone shows as ESRCH on its file. */
-        int count = !d->rescan_threads && d->task_fd >= 0 ? vpack_host_task_count(d->task_fd) : -1;
+        struct vpack_proc_usage u = {0};
+        bool have_u = false;
+        int count = d->rescan_threads ? -1 : thread_count(d, &u, &have_u);
         if (count >= 0 && count != d->nthreads)
             d->rescan_threads = true;
+        uint64_t ticks = u.utime + u.stime;
+        if (due && have_u && !d->rescan_threads && !d->stats_libvirt && d->read_ns &&
+            vpack_usage_unchanged(&d->usage, ticks, now, tick_ns, a->cfg.steady_band,
+                                  VPACK__FULL_READ_MAX_NS)) {
+            vpack_usage_note(&d->usage, ticks, now, tick_ns, false);
+            a->ctr.domains_unread++;
+            sample_domain_memory(a, d, mem_due);
+            continue;
+        }
         if (d->rescan_threads) {
-            vpack__dom_find_threads(a, d);
+            vpack__dom_find_threads(a, d); /* a new watch: the reading above was the old one's */
+            have_u = false;
             if (vcpus_changed(d)) {
                 d->refresh = true; /* the next cycle reads its live XML */
                 continue;
             }
         }
+        /* Since this domain's threads were last read: a due read may have left them. */
         if (!d->stats_libvirt)
-            sample_domain_threads(a, d, dt);
+            sample_domain_threads(a, d, d->read_ns ? (double)(now - d->read_ns) : 0);
+        if (have_u)
+            vpack_usage_note(&d->usage, ticks, now, tick_ns, true);
+        d->read_ns = now;
         libvirt |= d->stats_libvirt; /* also a domain whose files failed just now */
         sample_domain_memory(a, d, mem_due);
     }

@@ -59,7 +59,10 @@ struct json_object;
       "sampling interval; other requests are served that copy).")                                 \
     X(metrics_renders, "vpack_metrics_renders_total",                                             \
       "/metrics pages rendered (at most one per sampling interval; other scrapes are served "     \
-      "that copy).")
+      "that copy).")                                                                              \
+    X(domains_unread, "vpack_domains_unread_total",                                               \
+      "Domains that a read due every tenth interval left unread thread by thread: their "        \
+      "process's CPU time ran at the rate of their last read.")
 
 /* One uint64_t per line of VPACK_COUNTERS, by its name. */
 struct vpack_counters {

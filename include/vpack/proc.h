@@ -7,6 +7,7 @@
 #ifndef VPACK_PROC_H
 #define VPACK_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,12 +60,52 @@ int vpack_task_stat_start(const char *buf, size_t len, uint64_t *start);
 /* What a process's /proc/PID/stat says of its resources (proc(5)). */
 struct vpack_proc_usage {
     uint64_t utime, stime; /* CPU time in user and kernel mode, clock ticks (fields 14, 15) */
+    uint64_t nthreads;     /* threads it has now (field 20) */
     uint64_t starttime;    /* clock ticks after boot (field 22) */
     uint64_t vsize;        /* virtual memory, bytes (field 23) */
     uint64_t rss;          /* resident set, pages (field 24) */
 };
 /* Parses a /proc/PID/stat text into *out. Returns 0 or -EINVAL. */
 int vpack_proc_usage_parse(const char *buf, size_t len, struct vpack_proc_usage *out);
+
+/*
+ * A process's CPU time (utime + stime of its /proc/PID/stat: every thread it
+ * has or had, in clock ticks of tick_ns) watched across the intervals in
+ * which vpackd must look at its threads again though no CPU's load moved
+ * (every tenth): one read a process instead of one a thread. The rate since
+ * the last reading is compared with the rate over the window that ended at
+ * the last reading made beside a read of every thread (the reference). Both
+ * are whole ticks, each of utime and stime rounded down: a difference of
+ * two readings is off by less than 2 ticks, 2 * tick_ns / window of a rate,
+ * and that bound is counted against the band on both windows, so a change
+ * of more than band is never taken for none.
+ */
+struct vpack_usage_watch {
+    uint64_t ticks, at_ns; /* the last reading, and when (ns, any one clock) */
+    double ref_rate;       /* CPUs, over the window that ended at the last full read */
+    double ref_err;        /* its quantisation bound, CPUs */
+    uint64_t ref_at_ns;    /* when that full read was */
+    bool have_last, have_ref;
+};
+
+/*
+ * True when ticks read at now_ns show a rate since w's last reading within
+ * band of w's reference, both windows' quantisation bounds included, and
+ * the reference is less than max_age_ns old. False without a last reading
+ * or a reference, for a window of no length, or for a count that went
+ * backwards (another process).
+ */
+bool vpack_usage_unchanged(const struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_ns,
+                           double tick_ns, double band, uint64_t max_age_ns);
+
+/*
+ * Takes the reading ticks at now_ns as w's last. full: made beside a read
+ * of every thread, so the rate over the window since the last reading
+ * becomes the reference (none for a window of no length or a count that
+ * went backwards).
+ */
+void vpack_usage_note(struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_ns, double tick_ns,
+                      bool full);
 /*
  * The boot time from a /proc/stat text: its "btime" line, seconds since the
  * epoch. Returns 0, -ENOENT without such a line, or -EINVAL.

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -182,12 +183,48 @@ int vpack_proc_usage_parse(const char *buf, size_t len, struct vpack_proc_usage 
     /* utime 14, stime 15, (cutime, cstime, priority, nice, num_threads, itrealvalue: 16-21,
      * some of them signed), starttime 22, vsize 23, rss 24. */
     if (stat_field(buf, end, 14, &p) < 0 || vpack__read_u64(&p, end, &u.utime) < 0 ||
-        vpack__read_u64(&p, end, &u.stime) < 0 || stat_field(buf, end, 22, &p) < 0 ||
+        vpack__read_u64(&p, end, &u.stime) < 0 || stat_field(buf, end, 20, &p) < 0 ||
+        vpack__read_u64(&p, end, &u.nthreads) < 0 || stat_field(buf, end, 22, &p) < 0 ||
         vpack__read_u64(&p, end, &u.starttime) < 0 || vpack__read_u64(&p, end, &u.vsize) < 0 ||
         vpack__read_u64(&p, end, &u.rss) < 0 || vpack__read_u64(&p, end, &skip) < 0)
         return -EINVAL;
     *out = u;
     return 0;
+}
+
+/* The window since w's last reading, in ns; 0 when there is none or the count went back. */
+static double usage_window(const struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_ns)
+{
+    if (!w->have_last || now_ns <= w->at_ns || ticks < w->ticks)
+        return 0;
+    return (double)(now_ns - w->at_ns);
+}
+
+bool vpack_usage_unchanged(const struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_ns,
+                           double tick_ns, double band, uint64_t max_age_ns)
+{
+    double win = usage_window(w, ticks, now_ns);
+    if (!(win > 0) || !w->have_ref || now_ns < w->ref_at_ns || now_ns - w->ref_at_ns >= max_age_ns)
+        return false;
+    double rate = (double)(ticks - w->ticks) * tick_ns / win;
+    return fabs(rate - w->ref_rate) + 2 * tick_ns / win + w->ref_err <= band;
+}
+
+void vpack_usage_note(struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_ns, double tick_ns,
+                      bool full)
+{
+    double win = usage_window(w, ticks, now_ns);
+    if (full) {
+        w->have_ref = win > 0;
+        if (w->have_ref) {
+            w->ref_rate = (double)(ticks - w->ticks) * tick_ns / win;
+            w->ref_err = 2 * tick_ns / win;
+            w->ref_at_ns = now_ns;
+        }
+    }
+    w->ticks = ticks;
+    w->at_ns = now_ns;
+    w->have_last = true;
 }
 
 /* The line of buf that starts with key, as [*line, *eol); false when none does. */

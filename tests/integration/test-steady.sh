@@ -10,7 +10,9 @@
 #   steady   two idle level-2 guests packed and settled: over STEADY_S
 #            intervals vpackd's own counters show zero libvirt calls and
 #            zero pin calls, intervals skipped planning, and some read
-#            /proc/stat alone (no guest), never more than 9 in a row
+#            /proc/stat alone (no guest), never more than 9 in a row; the
+#            reads due every tenth interval leave idle guests' threads
+#            unread (one /proc/PID/stat each: domains_unread)
 #   own      vpackd's threads (every one in /proc/PID/task) are on the
 #            wake-up package, the one the guests are packed on
 #   step     a busy-looping guest is resumed while vpackd skips planning:
@@ -119,14 +121,14 @@ vp_wait_for 30 settled >/dev/null || vp_log "vpackd did not skip two intervals i
 # The host's busy CPUs over the window (/proc/stat), for the failure
 # messages: other work that starts after the headroom check moves the load
 # vpackd sees, and then planning and pins are right, not a fault.
-read -r c0 p0 f0 s0 n0 r0 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
+read -r c0 p0 f0 s0 n0 r0 u0 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped domains_unread)"
 h0=$(vp_cpu_line)
 sleep "$STEADY_S"
 h1=$(vp_cpu_line)
-read -r c1 p1 f1 s1 n1 r1 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped)"
+read -r c1 p1 f1 s1 n1 r1 u1 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped domains_unread)"
 n=$((n1 - n0))
 busy=$(vp_busy_cpus "$h0" "$h1")
-echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0)); host busy $busy CPUs"
+echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0)), domains a due read left unread $((u1 - u0)); host busy $busy CPUs"
 [ "$n" -ge $((STEADY_S - 1)) ] || vp_fail "only $n sampling intervals in ${STEADY_S}s"
 if [ $((c1 - c0)) -eq 0 ]; then
     vp_pass "zero libvirt calls over $n steady intervals"
@@ -153,6 +155,17 @@ if [ $((r1 - r0)) -gt 0 ] && [ $((r1 - r0)) -le $((n - n / 10)) ]; then
     vp_pass "$((r1 - r0)) of $n steady intervals read no guest (at most $((n - n / 10)): 9 in 10)"
 else
     vp_fail "$((r1 - r0)) of $n steady intervals read no guest (want 1 to $((n - n / 10)): 9 in 10)"
+fi
+# A read due only because ten intervals went by looks at each guest's
+# /proc/PID/stat first and leaves the threads of one whose CPU time ran as
+# at its last read unread (domains_unread). Other work that moves a CPU's
+# load past the band makes that read a full one: wait up to 40 s more for
+# one due read that had nothing to read.
+unread_grew() { [ "$(vp_counters domains_unread)" -gt "$u0" ]; }
+if [ "$u1" -gt "$u0" ] || vp_wait_for 40 unread_grew >/dev/null; then
+    vp_pass "due reads left $(($(vp_counters domains_unread) - u0)) idle guest(s) unread thread by thread (their process's CPU time unchanged)"
+else
+    vp_fail "no due read left an idle guest unread in $((STEADY_S + 40)) s (domains_unread stayed $u0)"
 fi
 
 echo "== own"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* /proc/stat reader, on texts captured from real kernels. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +234,7 @@ static void test_process(void **state)
     assert_int_equal(vpack_proc_usage_parse(stat, sizeof(stat) - 1, &u), 0);
     assert_int_equal(u.utime, 1234);
     assert_int_equal(u.stime, 567);
+    assert_int_equal(u.nthreads, 4);
     assert_int_equal(u.starttime, 379587);
     assert_int_equal(u.vsize, 276037632);
     assert_int_equal(u.rss, 2885);
@@ -272,6 +274,60 @@ static void test_process(void **state)
     assert_true(soft == UINT64_MAX);
     assert_int_equal(vpack_proc_limits_open_files(limits, 80, &soft), -ENOENT);
     assert_int_equal(vpack_proc_limits_open_files("Max open files   many\n", 22, &soft), -EINVAL);
+}
+
+/*
+ * A process's CPU time across due reads (vpack_usage_watch): 10 ms ticks,
+ * band 0.02 CPUs, a reference at most 60 s old.
+ */
+static void test_usage_watch(void **state)
+{
+    (void)state;
+    const double tick = 1e7, band = 0.02;
+    const uint64_t s = 1000000000ull, age = 60 * s;
+    struct vpack_usage_watch w = {0};
+    /* Nothing read yet, then one reading: no window, no reference. */
+    assert_false(vpack_usage_unchanged(&w, 100, 1 * s, tick, band, age));
+    vpack_usage_note(&w, 100, 1 * s, tick, true);
+    assert_true(w.have_last);
+    assert_false(w.have_ref);
+    assert_false(vpack_usage_unchanged(&w, 110, 11 * s, tick, band, age));
+    /* A full read 10 s on: 10 ticks, 0.01 CPUs, known to 2 ticks in 10 s (0.002). */
+    vpack_usage_note(&w, 110, 11 * s, tick, true);
+    assert_true(w.have_ref);
+    assert_true(fabs(w.ref_rate - 0.01) < 1e-12);
+    assert_true(fabs(w.ref_err - 0.002) < 1e-12);
+    /* 10 s later: the same rate, and changes up to band less both windows' 2 ticks. */
+    assert_true(vpack_usage_unchanged(&w, 120, 21 * s, tick, band, age));
+    assert_true(vpack_usage_unchanged(&w, 126, 21 * s, tick, band, age));  /* +0.006 */
+    assert_true(vpack_usage_unchanged(&w, 110, 21 * s, tick, band, age));  /* -0.010 */
+    assert_true(vpack_usage_unchanged(&w, 135, 21 * s, tick, band, age));  /* +0.015 */
+    assert_false(vpack_usage_unchanged(&w, 137, 21 * s, tick, band, age)); /* +0.017 + 0.004 */
+    assert_false(vpack_usage_unchanged(&w, 140, 21 * s, tick, band, age)); /* +0.02 */
+    assert_false(vpack_usage_unchanged(&w, 109, 21 * s, tick, band, age)); /* went back */
+    assert_false(vpack_usage_unchanged(&w, 110, 11 * s, tick, band, age)); /* no window */
+    /* A reading left unread keeps the reference; the next window starts there. */
+    vpack_usage_note(&w, 120, 21 * s, tick, false);
+    assert_true(fabs(w.ref_rate - 0.01) < 1e-12);
+    assert_true(vpack_usage_unchanged(&w, 130, 31 * s, tick, band, age));
+    /* Drift: each window compared with the reference, not with the one before. */
+    vpack_usage_note(&w, 130, 31 * s, tick, false);
+    assert_true(vpack_usage_unchanged(&w, 142, 41 * s, tick, band, age));  /* 0.012 */
+    vpack_usage_note(&w, 142, 41 * s, tick, false);
+    assert_true(vpack_usage_unchanged(&w, 162, 51 * s, tick, band, age));  /* 0.020 */
+    assert_false(vpack_usage_unchanged(&w, 172, 51 * s, tick, band, age)); /* 0.030 */
+    /* The reference is 60 s old at 71 s: a full read whatever the rate. */
+    vpack_usage_note(&w, 152, 51 * s, tick, false);
+    assert_true(vpack_usage_unchanged(&w, 161, 60 * s, tick, band, age));
+    assert_false(vpack_usage_unchanged(&w, 172, 71 * s, tick, band, age));
+    /* A full read over one second: 2 ticks in 1 s is the whole band, nothing passes. */
+    vpack_usage_note(&w, 153, 52 * s, tick, true);
+    assert_true(fabs(w.ref_err - 0.02) < 1e-12);
+    assert_false(vpack_usage_unchanged(&w, 163, 62 * s, tick, band, age));
+    /* A full read whose count went back (another process): no reference. */
+    vpack_usage_note(&w, 5, 63 * s, tick, true);
+    assert_false(w.have_ref);
+    assert_false(vpack_usage_unchanged(&w, 6, 64 * s, tick, band, age));
 }
 
 static void test_schedstat(void **state)
@@ -457,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_numastat_v2),
         cmocka_unit_test(test_task_stat),
         cmocka_unit_test(test_process),
+        cmocka_unit_test(test_usage_watch),
         cmocka_unit_test(test_schedstat),
         cmocka_unit_test(test_uevent),
         cmocka_unit_test(test_proc_cgroup),
