@@ -168,7 +168,8 @@ struct vpack_agent {
     uint64_t tick_ns;      /* time the last interval began */
     /* This read of the domains: the last interval's length (ns) when it follows light
      * intervals and something moved (the gap's steady part is taken out, the rest is the
-     * last interval's); 0: the average over the gap. */
+     * last interval's); 0: the average over the gap. While a domain is read, that
+     * domain's (sample.c, domain_last()). */
     double read_last_ns;
     /* The last interval's length (ns) when it was READ_WAIT (a move that may not last),
      * else 0: a move that lasts is read in the next, and both intervals hold it. */

@@ -473,6 +473,7 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
             }
         }
         /* Since this domain's threads were last read: a due read may have left them. */
+        a->read_last_ns = vpack_usage_last(&d->usage, d->read_ns, last_ns, now);
         if (!d->stats_libvirt)
             sample_domain_threads(a, d, d->read_ns ? (double)(now - d->read_ns) : 0);
         if (have_u)
@@ -481,6 +482,7 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
         libvirt |= d->stats_libvirt; /* also a domain whose files failed just now */
         sample_domain_memory(a, d, mem_due);
     }
+    a->read_last_ns = last_ns;
     if (libvirt)
         sample_libvirt(a, dt);
     a->prev_ns = now;

@@ -106,6 +106,18 @@ bool vpack_usage_unchanged(const struct vpack_usage_watch *w, uint64_t ticks, ui
  */
 void vpack_usage_note(struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_ns, double tick_ns,
                       bool full);
+
+/*
+ * The part at the end of a domain's gap (its threads last read at read_ns)
+ * that a read at now_ns may show a move in: the last argument of
+ * vpack_gap_rate(). last_ns when it is set (the interval or two a CPU asked
+ * for after light intervals); else, where a due read found the process's
+ * CPU time steady after read_ns and left the threads unread, the time since
+ * that reading (a step in the interval after it is not averaged over the
+ * whole gap); else 0, the average.
+ */
+double vpack_usage_last(const struct vpack_usage_watch *w, uint64_t read_ns, double last_ns,
+                        uint64_t now_ns);
 /*
  * The boot time from a /proc/stat text: its "btime" line, seconds since the
  * epoch. Returns 0, -ENOENT without such a line, or -EINVAL.

@@ -227,6 +227,16 @@ void vpack_usage_note(struct vpack_usage_watch *w, uint64_t ticks, uint64_t now_
     w->have_last = true;
 }
 
+double vpack_usage_last(const struct vpack_usage_watch *w, uint64_t read_ns, double last_ns,
+                        uint64_t now_ns)
+{
+    if (last_ns > 0)
+        return last_ns;
+    if (read_ns && w->have_last && w->at_ns > read_ns && now_ns > w->at_ns)
+        return (double)(now_ns - w->at_ns);
+    return 0;
+}
+
 /* The line of buf that starts with key, as [*line, *eol); false when none does. */
 static bool find_line(const char *buf, size_t len, const char *key, const char **line,
                       const char **eol)

@@ -453,8 +453,9 @@ cost_events() {
     local n=$1 kind=$2 lv pids s0 s1 c0 c1 p0 p1
     lv=$(pgrep -xo libvirtd)
     pids=$lv
-    if [ "$kind" = new ]; then
-        start_cost_agent "$VPACKD"; sleep 3; cost_settle
+    if [ "$kind" != none ]; then
+        if [ "$kind" = new ]; then start_cost_agent "$VPACKD"; else start_cost_agent "$VPB_BASELINE_VPACKD"; fi
+        sleep 3; cost_settle
         pids="$agent_pid,$lv"
         read -r s0 c0 p0 <<<"$(vp_counters samples libvirt_calls pins_ok)"
     else
@@ -468,7 +469,7 @@ cost_events() {
         q+=($!)
     done
     for p in "${q[@]}"; do wait "$p" || vp_log "WARNING: perf stat failed"; done
-    if [ "$kind" = new ]; then
+    if [ "$kind" != none ]; then
         read -r s1 c1 p1 <<<"$(vp_counters samples libvirt_calls pins_ok)"
         echo "samples=$((s1 - s0)) seconds=$VPB_COST_PROFILE_S agent=$agent_pid libvirtd=$lv" \
              "libvirt_calls=$((c1 - c0)) pins=$((p1 - p0))" >"$dir/events-g$n-$kind.info"
@@ -511,7 +512,7 @@ cost() {
             done
         done
         # Before the profiles: perf report's own work would move the load.
-        for kind in none new; do vp_log "cost: events, $n guests, $kind"; cost_events "$n" "$kind"; done
+        for kind in none old new; do vp_log "cost: events, $n guests, $kind"; cost_events "$n" "$kind"; done
         case " $VPB_COST_PROFILE " in
         *" $n "*) for kind in old new; do vp_log "cost: profile, $n guests, $kind"; cost_profile "$n" "$kind"; done ;;
         esac

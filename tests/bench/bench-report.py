@@ -435,21 +435,23 @@ def events_rows(d, ns):
     evs = ("raw_syscalls:sys_enter", "page-faults", "context-switches")
     rows = []
     for n in ns:
-        new = read_kv(os.path.join(d, "events-g%d-new.info" % n))
         none = read_kv(os.path.join(d, "events-g%d-none.info" % n))
-        if not new.get("samples") or not none.get("libvirtd"):
-            continue
-        k = int(new["samples"])
-        a = perf_counts(os.path.join(d, "events-g%d-new-%s.csv" % (n, new["agent"])))
-        lv = perf_counts(os.path.join(d, "events-g%d-new-%s.csv" % (n, new["libvirtd"])))
-        lv0 = perf_counts(os.path.join(d, "events-g%d-none-%s.csv" % (n, none["libvirtd"])))
-        if not k or a is None or lv is None or lv0 is None:
-            continue
-        calls, pins = int(new.get("libvirt_calls", 0)), int(new.get("pins", 0))
-        rows.append((n, {"samples": k,
-                         "agent": [a.get(e, 0) / k for e in evs],
-                         "libvirtd": [(lv.get(e, 0) - lv0.get(e, 0)) / k for e in evs],
-                         "steady": calls == 0 and pins == 0, "calls": calls, "pins": pins}))
+        lv0 = perf_counts(os.path.join(d, "events-g%d-none-%s.csv" % (n, none.get("libvirtd"))))
+        for kind in ("old", "new"):
+            run = read_kv(os.path.join(d, "events-g%d-%s.info" % (n, kind)))
+            if not run.get("samples") or lv0 is None:
+                continue
+            k = int(run["samples"])
+            a = perf_counts(os.path.join(d, "events-g%d-%s-%s.csv" % (n, kind, run["agent"])))
+            lv = perf_counts(os.path.join(d, "events-g%d-%s-%s.csv" % (n, kind, run["libvirtd"])))
+            if not k or a is None or lv is None:
+                continue
+            calls, pins = int(run.get("libvirt_calls", 0)), int(run.get("pins", 0))
+            rows.append((n, kind, {"samples": k,
+                                   "agent": [a.get(e, 0) / k for e in evs],
+                                   "libvirtd": [(lv.get(e, 0) - lv0.get(e, 0)) / k for e in evs],
+                                   "steady": calls == 0 and pins == 0, "calls": calls,
+                                   "pins": pins}))
     return rows
 
 
@@ -694,19 +696,21 @@ def cost_tables(d, info, windows, out):
     if ev_rows:
         out.append("What vpackd makes the kernel do (`perf stat -e raw_syscalls:sys_enter,"
                    "page-faults,context-switches -p PID`, one perf per process, over %s s after "
-                   "the timed windows, with this build's vpackd settled): per interval, its own "
+                   "the timed windows, with each vpackd settled, the old one then this build's): "
+                   "per interval, its own "
                    "system calls, page faults and context switches, and libvirtd's with it "
                    "running minus libvirtd's alone (\"none\", just before). Counts, not times: "
                    "they carry over to a machine where each costs more (a system call or a "
                    "wake-up under another hypervisor), where the times above do not. A window in "
                    "which vpackd called libvirt or pinned is marked: it was not steady.\n"
                    % info.get("profile_s", "20"))
-        out.append("| guests | intervals | vpackd: system calls | page faults | context switches "
-                   "| libvirtd on its behalf: system calls | page faults | context switches | |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
-        for n, e in ev_rows:
-            out.append("| %d | %d | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f | %s |" % (
-                n, e["samples"], e["agent"][0], e["agent"][1], e["agent"][2],
+        out.append("| guests | path | intervals | vpackd: system calls | page faults | context "
+                   "switches | libvirtd on its behalf: system calls | page faults | context "
+                   "switches | |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for n, kind, e in ev_rows:
+            out.append("| %d | %s | %d | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f | %s |" % (
+                n, kind, e["samples"], e["agent"][0], e["agent"][1], e["agent"][2],
                 e["libvirtd"][0], e["libvirtd"][1], e["libvirtd"][2],
                 "steady" if e["steady"] else "**not steady** (%d libvirt calls, %d pins)"
                 % (e["calls"], e["pins"])))

@@ -324,6 +324,12 @@ static void test_usage_watch(void **state)
     vpack_usage_note(&w, 153, 52 * s, tick, true);
     assert_true(fabs(w.ref_err - 0.02) < 1e-12);
     assert_false(vpack_usage_unchanged(&w, 163, 62 * s, tick, band, age));
+    /* Where the gap's move may be: the threads were last read at 11 s; readings left
+     * unread since (the last at 51 s) confirmed the steady rate up to then. */
+    assert_true(fabs(vpack_usage_last(&w, 11 * s, 0, 53 * s) - 1e9) < 1);   /* since 52 s */
+    assert_true(fabs(vpack_usage_last(&w, 11 * s, 5e8, 53 * s) - 5e8) < 1); /* a CPU's step */
+    assert_true(vpack_usage_last(&w, 52 * s, 0, 53 * s) == 0); /* read at the last reading */
+    assert_true(vpack_usage_last(&w, 0, 0, 53 * s) == 0);      /* never read */
     /* A full read whose count went back (another process): no reference. */
     vpack_usage_note(&w, 5, 63 * s, tick, true);
     assert_false(w.have_ref);
