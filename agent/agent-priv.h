@@ -311,10 +311,12 @@ bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d)
 void vpack__sample_cpus(struct vpack_agent *a);
 /*
  * last_ns: see read_last_ns. due: the read is READ_DUE (vpack__sample_read()),
- * so a domain whose process's CPU time (/proc/PID/stat) ran at the rate of
- * its last full read, within agent.steady_band, and whose thread count is
- * the same, keeps its threads' readings, for at most VPACK__FULL_READ_MAX_NS
- * (a load moved between its threads on one CPU shows by then).
+ * so a domain whose process's CPU time (/proc/PID/stat) ran, within
+ * agent.steady_band, at its rate up to the last due read that read its
+ * threads, and whose thread count is the same, keeps its threads' readings,
+ * for at most VPACK__FULL_READ_MAX_NS (a load moved between its threads on
+ * one CPU shows by then). The CPU time is read at due reads only (and at a
+ * domain's first read); the other reads count threads with an fstat.
  */
 #define VPACK__FULL_READ_MAX_NS 60000000000ull
 void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due);

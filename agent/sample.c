@@ -415,15 +415,17 @@ static bool vcpus_changed(const struct agent_dom *d)
 }
 
 /*
- * QEMU's thread count, and its CPU time in *usage where /proc/PID/stat is
- * held (one pread for both); else the count from the task directory's link
- * count. -1 when neither tells (-ENOTSUP: a process gone, or a tree that
+ * QEMU's thread count; with usage_too, and its CPU time in *usage where
+ * /proc/PID/stat is held (one pread for both, but the kernel writes the
+ * whole text); else the count from the task directory's link count (an
+ * fstat). -1 when neither tells (-ENOTSUP: a process gone, or a tree that
  * counts no links): that asks for nothing, a thread gone shows as ESRCH on
  * its file.
  */
-static int thread_count(const struct agent_dom *d, struct vpack_proc_usage *usage, bool *have)
+static int thread_count(const struct agent_dom *d, bool usage_too, struct vpack_proc_usage *usage,
+                        bool *have)
 {
-    *have = d->stat_fd >= 0 && vpack_host_proc_stat_read(d->stat_fd, usage) == 0;
+    *have = usage_too && d->stat_fd >= 0 && vpack_host_proc_stat_read(d->stat_fd, usage) == 0;
     if (*have)
         return usage->nthreads > INT32_MAX ? INT32_MAX : (int)usage->nthreads;
     return d->task_fd >= 0 ? vpack_host_task_count(d->task_fd) : -1;
@@ -450,9 +452,14 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
         struct agent_dom *d = &a->doms[i];
         if (!d->name)
             continue; /* never read from libvirt yet: its threads are not known */
+        /* The CPU time is read at due reads (and once to start from): the reference is
+         * the rate between two of them, ten intervals or more apart, where a tick's
+         * rounding weighs little; the reads a CPU asks for take the cheaper count. */
         struct vpack_proc_usage u = {0};
         bool have_u = false;
-        int count = d->rescan_threads ? -1 : thread_count(d, &u, &have_u);
+        int count = d->rescan_threads
+                        ? -1
+                        : thread_count(d, due || !d->usage.have_last, &u, &have_u);
         if (count >= 0 && count != d->nthreads)
             d->rescan_threads = true;
         uint64_t ticks = u.utime + u.stime;

@@ -348,7 +348,12 @@ stability() {
 # is what vpackd's own work is compared with. Threads' CPU time is the sum
 # of /proc/PID/task/*/schedstat (ns). Then, for N in VPB_COST_PROFILE, perf
 # profiles of vpackd and libvirtd under each vpackd (VPB_COST_PROFILE_S s).
+# Each vpackd's window (and its events) starts VPB_COST_WARM_S s after it
+# settled: a steady vpackd's reads due every tenth interval compare each
+# guest's CPU time with its rate between two earlier due reads, which a
+# vpackd started a few seconds before its window does not have yet.
 : "${VPB_COST_ROUNDS:=3}"
+: "${VPB_COST_WARM_S:=20}"
 : "${VPB_COST_WINDOW_S:=12}"
 : "${VPB_COST_PROFILE:=10 30}"
 : "${VPB_COST_PROFILE_S:=20}"
@@ -414,8 +419,8 @@ cost_window() { # FILE_PREFIX KIND
     local f=$1 kind=$2
     case $kind in
     none) sleep 3 ;;   # libvirtd's tail of the last agent's calls
-    old) start_cost_agent "$VPB_BASELINE_VPACKD"; sleep 3; settle ;;
-    new) start_cost_agent "$VPACKD"; sleep 3; cost_settle ;;
+    old) start_cost_agent "$VPB_BASELINE_VPACKD"; sleep 3; settle; sleep "$VPB_COST_WARM_S" ;;
+    new) start_cost_agent "$VPACKD"; sleep 3; cost_settle; sleep "$VPB_COST_WARM_S" ;;
     esac
     cost_snap "$f.a"
     sleep "$VPB_COST_WINDOW_S"
@@ -455,7 +460,7 @@ cost_events() {
     pids=$lv
     if [ "$kind" != none ]; then
         if [ "$kind" = new ]; then start_cost_agent "$VPACKD"; else start_cost_agent "$VPB_BASELINE_VPACKD"; fi
-        sleep 3; cost_settle
+        sleep 3; cost_settle; sleep "$VPB_COST_WARM_S"
         pids="$agent_pid,$lv"
         read -r s0 c0 p0 <<<"$(vp_counters samples libvirt_calls pins_ok)"
     else
@@ -485,7 +490,7 @@ cost() {
     [ -x "$VPB_BASELINE_VPACKD" ] || vp_die "$VPB_BASELINE_VPACKD is not built"
     command -v perf >/dev/null || vp_die "perf is not installed (run-bench.sh installs linux-perf)"
     mkdir -p "$dir"
-    echo "guests=$VPB_COST_GUESTS rounds=$VPB_COST_ROUNDS window_s=$VPB_COST_WINDOW_S" \
+    echo "guests=$VPB_COST_GUESTS rounds=$VPB_COST_ROUNDS window_s=$VPB_COST_WINDOW_S warm_s=$VPB_COST_WARM_S" \
          "baseline=${VPB_BASELINE_REV:-?} memory_mib=$VP_MEMORY_MIB profile_s=$VPB_COST_PROFILE_S" \
          "load=$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/info"
     # The floor: what a process that only wakes once a second (and reads

@@ -509,20 +509,24 @@ def cost(res, out):
 def cost_tables(d, info, windows, out):
     ns = sorted({n for n, _, _ in windows})
     rounds = sorted({r for _, r, _ in windows})
+    base = info.get("baseline", "?")
+    old = ("the old path (vpackd %s: one libvirt bulk stats call and a plan every interval)"
+           % base if base.startswith("9cb828e") else "the baseline (vpackd %s)" % base)
+    warm = info.get("warm_s")
+    warm = (", each vpackd's window starting %s s after it settled (a steady vpackd's reads "
+            "due every tenth interval compare with what earlier ones read)" % warm) if warm else ""
     out.append("The whole cost: vpackd's threads plus the CPU libvirtd spends on vpackd's "
                "behalf, per 1 s interval, with N idle level-2 guests (TCG, 1 vCPU, %s MiB). "
                "Per N, %d rounds of three %s s windows, the order rotated each round: no vpackd "
-               "(\"none\"), the old path (vpackd %s: one libvirt bulk stats call and a plan every "
-               "interval) and the new one (this build: each thread's schedstat, no plan while "
-               "steady). Every vpackd runs with `--keep-placement`, so all three windows hold the "
-               "same packed pins. CPU time is the sum of the threads' run time from "
+               "(\"none\"), %s and the new one (this build: each thread's schedstat, no plan "
+               "while steady)%s. Every vpackd runs with `--keep-placement`, so all three windows "
+               "hold the same packed pins. CPU time is the sum of the threads' run time from "
                "`/proc/PID/task/*/schedstat`; libvirtd's share is its run time per second with "
                "that vpackd minus its mean in the same N's \"none\" windows; per interval = per "
                "sampling cycle vpackd ran (its `samples` counter). Background: load average "
                "%s at the start of the part, other sessions' work on the shared machine "
                "included.\n" % (info.get("memory_mib", "?"), len(rounds),
-                                info.get("window_s", "?"), info.get("baseline", "?"),
-                                info.get("load", "?")))
+                                info.get("window_s", "?"), old, warm, info.get("load", "?")))
     rows = {}
     for n in ns:
         none_rates = [windows[(n, r, "none")]["libvirtd_rate"] for r in rounds if (n, r, "none") in windows]
