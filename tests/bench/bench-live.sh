@@ -16,8 +16,9 @@
 # Environment: VPACK_BUILDDIR, VPB_OUT, VPB_ROUNDS (3), VPB_MEASURE_S (10),
 # VPB_TRIALS (3, reaction), VPB_STABLE_S (40), VPB_OSC_DEFAULT_S (60),
 # VPB_COST_GUESTS ("1 10 30 60"), VPB_COST_ROUNDS (3), VPB_COST_WINDOW_S (12),
-# VPB_COST_PROFILE ("10 30"), VPB_COST_PROFILE_S (20), VPB_BASELINE_VPACKD
-# (the old path's vpackd, for cost), VPB_BASELINE_REV (its revision).
+# VPB_COST_PROFILE ("10 30"; empty: none), VPB_COST_PROFILE_S (20),
+# VPB_COST_WARM_S (20), VPB_BASELINE_VPACKD (the old path's vpackd, for
+# cost), VPB_BASELINE_REV (its revision).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
@@ -355,7 +356,7 @@ stability() {
 : "${VPB_COST_ROUNDS:=3}"
 : "${VPB_COST_WARM_S:=20}"
 : "${VPB_COST_WINDOW_S:=12}"
-: "${VPB_COST_PROFILE:=10 30}"
+: "${VPB_COST_PROFILE=10 30}" # set and empty: no profile
 : "${VPB_COST_PROFILE_S:=20}"
 
 # Sum of the run time (ns) of every thread of PID, from schedstat.
