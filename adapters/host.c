@@ -376,13 +376,19 @@ int vpack_host_schedstat_read(int fd, struct vpack_schedstat *out)
     return n < 0 ? (int)n : vpack_schedstat_parse(buf, (size_t)n, out);
 }
 
-int vpack_host_proc_stat_open(const char *root, int pid)
+/* root/proc/PID/NAME opened with flags: the descriptor or -errno. */
+static int open_pid_entry(const char *root, int pid, const char *name, int flags)
 {
     char rel[64];
     if (pid <= 0)
         return -ENOENT;
-    snprintf(rel, sizeof(rel), "proc/%d/stat", pid);
-    return open_under(root ? root : "", rel, O_RDONLY);
+    snprintf(rel, sizeof(rel), "proc/%d/%s", pid, name);
+    return open_under(root ? root : "", rel, flags);
+}
+
+int vpack_host_proc_stat_open(const char *root, int pid)
+{
+    return open_pid_entry(root, pid, "stat", O_RDONLY);
 }
 
 int vpack_host_proc_stat_read(int fd, struct vpack_proc_usage *out)
@@ -394,11 +400,7 @@ int vpack_host_proc_stat_read(int fd, struct vpack_proc_usage *out)
 
 int vpack_host_task_dir_open(const char *root, int pid)
 {
-    char rel[64];
-    if (pid <= 0)
-        return -ENOENT;
-    snprintf(rel, sizeof(rel), "proc/%d/task", pid);
-    return open_under(root ? root : "", rel, O_RDONLY | O_DIRECTORY);
+    return open_pid_entry(root, pid, "task", O_RDONLY | O_DIRECTORY);
 }
 
 int vpack_host_task_count(int dirfd)

@@ -297,12 +297,18 @@ static uint64_t sample_vcpus_libvirt(struct vpack_agent *a, struct agent_dom *d,
     return vsum;
 }
 
+/* A clock tick of /proc's CPU times (USER_HZ), in ns. */
+static double clock_tick_ns(void)
+{
+    return 1e9 / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* An iothread not found by name: its cgroup's threads (ticks, no run-queue delay). */
 static void sample_iothread_cgroup(struct vpack_agent *a, struct agent_dom *d,
                                    struct agent_thread *io, double dt)
 {
     uint64_t ticks;
-    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    double tick_ns = clock_tick_ns();
     enum load_source src = d->cg.threads_ver == VPACK_CGROUP_V2 ? SRC_CGROUP_V2 : SRC_CGROUP_V1;
     if (vpack_cgroup_iothread_ticks(a->cfg.sysfs_root, &d->cg, d->pid, io->id, &ticks) < 0) {
         io->have_prev = false;
@@ -443,7 +449,7 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
     uint64_t now = uv_hrtime();
     /* Since the domains were last read: one interval, or a few light ones more. */
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
-    double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
+    double tick_ns = clock_tick_ns();
     bool libvirt = false, mem_due = a->ctr.samples - a->mem_sample >= MEMORY_EVERY;
     if (mem_due)
         a->mem_sample = a->ctr.samples;
