@@ -26,9 +26,20 @@
  * Memory of a record being dispatched stays valid until after the dispatch:
  * libuv calls close callbacks only at the end of the loop iteration, and
  * dispatch loops look records up again after every callback.
+ *
+ * Deferred reads (vpack_virt_event_defer_reads()). A poller whose watches
+ * ask only to read is then left out of libuv's poll set ("deferred"):
+ * nothing it receives wakes the process. vpack_virt_event_check() polls the
+ * deferred pollers with poll(2) and dispatches what is ready; a poller it is
+ * serving stays deferred even when its watch asks to write (libvirt's answer
+ * to a keepalive probe), so the answer goes out in the same call, with no
+ * epoll_ctl and no second pass of the loop. Asking to write outside that
+ * call puts the poller back in libuv's set at once: a write never waits for
+ * the next check.
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -58,6 +69,8 @@ struct vpoller {
     bool dirty;               /* desired events may differ from applied */
     bool failed;              /* libuv refused the fd: report ERROR once */
     int applied;              /* UV_* events the uv_poll_t runs with */
+    bool deferred;            /* left to vpack_virt_event_check(), not in libuv's set */
+    bool in_check;            /* being served by vpack_virt_event_check() */
     unsigned round;           /* dispatch round counter */
     struct vwatch *watches;
     uv_poll_t poll;
@@ -87,6 +100,7 @@ static struct {
     uv_loop_t *loop;            /* NULL: not bound to a loop */
     uv_thread_t thread;         /* the loop thread */
     bool closing;               /* vpack_virt_event_close() called */
+    bool defer_reads;           /* vpack_virt_event_defer_reads() */
     unsigned nopen;             /* our handles whose close callback is due */
     uv_async_t async;
     uv_idle_t idle;
@@ -239,6 +253,10 @@ static void poller_sync_locked(struct vpoller *p)
     }
     for (struct vwatch *w = p->watches; w; w = w->next)
         want |= events_to_uv(w->events);
+    /* Reading only, or served by vpack_virt_event_check() now: not libuv's. */
+    p->deferred = ev.defer_reads && (p->in_check || !(want & UV_WRITABLE));
+    if (p->deferred)
+        want = 0;
     if (want == p->applied)
         return;
     if (want == 0) {
@@ -408,12 +426,11 @@ static void timer_cb(uv_timer_t *h)
     cb(id, opaque);
 }
 
-/* Period-0 timeouts: each fires once per loop iteration. */
-static void idle_cb(uv_idle_t *h)
+/* Each period-0 timeout once (a round); drops the lock around each callback. */
+static void fire_zero_timeouts_locked(void)
 {
     unsigned round;
 
-    uv_mutex_lock(&ev_lock);
     round = ++ev.idle_round;
     for (;;) {
         struct vtimer *t;
@@ -434,6 +451,13 @@ static void idle_cb(uv_idle_t *h)
         cb(id, opaque);
         uv_mutex_lock(&ev_lock);
     }
+}
+
+/* Period-0 timeouts: each fires once per loop iteration. */
+static void idle_cb(uv_idle_t *h)
+{
+    uv_mutex_lock(&ev_lock);
+    fire_zero_timeouts_locked();
     uv_mutex_unlock(&ev_lock);
 }
 
@@ -719,6 +743,7 @@ int vpack_virt_event_register(uv_loop_t *loop)
     ev.loop = loop;
     ev.thread = uv_thread_self();
     ev.closing = false;
+    ev.defer_reads = false;
     ev.nopen = 2;
     if (!ev_impl_registered) {
         /* libvirt keeps the first implementation for the process' life. */
@@ -768,4 +793,145 @@ void vpack_virt_event_close(void)
 
 cleanup:
     uv_mutex_unlock(&ev_lock);
+}
+
+void vpack_virt_event_defer_reads(bool on)
+{
+    uv_once(&ev_once, init_lock);
+    uv_mutex_lock(&ev_lock);
+    if (ev.loop && !ev.closing && ev.defer_reads != on) {
+        ev.defer_reads = on;
+        for (struct vpoller *p = ev.pollers; p; p = p->next)
+            p->dirty = true;
+        changed_locked();
+    }
+    uv_mutex_unlock(&ev_lock);
+}
+
+static bool poller_live_locked(const struct vpoller *q)
+{
+    for (struct vpoller *p = ev.pollers; p; p = p->next)
+        if (p == q)
+            return true;
+    return false;
+}
+
+/* What poll(2) reported, as libvirt's handle events. */
+static int events_from_poll(short revents)
+{
+    int events = 0;
+    if (revents & POLLIN)
+        events |= VIR_EVENT_HANDLE_READABLE;
+    if (revents & POLLOUT)
+        events |= VIR_EVENT_HANDLE_WRITABLE;
+    if (revents & POLLHUP)
+        events |= VIR_EVENT_HANDLE_HANGUP;
+    if (revents & (POLLERR | POLLNVAL))
+        events |= VIR_EVENT_HANDLE_ERROR;
+    return events;
+}
+
+/*
+ * The deferred pollers that want something, into fds/ps (grown as needed);
+ * marks them in_check. Returns how many, or -1 without memory.
+ */
+static int deferred_set_locked(struct pollfd **fds, struct vpoller ***ps, size_t *cap)
+{
+    size_t n = 0;
+    for (struct vpoller *p = ev.pollers; p; p = p->next) {
+        int want = 0;
+        if (!p->deferred)
+            continue;
+        for (struct vwatch *w = p->watches; w; w = w->next)
+            want |= w->events;
+        if (!(want & (VIR_EVENT_HANDLE_READABLE | VIR_EVENT_HANDLE_WRITABLE)))
+            continue;
+        if (n == *cap) {
+            size_t c = *cap ? *cap * 2 : 4;
+            struct pollfd *f = realloc(*fds, c * sizeof(**fds));
+            if (!f)
+                return -1;
+            *fds = f;
+            struct vpoller **q = realloc(*ps, c * sizeof(**ps));
+            if (!q)
+                return -1;
+            *ps = q;
+            *cap = c;
+        }
+        (*fds)[n] = (struct pollfd){
+            .fd = p->fd,
+            .events = (short)((want & VIR_EVENT_HANDLE_READABLE ? POLLIN : 0) |
+                              (want & VIR_EVENT_HANDLE_WRITABLE ? POLLOUT : 0)),
+        };
+        (*ps)[n++] = p;
+        p->in_check = true;
+    }
+    return (int)n;
+}
+
+/* A deferred poller a callback of this check asked to write on. */
+static bool write_due_locked(void)
+{
+    for (struct vpoller *p = ev.pollers; p; p = p->next)
+        if (p->deferred)
+            for (struct vwatch *w = p->watches; w; w = w->next)
+                if (w->events & VIR_EVENT_HANDLE_WRITABLE)
+                    return true;
+    return false;
+}
+
+/* Rounds of one vpack_virt_event_check(): a message and its answer take two. */
+#define CHECK_ROUNDS 16
+
+unsigned vpack_virt_event_check(void)
+{
+    struct pollfd *fds = NULL;
+    struct vpoller **ps = NULL;
+    size_t cap = 0;
+    unsigned ran = 0;
+
+    uv_once(&ev_once, init_lock);
+    uv_mutex_lock(&ev_lock);
+    if (!ev.loop || ev.closing || !ev.defer_reads || !on_loop_thread_locked())
+        goto out;
+    flush_locked();
+    for (unsigned round = 0; round < CHECK_ROUNDS; round++) {
+        int n = deferred_set_locked(&fds, &ps, &cap);
+        if (n <= 0)
+            break;
+        uv_mutex_unlock(&ev_lock);
+        int r = poll(fds, (nfds_t)n, 0);
+        uv_mutex_lock(&ev_lock);
+        if (r <= 0)
+            break; /* nothing ready; an interrupted poll is the next check's */
+        for (int i = 0; i < n; i++) {
+            /* Removed by a callback of this round: its memory lives, its watches do not. */
+            if (!fds[i].revents || !poller_live_locked(ps[i]))
+                continue;
+            dispatch_watches_locked(ps[i], events_from_poll(fds[i].revents));
+            ran++;
+        }
+        /* libvirt reads all that is there in one callback: go on for a write only. */
+        if (!write_due_locked())
+            break;
+    }
+    /* What a poller still asks for now goes to libuv (a write still due) or waits. */
+    for (struct vpoller *p = ev.pollers; p; p = p->next)
+        if (p->in_check) {
+            p->in_check = false;
+            p->dirty = true;
+        }
+    flush_locked();
+    /*
+     * libvirt hands a domain event to its callback from a period-0 timeout:
+     * fire those now, so the caller acts on the event in this interval, not
+     * at the next.
+     */
+    if (ran)
+        fire_zero_timeouts_locked();
+out:
+    uv_mutex_unlock(&ev_lock);
+    free(fds);
+    free(ps);
+    return ran;
 }

@@ -22,6 +22,8 @@
 #ifndef VPACK_VIRT_EVENT_H
 #define VPACK_VIRT_EVENT_H
 
+#include <stdbool.h>
+
 #include <uv.h>
 
 /*
@@ -44,5 +46,29 @@ int vpack_virt_event_register(uv_loop_t *loop);
  * loop. Calling it twice, or without a registered loop, does nothing.
  */
 void vpack_virt_event_close(void);
+
+/*
+ * Deferred reads, for a caller that wakes at a steady interval anyway (the
+ * agent's sampling tick). While @on, a watch that asks only to read
+ * (libvirt's connection socket between messages: domain events, libvirtd's
+ * keepalive probes) is not in the loop's poll set, so what arrives on it
+ * does not wake the process: vpack_virt_event_check() serves it. A watch
+ * that asks to write is served by the loop at once, as without deferral.
+ * Off when registered; loop thread only.
+ */
+void vpack_virt_event_defer_reads(bool on);
+
+/*
+ * Serves the deferred watches: polls them (poll(2), no wait) and calls the
+ * callbacks of those that are ready; while a callback has asked to write,
+ * polls again and serves that too (a keepalive probe and its answer take
+ * one call, two poll(2)s), up to 16 rounds. A write still due after that
+ * goes to the loop. When something was served, libvirt's period-0
+ * timeouts then run once (libvirt hands a domain event to its callback from
+ * one), so an event read here reaches its callback before this returns.
+ * Returns how many times a ready descriptor's watches were called; 0 when
+ * deferral is off, off the loop thread, or nothing was ready.
+ */
+unsigned vpack_virt_event_check(void);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "virt-event.h"
 
 /* own_package when the affinity must be set again whatever the package. */
 #define OWN_AGAIN (-2)
@@ -432,12 +433,29 @@ static void hold_expire(struct vpack_agent *a)
     a->replan = true;
 }
 
+/*
+ * libvirt's socket is read at the tick (vpack_virt_event_defer_reads()):
+ * a domain event only sets what the next tick acts on, and libvirtd's
+ * keepalive probe, every 5 s, then costs vpackd no wake-up of its own
+ * (issue 24: a fifth of its wake-ups with no guest). Only with an interval
+ * of at most 1 s: an answer read up to an interval late must still reach
+ * libvirtd before vpackd's own probe after 7 s of silence (virt.c), and an
+ * event must not wait longer for the tick than it did for the plan.
+ */
+#define DEFER_READS_MAX_MS 1000
+
+static void defer_libvirt_reads(const struct vpack_agent *a)
+{
+    vpack_virt_event_defer_reads(!a->stopping && a->cfg.interval_ms <= DEFER_READS_MAX_MS);
+}
+
 static void on_tick(uv_timer_t *timer)
 {
     static const struct vpack__act_out out = {false, NULL, NULL};
     struct vpack_agent *a = timer->data;
     if (a->stopping)
         return;
+    vpack_virt_event_check();
     hold_expire(a);
     uint64_t t0 = uv_hrtime(), t;
     double last = a->tick_ns ? (double)(t0 - a->tick_ns) : 0;
@@ -673,6 +691,7 @@ int vpack_agent_start(uv_loop_t *loop, const struct vpack_config *cfg, struct vp
     uv_timer_init(loop, &a->tick);
     a->tick.data = a;
     uv_timer_start(&a->tick, on_tick, a->cfg.interval_ms, a->cfg.interval_ms);
+    defer_libvirt_reads(a);
     *out = a;
     return 0;
 fail:
@@ -725,6 +744,7 @@ int vpack_agent_reload(struct vpack_agent *a, const struct vpack_config *cfg, ch
     if (cfg->interval_ms != a->cfg.interval_ms) {
         a->cfg.interval_ms = cfg->interval_ms;
         uv_timer_start(&a->tick, on_tick, a->cfg.interval_ms, a->cfg.interval_ms);
+        defer_libvirt_reads(a);
     }
     free(a->cfg.log_level);
     a->cfg.log_level = level;
@@ -744,6 +764,7 @@ void vpack_agent_stop(struct vpack_agent *a)
     if (!a || a->stopping)
         return;
     a->stopping = true;
+    defer_libvirt_reads(a); /* no tick from here on: libvirt's socket is the loop's again */
     if (!a->cfg.keep_placement && vpack_virt_connected(a->virt)) {
         /* Re-read what is applied, so nothing pinned by us is missed. */
         for (unsigned i = 0; i < a->ndoms; i++)

@@ -12,7 +12,9 @@
 #            zero pin calls, intervals skipped planning, and some read
 #            /proc/stat alone (no guest), never more than 9 in a row; the
 #            reads due every tenth interval leave idle guests' threads
-#            unread (one /proc/PID/stat each: domains_unread)
+#            unread (one /proc/PID/stat each: domains_unread); the loop
+#            thread wakes once an interval: libvirtd's keepalive probes
+#            (one every 5 s) are read at the interval, not when they come
 #   own      vpackd's threads (every one in /proc/PID/task) are on the
 #            wake-up package, the one the guests are packed on
 #   step     a busy-looping guest is resumed while vpackd skips planning:
@@ -121,15 +123,29 @@ vp_wait_for 30 settled >/dev/null || vp_log "vpackd did not skip two intervals i
 # The host's busy CPUs over the window (/proc/stat), for the failure
 # messages: other work that starts after the headroom check moves the load
 # vpackd sees, and then planning and pins are right, not a fault.
+# Times vpackd's loop thread went to sleep (and so woke up).
+sleeps() { awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$agent_pid/task/$agent_pid/status"; }
 read -r c0 p0 f0 s0 n0 r0 u0 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped domains_unread)"
 h0=$(vp_cpu_line)
+w0=$(sleeps)
 sleep "$STEADY_S"
+w1=$(sleeps)
 h1=$(vp_cpu_line)
 read -r c1 p1 f1 s1 n1 r1 u1 <<<"$(vp_counters libvirt_calls pins_ok pins_failed plans_skipped samples reads_skipped domains_unread)"
 n=$((n1 - n0))
+woke=$((w1 - w0))
 busy=$(vp_busy_cpus "$h0" "$h1")
-echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0)), domains a due read left unread $((u1 - u0)); host busy $busy CPUs"
+echo "over $n intervals: libvirt calls $((c1 - c0)), pins $((p1 - p0)) ok + $((f1 - f0)) failed, plans skipped $((s1 - s0)), guests not read $((r1 - r0)), domains a due read left unread $((u1 - u0)), loop thread woke $woke times; host busy $busy CPUs"
 [ "$n" -ge $((STEADY_S - 1)) ] || vp_fail "only $n sampling intervals in ${STEADY_S}s"
+# libvirtd probes vpackd 5 s after its last message (keepalive): about
+# STEADY_S / 5 probes. vpackd reads libvirt's socket at its interval, so a
+# probe wakes nothing; a vpackd woken by each would show n + 3 or more.
+if [ "$woke" -le $((n + 1)) ]; then
+    vp_pass "vpackd's loop thread woke $woke times in $n intervals: libvirtd's keepalive probes woke it none"
+else
+    vp_fail "vpackd's loop thread woke $woke times in $n intervals (want at most $((n + 1)): one a" \
+        "interval; libvirtd's probes are read at the interval)"
+fi
 if [ $((c1 - c0)) -eq 0 ]; then
     vp_pass "zero libvirt calls over $n steady intervals"
 else

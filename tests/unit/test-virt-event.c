@@ -487,6 +487,138 @@ static void test_handle_error(void **state)
     close(fds[1]);
 }
 
+/* ---- deferred reads ---- */
+
+/* A peer that answers each message, as libvirt answers a keepalive probe. */
+struct pstate {
+    int id;
+    int reads, writes, hangups;
+    int due;             /* answers queued */
+    int timer;           /* set to period 0 on each read, as libvirt queues an event */
+    int timer_fired;
+    bool wrong_thread;
+    int freed;
+};
+
+static void p_timer_cb(int id, void *opaque)
+{
+    ((struct pstate *)opaque)->timer_fired++;
+    virEventUpdateTimeout(id, -1);
+}
+
+static void p_cb(int watch, int fd, int events, void *opaque)
+{
+    struct pstate *p = opaque;
+    char buf[64];
+
+    if (!on_loop())
+        p->wrong_thread = true;
+    if (events & VIR_EVENT_HANDLE_HANGUP) {
+        p->hangups++;
+        virEventRemoveHandle(watch);
+        return;
+    }
+    if (events & VIR_EVENT_HANDLE_READABLE) {
+        while (read(fd, buf, sizeof(buf)) > 0)
+            p->due++;
+        p->reads++;
+        virEventUpdateTimeout(p->timer, 0);
+    }
+    if ((events & VIR_EVENT_HANDLE_WRITABLE) && p->due > 0) {
+        if (write(fd, "pong", 4) == 4)
+            p->due--;
+        p->writes++;
+    }
+    virEventUpdateHandle(watch, VIR_EVENT_HANDLE_READABLE |
+                                    (p->due > 0 ? VIR_EVENT_HANDLE_WRITABLE : 0));
+}
+
+static void p_ff(void *opaque)
+{
+    ((struct pstate *)opaque)->freed++;
+}
+
+static bool p_wrote(void *arg)
+{
+    struct pstate *p = arg;
+    return p->writes >= 2;
+}
+
+static bool p_read(void *arg)
+{
+    struct pstate *p = arg;
+    return p->reads >= 2;
+}
+
+static bool p_freed(void *arg)
+{
+    return ((struct pstate *)arg)->freed > 0;
+}
+
+static void test_deferred_reads(void **state)
+{
+    struct pstate p = {0};
+    char buf[16];
+    int sv[2];
+
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    p.timer = virEventAddTimeout(-1, p_timer_cb, &p, NULL);
+    assert_true(p.timer > 0);
+    p.id = virEventAddHandle(sv[0], VIR_EVENT_HANDLE_READABLE, p_cb, &p, p_ff);
+    assert_true(p.id > 0);
+    assert_int_equal(vpack_virt_event_check(), 0); /* not deferred yet */
+    vpack_virt_event_defer_reads(true);
+
+    /* A message does not wake the loop: the watch is in nobody's poll set. */
+    assert_int_equal(write(sv[1], "ping", 4), 4);
+    run_for(50);
+    assert_int_equal(p.reads, 0);
+    assert_false(uv_loop_alive(&loop));
+
+    /* One check reads it and sends the answer it queued: no pass of the loop;
+     * what the read queued for "the next iteration" (an event) has run too. */
+    assert_int_equal(vpack_virt_event_check(), 2);
+    assert_int_equal(p.reads, 1);
+    assert_int_equal(p.writes, 1);
+    assert_int_equal(p.timer_fired, 1);
+    assert_int_equal(read(sv[1], buf, sizeof(buf)), 4);
+    assert_memory_equal(buf, "pong", 4);
+    assert_int_equal(vpack_virt_event_check(), 0);
+    assert_false(uv_loop_alive(&loop));
+
+    /* A write asked for outside a check is the loop's at once. */
+    p.due = 1;
+    virEventUpdateHandle(p.id, VIR_EVENT_HANDLE_READABLE | VIR_EVENT_HANDLE_WRITABLE);
+    assert_true(uv_loop_alive(&loop));
+    assert_true(run_until(p_wrote, &p, 1000));
+    assert_int_equal(read(sv[1], buf, sizeof(buf)), 4);
+    run_for(20);
+    assert_false(uv_loop_alive(&loop)); /* reading only again: deferred again */
+
+    /* Deferral off: the loop serves what waits. */
+    assert_int_equal(write(sv[1], "ping", 4), 4);
+    run_for(20);
+    assert_int_equal(p.reads, 1);
+    vpack_virt_event_defer_reads(false);
+    assert_true(run_until(p_read, &p, 1000));
+    run_for(20);
+    assert_int_equal(read(sv[1], buf, sizeof(buf)), 4);
+
+    /* Deferred again: the peer's hangup comes with the next check. */
+    vpack_virt_event_defer_reads(true);
+    close(sv[1]);
+    run_for(20);
+    assert_int_equal(p.hangups, 0);
+    assert_int_equal(vpack_virt_event_check(), 1);
+    assert_int_equal(p.hangups, 1);
+    assert_true(run_until(p_freed, &p, 1000));
+    assert_int_equal(vpack_virt_event_check(), 0);
+    assert_false(p.wrong_thread);
+    vpack_virt_event_defer_reads(false);
+    assert_int_equal(virEventRemoveTimeout(p.timer), 0);
+    close(sv[0]);
+}
+
 /* ---- other threads ---- */
 
 struct xthread {
@@ -875,6 +1007,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_handle_shared_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handle_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handle_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deferred_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_thread_deferred, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stress, setup, teardown),
