@@ -166,11 +166,6 @@ struct vpack_agent {
     unsigned ncpu_busy;
     uint64_t prev_ns;      /* time the domains were last read */
     uint64_t tick_ns;      /* time the last interval began */
-    /* This read of the domains: the last interval's length (ns) when it follows light
-     * intervals and something moved (the gap's steady part is taken out, the rest is the
-     * last interval's); 0: the average over the gap. While a domain is read, that
-     * domain's (sample.c, domain_last()). */
-    double read_last_ns;
     /* The last interval's length (ns) when it was READ_WAIT (a move that may not last),
      * else 0: a move that lasts is read in the next, and both intervals hold it. */
     double wait_ns;
@@ -310,7 +305,11 @@ bool vpack__dom_mark_due(const struct vpack_agent *a, const struct agent_dom *d)
 /* sample.c */
 void vpack__sample_cpus(struct vpack_agent *a);
 /*
- * last_ns: see read_last_ns. due: the read is READ_DUE (vpack__sample_read()),
+ * last_ns: the last interval's length (ns) when the read follows light
+ * intervals and something moved (the gap's steady part is taken out, the
+ * rest is the last interval's; a domain a due read left unread counts from
+ * that read: vpack_usage_last()); 0: the average over the gap. due: the read
+ * is READ_DUE (vpack__sample_read()),
  * so a domain whose process's CPU time (/proc/PID/stat) ran, within
  * agent.steady_band, at its rate up to the last due read that read its
  * threads, and whose thread count is the same, keeps its threads' readings,

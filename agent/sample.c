@@ -163,14 +163,25 @@ static void counted_elsewhere(struct agent_thread *t)
 }
 
 /*
+ * The time one reading spans: dt, ns since the domain was last read (0: no
+ * earlier reading); last_ns, the part a step may be in when the read
+ * follows light intervals or a due read that left it (vpack_gap_rate(): the
+ * rest of the gap is taken at the rate before), 0 for the average over dt.
+ */
+struct gap {
+    double dt;
+    double last_ns;
+};
+
+/*
  * A new reading of a thread's run and wait time (ns, summed over its
- * threads) from src: its util and delay over dt. Returns the run time since
+ * threads) from src: its util and delay over the gap g. Returns the run time since
  * the last reading of the same source, 0 when there is none. Readings by
  * name were counted thread by thread (read_threads()); the others are
  * counted here, by what they grew.
  */
 static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t, uint64_t run,
-                             uint64_t wait, double dt, enum load_source src)
+                             uint64_t wait, const struct gap *g, enum load_source src)
 {
     uint64_t ran = 0;
     if (src != SRC_NAME) {
@@ -181,12 +192,12 @@ static uint64_t take_reading(const struct vpack_agent *a, struct agent_thread *t
         vpack_thread_time_take(&t->time, &last, run, wait, src == SRC_LIBVIRT);
         counted_elsewhere(t);
     }
-    if (t->have_prev && t->source == src && dt > 0 && run >= t->prev_time) {
+    if (t->have_prev && t->source == src && g->dt > 0 && run >= t->prev_time) {
         ran = run - t->prev_time;
-        double u = vpack_gap_rate((double)ran, t->util, dt, a->read_last_ns);
+        double u = vpack_gap_rate((double)ran, t->util, g->dt, g->last_ns);
         double w = wait >= t->prev_delay
-                       ? vpack_gap_rate((double)(wait - t->prev_delay), t->delay, dt,
-                                        a->read_last_ns)
+                       ? vpack_gap_rate((double)(wait - t->prev_delay), t->delay, g->dt,
+                                        g->last_ns)
                        : 0;
         smooth(a, &t->util, u);
         smooth(a, &t->delay, w);
@@ -265,12 +276,12 @@ void vpack__sample_counters(struct vpack_agent *a)
  * on, until its threads are sorted again: its load is never left stale.
  */
 static void sample_threads(struct vpack_agent *a, struct agent_dom *d, struct agent_thread *t,
-                           double dt)
+                           const struct gap *g)
 {
     uint64_t run, wait;
     int r = read_threads(d, t, &run, &wait);
     if (r == 0) {
-        take_reading(a, t, run, wait, dt, SRC_NAME);
+        take_reading(a, t, run, wait, g, SRC_NAME);
         return;
     }
     t->have_prev = false;
@@ -286,11 +297,11 @@ static void sample_threads(struct vpack_agent *a, struct agent_dom *d, struct ag
 
 /* The vCPUs' run time and delay from libvirt's stats; returns the run time since the last. */
 static uint64_t sample_vcpus_libvirt(struct vpack_agent *a, struct agent_dom *d,
-                                     const struct vpack_virt_stats *rec, double dt)
+                                     const struct vpack_virt_stats *rec, const struct gap *g)
 {
     uint64_t vsum = 0;
     for (unsigned v = 0; v < rec->nvcpus && v < d->nvcpus; v++) {
-        vsum += take_reading(a, &d->vcpus[v], rec->vcpu_time_ns[v], rec->vcpu_delay_ns[v], dt,
+        vsum += take_reading(a, &d->vcpus[v], rec->vcpu_time_ns[v], rec->vcpu_delay_ns[v], g,
                              SRC_LIBVIRT);
         d->vcpu_online[v] = rec->vcpu_online[v];
     }
@@ -305,7 +316,7 @@ static double clock_tick_ns(void)
 
 /* An iothread not found by name: its cgroup's threads (ticks, no run-queue delay). */
 static void sample_iothread_cgroup(struct vpack_agent *a, struct agent_dom *d,
-                                   struct agent_thread *io, double dt)
+                                   struct agent_thread *io, const struct gap *g)
 {
     uint64_t ticks;
     double tick_ns = clock_tick_ns();
@@ -316,11 +327,11 @@ static void sample_iothread_cgroup(struct vpack_agent *a, struct agent_dom *d,
         io->util_now = io->delay_now = 0;
         return;
     }
-    take_reading(a, io, (uint64_t)((double)ticks * tick_ns), 0, dt, src);
+    take_reading(a, io, (uint64_t)((double)ticks * tick_ns), 0, g, src);
 }
 
 /* The iothreads' load; returns the nanoseconds they ran since the last sample. */
-static uint64_t sample_iothreads(struct vpack_agent *a, struct agent_dom *d, double dt)
+static uint64_t sample_iothreads(struct vpack_agent *a, struct agent_dom *d, const struct gap *g)
 {
     uint64_t iosum = 0;
     for (unsigned t = 0; t < d->niothreads; t++) {
@@ -328,9 +339,9 @@ static uint64_t sample_iothreads(struct vpack_agent *a, struct agent_dom *d, dou
         uint64_t before = io->prev_time, run, wait;
         bool had = io->have_prev;
         if (io->ntids == 1 && read_threads(d, io, &run, &wait) == 0)
-            take_reading(a, io, run, wait, dt, SRC_NAME);
+            take_reading(a, io, run, wait, g, SRC_NAME);
         else
-            sample_iothread_cgroup(a, d, io, dt);
+            sample_iothread_cgroup(a, d, io, g);
         if (had && io->have_prev && io->prev_time >= before)
             iosum += io->prev_time - before;
     }
@@ -342,16 +353,16 @@ static uint64_t sample_iothreads(struct vpack_agent *a, struct agent_dom *d, dou
  * own): the vCPUs from the stats, the emulator as what is left of cpu.time.
  */
 static void sample_domain_libvirt(struct vpack_agent *a, struct agent_dom *d,
-                                  const struct vpack_virt_stats *rec, double dt)
+                                  const struct vpack_virt_stats *rec, const struct gap *g)
 {
-    uint64_t vsum = sample_vcpus_libvirt(a, d, rec, dt);
-    uint64_t iosum = sample_iothreads(a, d, dt);
+    uint64_t vsum = sample_vcpus_libvirt(a, d, rec, g);
+    uint64_t iosum = sample_iothreads(a, d, g);
     /* prev_cpu_time is the last interval's only if libvirt read that one too. */
-    if (d->have_prev_cpu && d->emulator.source == SRC_REMAINDER && dt > 0 &&
+    if (d->have_prev_cpu && d->emulator.source == SRC_REMAINDER && g->dt > 0 &&
         rec->cpu_time_ns >= d->prev_cpu_time) {
         double rest = (double)(rec->cpu_time_ns - d->prev_cpu_time) - (double)vsum - (double)iosum;
         d->emulator.util_now =
-            rest > 0 ? vpack_gap_rate(rest, d->emulator.util, dt, a->read_last_ns) : 0;
+            rest > 0 ? vpack_gap_rate(rest, d->emulator.util, g->dt, g->last_ns) : 0;
         if (rest > 0)
             vpack_thread_time_add(&d->emulator.time, (uint64_t)rest, 0, false);
         counted_elsewhere(&d->emulator);
@@ -365,13 +376,13 @@ static void sample_domain_libvirt(struct vpack_agent *a, struct agent_dom *d,
 }
 
 /* A domain from its threads' schedstat files: no libvirt call. */
-static void sample_domain_threads(struct vpack_agent *a, struct agent_dom *d, double dt)
+static void sample_domain_threads(struct vpack_agent *a, struct agent_dom *d, const struct gap *g)
 {
     for (unsigned v = 0; v < d->nvcpus; v++)
         if (d->vcpu_online[v])
-            sample_threads(a, d, &d->vcpus[v], dt);
-    sample_threads(a, d, &d->emulator, dt);
-    sample_iothreads(a, d, dt);
+            sample_threads(a, d, &d->vcpus[v], g);
+    sample_threads(a, d, &d->emulator, g);
+    sample_iothreads(a, d, g);
     d->have_prev_cpu = true; /* read at least once (views.c: what could not be read) */
 }
 
@@ -391,7 +402,7 @@ static void sample_domain_memory(struct vpack_agent *a, struct agent_dom *d, boo
 }
 
 /* The domains libvirt's stats read: one bulk call for all, made only when one needs it. */
-static void sample_libvirt(struct vpack_agent *a, double dt)
+static void sample_libvirt(struct vpack_agent *a, const struct gap *g)
 {
     struct vpack_virt_stats *recs = NULL;
     unsigned n = 0;
@@ -404,7 +415,7 @@ static void sample_libvirt(struct vpack_agent *a, double dt)
     for (unsigned i = 0; i < n; i++) {
         struct agent_dom *d = vpack__dom_find(a, recs[i].uuid);
         if (d && d->stats_libvirt && d->name)
-            sample_domain_libvirt(a, d, &recs[i], dt);
+            sample_domain_libvirt(a, d, &recs[i], g);
     }
     vpack_virt_stats_free(recs, n);
 }
@@ -445,7 +456,6 @@ static int thread_count(const struct agent_dom *d, bool usage_too, struct vpack_
  */
 void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
 {
-    a->read_last_ns = last_ns;
     uint64_t now = uv_hrtime();
     /* Since the domains were last read: one interval, or a few light ones more. */
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
@@ -486,18 +496,19 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
             }
         }
         /* Since this domain's threads were last read: a due read may have left them. */
-        a->read_last_ns = vpack_usage_last(&d->usage, d->read_ns, last_ns, now);
-        if (!d->stats_libvirt)
-            sample_domain_threads(a, d, d->read_ns ? (double)(now - d->read_ns) : 0);
+        if (!d->stats_libvirt) {
+            struct gap g = {d->read_ns ? (double)(now - d->read_ns) : 0,
+                            vpack_usage_last(&d->usage, d->read_ns, last_ns, now)};
+            sample_domain_threads(a, d, &g);
+        }
         if (have_u)
             vpack_usage_note(&d->usage, ticks, now, tick_ns, true);
         d->read_ns = now;
         libvirt |= d->stats_libvirt; /* also a domain whose files failed just now */
         sample_domain_memory(a, d, mem_due);
     }
-    a->read_last_ns = last_ns;
     if (libvirt)
-        sample_libvirt(a, dt);
+        sample_libvirt(a, &(struct gap){dt, last_ns});
     a->prev_ns = now;
 }
 
