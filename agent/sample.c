@@ -12,6 +12,7 @@
 #include "agent-priv.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -461,6 +462,7 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
     double dt = a->prev_ns ? (double)(now - a->prev_ns) : 0;
     double tick_ns = clock_tick_ns();
     bool libvirt = false, mem_due = a->ctr.samples - a->mem_sample >= MEMORY_EVERY;
+    uint64_t unread = a->ctr.domains_unread;
     if (mem_due)
         a->mem_sample = a->ctr.samples;
 
@@ -510,6 +512,9 @@ void vpack__sample_domains(struct vpack_agent *a, double last_ns, bool due)
     if (libvirt)
         sample_libvirt(a, &(struct gap){dt, last_ns});
     a->prev_ns = now;
+    if (due)
+        log_debug("due read: %" PRIu64 " of %u domains left unread (CPU time as at their last "
+                  "read)", a->ctr.domains_unread - unread, a->ndoms);
 }
 
 /*

@@ -259,13 +259,16 @@ vp_wait_ready "$DOM" || vp_die "$DOM did not boot"
 # ------------------------------------------------------------- exposition
 vp_log "exposition: vpackd's /metrics"
 level_line="vpack_domain_level{domain=\"$DOM\"} 2"
+# Placed, and read once since (a domain's threads are read from the interval
+# after the one that placed it: its vCPU families come then).
 placed() {
     curl -sf "$metrics_url" -o "$work/metrics.prom" &&
         grep -qxF "$level_line" "$work/metrics.prom" &&
-        grep -q "^vpack_domain_package{domain=\"$DOM\",package=\"[01]\"} 1\$" "$work/metrics.prom"
+        grep -q "^vpack_domain_package{domain=\"$DOM\",package=\"[01]\"} 1\$" "$work/metrics.prom" &&
+        grep -q "^vpack_vcpu_run_seconds_total{domain=\"$DOM\"" "$work/metrics.prom"
 }
 vp_wait_until 20 placed || { grep '^vpack_domain' "$work/metrics.prom" >&2 || true
-                          vp_die "vpackd does not report $DOM at level 2 on a package"; }
+                          vp_die "vpackd does not report $DOM at level 2 on a package, read"; }
 "$PROMTOOL" check metrics <"$work/metrics.prom" >"$work/check-metrics.log" 2>&1 \
     || { cat "$work/check-metrics.log"; vp_die "vpackd's exposition fails promtool check metrics"; }
 # Families vpackd renders here: all the names of lib/format/prom.c and counters.h,
