@@ -869,18 +869,7 @@ static int deferred_set_locked(struct pollfd **fds, struct vpoller ***ps, size_t
     return (int)n;
 }
 
-/* A deferred poller a callback of this check asked to write on. */
-static bool write_due_locked(void)
-{
-    for (struct vpoller *p = ev.pollers; p; p = p->next)
-        if (p->deferred)
-            for (struct vwatch *w = p->watches; w; w = w->next)
-                if (w->events & VIR_EVENT_HANDLE_WRITABLE)
-                    return true;
-    return false;
-}
-
-/* Rounds of one vpack_virt_event_check(): a message and its answer take two. */
+/* Rounds of one vpack_virt_event_check(): a probe and its answer take two, and a third finds nothing. */
 #define CHECK_ROUNDS 16
 
 unsigned vpack_virt_event_check(void)
@@ -911,9 +900,7 @@ unsigned vpack_virt_event_check(void)
             dispatch_watches_locked(ps[i], events_from_poll(fds[i].revents));
             ran++;
         }
-        /* libvirt reads all that is there in one callback: go on for a write only. */
-        if (!write_due_locked())
-            break;
+        /* libvirt reads one message a callback: poll again until nothing is left. */
     }
     /* What a poller still asks for now goes to libuv (a write still due) or waits. */
     for (struct vpoller *p = ev.pollers; p; p = p->next)

@@ -60,9 +60,9 @@ void vpack_virt_event_defer_reads(bool on);
 
 /*
  * Serves the deferred watches: polls them (poll(2), no wait) and calls the
- * callbacks of those that are ready; while a callback has asked to write,
- * polls again and serves that too (a keepalive probe and its answer take
- * one call, two poll(2)s), up to 16 rounds. A write still due after that
+ * callbacks of those that are ready, and again until none is (libvirt
+ * reads one message a callback; a keepalive probe and its answer take one
+ * call, three poll(2)s), up to 16 rounds. A write still due after that
  * goes to the loop. When something was served, libvirt's period-0
  * timeouts then run once (libvirt hands a domain event to its callback from
  * one), so an event read here reaches its callback before this returns.
