@@ -132,33 +132,34 @@ static void wake_locked(void)
         uv_async_send(&ev.async);
 }
 
-/* libvirt's handle events and libuv's poll events, pair by pair. Errors
- * are always reported by libuv; it has no flag to ask for them. */
-static const struct {
-    int vir, uv;
-} event_map[] = {
-    {VIR_EVENT_HANDLE_READABLE, UV_READABLE},
-    {VIR_EVENT_HANDLE_WRITABLE, UV_WRITABLE},
-    {VIR_EVENT_HANDLE_HANGUP, UV_DISCONNECT},
+/* libvirt's handle events, libuv's poll events and poll(2)'s, row by row.
+ * Errors are always reported by libuv and poll(2); neither has a flag to
+ * ask for them. */
+enum { EV_VIR, EV_UV, EV_POLL };
+static const int event_map[][3] = {
+    {VIR_EVENT_HANDLE_READABLE, UV_READABLE, POLLIN},
+    {VIR_EVENT_HANDLE_WRITABLE, UV_WRITABLE, POLLOUT},
+    {VIR_EVENT_HANDLE_HANGUP, UV_DISCONNECT, POLLHUP},
 };
 
-/* events_to_uv() and events_from_uv() are the two directions of event_map. */
+/* The events of column from in @in, as those of column to. */
+static int map_events(int in, int from, int to)
+{
+    int out = 0;
+    for (size_t i = 0; i < sizeof(event_map) / sizeof(event_map[0]); i++)
+        if (in & event_map[i][from])
+            out |= event_map[i][to];
+    return out;
+}
+
 static int events_to_uv(int events)
 {
-    int uv = 0;
-    for (size_t i = 0; i < sizeof(event_map) / sizeof(event_map[0]); i++)
-        if (events & event_map[i].vir)
-            uv |= event_map[i].uv;
-    return uv;
+    return map_events(events, EV_VIR, EV_UV);
 }
 
 static int events_from_uv(int uv)
 {
-    int events = 0;
-    for (size_t i = 0; i < sizeof(event_map) / sizeof(event_map[0]); i++)
-        if (uv & event_map[i].uv)
-            events |= event_map[i].vir;
-    return events;
+    return map_events(uv, EV_UV, EV_VIR);
 }
 
 /* The three lookups below walk the same lists by different keys. */
@@ -819,23 +820,24 @@ static bool poller_live_locked(const struct vpoller *q)
 /* What poll(2) reported, as libvirt's handle events. */
 static int events_from_poll(short revents)
 {
-    int events = 0;
-    if (revents & POLLIN)
-        events |= VIR_EVENT_HANDLE_READABLE;
-    if (revents & POLLOUT)
-        events |= VIR_EVENT_HANDLE_WRITABLE;
-    if (revents & POLLHUP)
-        events |= VIR_EVENT_HANDLE_HANGUP;
-    if (revents & (POLLERR | POLLNVAL))
-        events |= VIR_EVENT_HANDLE_ERROR;
-    return events;
+    return map_events(revents, EV_POLL, EV_VIR) |
+           ((revents & (POLLERR | POLLNVAL)) ? VIR_EVENT_HANDLE_ERROR : 0);
 }
 
 /*
- * The deferred pollers that want something, into fds/ps (grown as needed);
+ * The check's poll set, kept from one call to the next so that a tick does
+ * not allocate: grown as needed, loop thread only, held for the process's
+ * life (one connection's socket, as a rule).
+ */
+static struct pollfd *check_fds;
+static struct vpoller **check_ps;
+static size_t check_cap;
+
+/*
+ * The deferred pollers that want something, into check_fds/check_ps;
  * marks them in_check. Returns how many, or -1 without memory.
  */
-static int deferred_set_locked(struct pollfd **fds, struct vpoller ***ps, size_t *cap)
+static int deferred_set_locked(void)
 {
     size_t n = 0;
     for (struct vpoller *p = ev.pollers; p; p = p->next) {
@@ -846,37 +848,30 @@ static int deferred_set_locked(struct pollfd **fds, struct vpoller ***ps, size_t
             want |= w->events;
         if (!(want & (VIR_EVENT_HANDLE_READABLE | VIR_EVENT_HANDLE_WRITABLE)))
             continue;
-        if (n == *cap) {
-            size_t c = *cap ? *cap * 2 : 4;
-            struct pollfd *f = realloc(*fds, c * sizeof(**fds));
+        if (n == check_cap) {
+            size_t c = check_cap ? check_cap * 2 : 4;
+            struct pollfd *f = realloc(check_fds, c * sizeof(*f));
             if (!f)
                 return -1;
-            *fds = f;
-            struct vpoller **q = realloc(*ps, c * sizeof(**ps));
+            check_fds = f;
+            struct vpoller **q = realloc(check_ps, c * sizeof(*q));
             if (!q)
                 return -1;
-            *ps = q;
-            *cap = c;
+            check_ps = q;
+            check_cap = c;
         }
-        (*fds)[n] = (struct pollfd){
-            .fd = p->fd,
-            .events = (short)((want & VIR_EVENT_HANDLE_READABLE ? POLLIN : 0) |
-                              (want & VIR_EVENT_HANDLE_WRITABLE ? POLLOUT : 0)),
-        };
-        (*ps)[n++] = p;
+        check_fds[n] = (struct pollfd){.fd = p->fd, .events = (short)map_events(want, EV_VIR, EV_POLL)};
+        check_ps[n++] = p;
         p->in_check = true;
     }
     return (int)n;
 }
 
-/* Rounds of one vpack_virt_event_check(): a probe and its answer take two, and a third finds nothing. */
+/* Rounds of one vpack_virt_event_check(): a probe, its answer, then nothing. */
 #define CHECK_ROUNDS 16
 
 unsigned vpack_virt_event_check(void)
 {
-    struct pollfd *fds = NULL;
-    struct vpoller **ps = NULL;
-    size_t cap = 0;
     unsigned ran = 0;
 
     uv_once(&ev_once, init_lock);
@@ -885,19 +880,19 @@ unsigned vpack_virt_event_check(void)
         goto out;
     flush_locked();
     for (unsigned round = 0; round < CHECK_ROUNDS; round++) {
-        int n = deferred_set_locked(&fds, &ps, &cap);
+        int n = deferred_set_locked();
         if (n <= 0)
             break;
         uv_mutex_unlock(&ev_lock);
-        int r = poll(fds, (nfds_t)n, 0);
+        int r = poll(check_fds, (nfds_t)n, 0);
         uv_mutex_lock(&ev_lock);
         if (r <= 0)
             break; /* nothing ready; an interrupted poll is the next check's */
         for (int i = 0; i < n; i++) {
             /* Removed by a callback of this round: its memory lives, its watches do not. */
-            if (!fds[i].revents || !poller_live_locked(ps[i]))
+            if (!check_fds[i].revents || !poller_live_locked(check_ps[i]))
                 continue;
-            dispatch_watches_locked(ps[i], events_from_poll(fds[i].revents));
+            dispatch_watches_locked(check_ps[i], events_from_poll(check_fds[i].revents));
             ran++;
         }
         /* libvirt reads one message a callback: poll again until nothing is left. */
@@ -918,7 +913,5 @@ unsigned vpack_virt_event_check(void)
         fire_zero_timeouts_locked();
 out:
     uv_mutex_unlock(&ev_lock);
-    free(fds);
-    free(ps);
     return ran;
 }

@@ -195,7 +195,7 @@ if [ "$u1" -gt "$u0" ] || vp_wait_for 40 unread_grew >/dev/null; then
 elif [ "$(($(due_reads) - d0))" -lt 3 ]; then
     vp_log "not checked: $(($(due_reads) - d0)) read(s) due in $((STEADY_S + 40)) s, three are" \
         "needed (the host, $busy CPUs busy over the window, moved a CPU's load past its band" \
-        "within most nine intervals)"
+        "in most runs of nine intervals)"
 else
     vp_fail "$(($(due_reads) - d0)) due reads in $((STEADY_S + 40)) s, none left an idle guest" \
         "unread (domains_unread stayed $u0): $(grep 'due read: ' "$work/vpackd.log" | tail -n 2)"
