@@ -34,7 +34,10 @@ failed=0
 rootfs_pid=""
 if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
     mkdir -p build-logs
-    nice -n 19 tests/v2host/build-rootfs.sh > build-logs/v2rootfs.log 2>&1 &
+    # Its exit status goes to a file: the fuzzing phase's wait reaps it.
+    rm -f build-logs/v2rootfs.rc
+    { rc=0; nice -n 19 tests/v2host/build-rootfs.sh > build-logs/v2rootfs.log 2>&1 || rc=$?
+      echo "$rc" > build-logs/v2rootfs.rc; } &
     rootfs_pid=$!
 fi
 
@@ -189,8 +192,11 @@ fi
 if [ -z "${VPACK_SKIP_INTEGRATION:-}" ]; then
     # With the sanitizer build's programs: vpackd, vpack-hook and vpackctl
     # run under ASan and LeakSanitizer, and a leak or a crash fails the test.
-    [ -z "$rootfs_pid" ] || wait "$rootfs_pid" ||
-        { echo "the v2 test host's root file system was not made:"; tail -n 20 build-logs/v2rootfs.log; }
+    if [ -n "$rootfs_pid" ]; then
+        wait "$rootfs_pid" 2>/dev/null || true   # "not a child": reaped already
+        [ "$(cat build-logs/v2rootfs.rc 2>/dev/null)" = 0 ] ||
+            { echo "the v2 test host's root file system was not made:"; tail -n 20 build-logs/v2rootfs.log; }
+    fi
     echo "== integration tests (real libvirtd, real QEMU guests, sanitized programs)"
     run_suite build-asan --suite integration
     # cgroup v2 alone and two real sockets, in a test host of our own (a VM).

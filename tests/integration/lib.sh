@@ -58,8 +58,28 @@ VP_ALL_PREFIXES=(vptest- vpag- vpcon- vpctl- vpf- vphd- vphk- vpho- vpmet- vpvir
 # VPACK_TEST_OWNER, the pid of the outermost test shell. When that shell is
 # gone (meson's timeout killed it before its trap could clean up), the next
 # test finds its processes by this mark and stops them: vp_reap_leftovers.
-if [ -z "${VPACK_TEST_OWNER:-}" ] || ! kill -0 "$VPACK_TEST_OWNER" 2>/dev/null; then
-    VPACK_TEST_OWNER=$$
+# The mark is "PID@START", START the shell's start time (/proc/PID/stat,
+# field 22): PIDs come round again (pid_max is 32768 on the test machines,
+# and a run of the suite goes through them every quarter of an hour), so a
+# PID alone could name a stranger and keep a dead test's processes alive.
+# vp__start_time PID: that process's start time, in clock ticks after boot.
+vp__start_time() {
+    local s
+    read -r s < "/proc/$1/stat" 2>/dev/null || return 1
+    s=${s##*) }   # past the command name, which may hold spaces
+    set -- $s     # field 3 (state) is now $1: field 22 is $20
+    printf '%s\n' "${20:-}"
+}
+# vp__owner_alive OWNER: the process a mark names (PID@START, or a bare PID
+# from an older mark) still runs, and is the same process.
+vp__owner_alive() {
+    local pid=${1%%@*} start=${1#*@}
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    [ "$start" != "$1" ] || return 0
+    [ "$(vp__start_time "$pid")" = "$start" ]
+}
+if [ -z "${VPACK_TEST_OWNER:-}" ] || ! vp__owner_alive "$VPACK_TEST_OWNER"; then
+    VPACK_TEST_OWNER=$$@$(vp__start_time $$)
 fi
 export VPACK_TEST_OWNER
 # Where a test notes what it changed outside its own work directory (the
@@ -169,7 +189,7 @@ vp__marked_pids() {
                 sed -n 's/^VPACK_TEST_OWNER=//p') || true
         [ -n "$owner" ] || continue
         [ "$owner" = "$VPACK_TEST_OWNER" ] && continue
-        kill -0 "$owner" 2>/dev/null && continue
+        vp__owner_alive "$owner" && continue
         echo "$pid"
     done
 }
@@ -228,7 +248,7 @@ vp_reap_leftovers() {
     fi
     if [ -r "$VP_MARKDIR/package" ]; then
         read -r pid < "$VP_MARKDIR/package" || pid=""
-        if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+        if [ -z "$pid" ] || ! vp__owner_alive "$pid"; then
             if dpkg-query -W -f='${Status}' vpack 2>/dev/null | vp_has -v 'not-installed'; then
                 vp_log "purging the vpack package an earlier test installed"
                 vp_purge_test_package && n=$((n + 1))
@@ -241,7 +261,7 @@ vp_reap_leftovers() {
     vp_online_all_cpus
     vp_repair_machine_cpusets
     for d in /run/vpack-test-bin.*; do
-        [ -d "$d" ] && ! kill -0 "${d##*.}" 2>/dev/null && rm -rf "$d"
+        [ -d "$d" ] && ! vp__owner_alive "${d##*.}" && rm -rf "$d"
     done
     # The v2 test host (tests/v2host/v2host.sh): its VM and its work directory.
     for pid in $(vp__marked_pids qemu-system-x86); do
@@ -1255,6 +1275,42 @@ vp_all_on() {
     done
 }
 
+# vp_pin_context NAME...: what to print beside a failed pin check, read
+# now: each domain's kernel view and libvirt's, the vpackd processes that
+# run, and libvirtd's clients (virt-admin): another program that pins
+# shows there.
+vp_pin_context() {
+    local d
+    printf 'kernel: '
+    for d in "$@"; do printf '%s %s; ' "$d" "$(vp_pins "$d")"; done
+    printf '| libvirt: '
+    for d in "$@"; do
+        printf '%s %s emulator=%s; ' "$d" \
+            "$(vp_virsh vcpupin "$d" 2>&1 | awk 'NF == 2 {printf "vcpu%s=%s ", $1, $2}')" \
+            "$(vp_virsh emulatorpin "$d" 2>&1 | tr -d ' \n')"
+    done
+    printf '| vpackd running: %s' "$(pgrep -a vpackd | cut -c1-120 | tr '\n' ';')"
+    printf '| libvirtd clients: %s\n' "$(virt-admin -q client-list libvirtd 2>&1 | tr -s ' \n' ' ')"
+}
+
+# vp_released CPUS NAME...: the check after vpackd's stop, vp_all_on with
+# a record: when it fails, VP_RELEASED_WHY holds the view the check read
+# and vp_pin_context's, read after it.
+VP_RELEASED_WHY=""
+vp_released() {
+    local want=$1 d kv p seen="" bad=0
+    shift
+    for d in "$@"; do
+        p=$(vp_pins "$d")
+        seen+="$d $p; "
+        for kv in $p; do [ "${kv#*=}" = "$want" ] || bad=1; done
+    done
+    VP_RELEASED_WHY=""
+    [ "$bad" -eq 0 ] && return 0
+    VP_RELEASED_WHY="the check read: $seen| then $(vp_pin_context "$@")"
+    return 1
+}
+
 # vp_packed_cpu NAME...: when every thread of them is on one and the same
 # CPU, 0 or 1 (the two one-CPU packages of the tests' synthetic topology),
 # prints it; else fails. Which package stays awake is the policy's choice
@@ -1547,7 +1603,7 @@ vp__reap_second_libvirtd() {
     local owner="" dir=""
     [ -r "$VP_MARKDIR/second-libvirtd" ] || return 1
     { read -r owner; read -r dir; } < "$VP_MARKDIR/second-libvirtd" || true
-    if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then return 1; fi
+    if [ -n "$owner" ] && vp__owner_alive "$owner"; then return 1; fi
     rm -f "$VP_MARKDIR/second-libvirtd"
     [ -n "$dir" ] && [ -d "$dir/run/libvirt/qemu" ] || return 1
     vp_log "killing the guests of the second libvirtd ($dir) an earlier test left"

@@ -220,7 +220,8 @@ echo "== stop"
 vp_stop_agent_check
 for d in vpag-a vpag-b vpag-c vpag-z; do
     p=$(pins "$d")
-    [ "$p" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] && vp_pass "$d unrestricted after stop" || vp_fail "$d left at $p"
+    [ "$p" = "vcpu0=0-1 vcpu1=0-1 emulator=0-1" ] && vp_pass "$d unrestricted after stop" ||
+        vp_fail "$d left at $p; then $(vp_pin_context "$d")"
 done
 p=$(pins vpag-p)
 [ "$p" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && vp_pass "vpag-p keeps its guest pin after stop" || vp_fail "vpag-p left at $p"

@@ -113,6 +113,6 @@ vp_all_packed vpbu-a vpbu-b vpbu-c && vp_pass "still packed after the last burst
 
 echo "== stop"
 vp_stop_agent_check
-vp_all_on 0-1 vpbu-a vpbu-b vpbu-c && vp_pass "every thread back on CPUs 0-1" ||
-    vp_fail "left restricted: $(for d in a b c; do echo "vpbu-$d: $(vp_pins vpbu-$d);"; done)"
+vp_released 0-1 vpbu-a vpbu-b vpbu-c && vp_pass "every thread back on CPUs 0-1" ||
+    vp_fail "left restricted: $VP_RELEASED_WHY"
 vp_verdict

@@ -603,8 +603,9 @@ vp_virsh destroy vpf-m >/dev/null 2>&1 || true
 
 echo "== stop"
 vp_stop_agent_check
-[ "$(pins vpf-p)" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && vp_pass "vpf-p keeps its guest pin after stop" ||
-    vp_fail "vpf-p left at $(pins vpf-p)"
+p=$(pins vpf-p)
+[ "$p" = "vcpu0=0-1 vcpu1=1 emulator=0-1" ] && vp_pass "vpf-p keeps its guest pin after stop" ||
+    vp_fail "vpf-p left at $p; then $(vp_pin_context vpf-p vpf-a vpf-b)"
 
 echo
 echo "time: $((SECONDS - t_start)) s in all (guests ready after $((t_guests - t_start)) s)"

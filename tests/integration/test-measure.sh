@@ -175,6 +175,6 @@ vp_all_on 0-1 vpms-z && vp_pass "the level-0 guest still on CPUs 0-1" ||
 
 echo "== stop"
 vp_stop_agent_check
-vp_all_on 0-1 vpms-a vpms-b vpms-z && vp_pass "after vpackd's SIGTERM every thread on CPUs 0-1" ||
-    vp_fail "after vpackd's stop: a: $(vp_pins vpms-a); b: $(vp_pins vpms-b); z: $(vp_pins vpms-z)"
+vp_released 0-1 vpms-a vpms-b vpms-z && vp_pass "after vpackd's SIGTERM every thread on CPUs 0-1" ||
+    vp_fail "after vpackd's stop: $VP_RELEASED_WHY"
 vp_verdict

@@ -237,7 +237,7 @@ level_is vprule-web-1 1 rule web && vp_pass "rules unchanged after a broken SIGH
 echo "== stop"
 vp_stop_agent_check
 for d in vprule-nova-1 vprule-web-1 vprule-own-1 vprule-none-1; do
-    vp_all_on 0-1 "$d" && vp_pass "$d unrestricted after stop" || vp_fail "$d left at $(vp_pins "$d")"
+    vp_released 0-1 "$d" && vp_pass "$d unrestricted after stop" || vp_fail "$d left: $VP_RELEASED_WHY"
 done
 
 echo
